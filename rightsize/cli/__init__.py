@@ -1,0 +1,81 @@
+"""The ``rightsize`` command line: thin click commands behind one error boundary.
+
+Each subcommand lives in its own module and is imported only when it is invoked or listed, so
+``rightsize --help`` stays fast and imports neither torch nor polars (a test checks this).
+Library code raises :class:`rightsize.errors.RightsizeError`; :func:`main` turns it into one line
+on stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+import click
+
+from rightsize import __version__
+from rightsize.errors import RightsizeError
+
+# command name -> "module:attribute"; modules import their heavy dependencies lazily.
+COMMANDS: dict[str, str] = {
+    "run": "rightsize.cli.run:run",
+    "analyze": "rightsize.cli.analyze:analyze",
+    "report": "rightsize.cli.report:report",
+    "gpus": "rightsize.cli.gpus:gpus",
+    "estimate": "rightsize.cli.estimate:estimate",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in COMMANDS if _importable(COMMANDS[name])]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None or not _importable(target):
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+def _importable(target: str) -> bool:
+    module = target.split(":")[0]
+    return importlib.util.find_spec(module) is not None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="rightsize")
+def cli() -> None:
+    """What holds your training job back, and which GPU should it run on?
+
+    \b
+    Quick start:
+      rightsize run train.py --lr 3e-4      profile an unmodified script, then analyze it
+      rightsize analyze trace.json.gz       analyze a PyTorch Profiler trace you already have
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: the one place that turns errors into exit codes."""
+    try:
+        code = cli.main(args=argv, prog_name="rightsize", standalone_mode=False)
+    except RightsizeError as exc:
+        click.echo(f"rightsize: error: {exc}", err=True)
+        sys.exit(1)
+    except click.exceptions.Abort:
+        click.echo("rightsize: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("rightsize: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
