@@ -1,0 +1,39 @@
+"""Shared fixtures: where ../shared lives, and skipping cleanly when it is absent."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("RIGHTSIZE_SHARED", REPO.parent / "shared"))
+SAMPLES = REPO / "samples"
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared, or skip the calling test when it is not there."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is absent (the shared data sits beside a developer checkout)")
+    return path
+
+
+@pytest.fixture
+def shared() -> Path:
+    return shared_path()
+
+
+def has_nvidia_gpu() -> bool:
+    return shutil.which("nvidia-smi") is not None and Path("/dev/nvidia0").exists()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if has_nvidia_gpu():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU with a working driver")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
