@@ -1,0 +1,151 @@
+"""The run directory: the versioned contract between collecting and reporting.
+
+``rightsize run`` writes one directory per run; ``rightsize analyze``/``report`` read it any number
+of times later. Layout (see docs/run-directory.md)::
+
+    manifest.json              what ran, where, how it ended, what was collected and why not
+    traces/rank0.pid1234.pt.trace.json.gz   PyTorch Profiler traces, exactly as torch wrote them
+    samples/gpu.parquet        NVML samples     (rightsize.traces.samples.GPU_SAMPLES)
+    samples/gpu_processes.parquet            per-process GPU memory
+    samples/host.parquet       psutil samples   (rightsize.traces.samples.HOST_SAMPLES)
+    procs/<pid>.json           what the startup hook did in each Python process of the job
+    analysis.json              the ``rightsize analyze --format json`` document
+
+This module is stdlib-only (no polars, no torch) so that every layer may import it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rightsize.errors import OutputExistsError, RunDirError
+
+# Bump when a reader of an older rightsize could misread the directory; additive keys do not.
+SCHEMA_VERSION = 1
+
+MANIFEST = "manifest.json"
+TRACES_DIR = "traces"
+SAMPLES_DIR = "samples"
+PROCS_DIR = "procs"
+ANALYSIS = "analysis.json"
+REPORT_HTML = "report.html"
+TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
+
+
+def trace_name(rank: int, pid: int, window: int = 1) -> str:
+    """File name of the trace of one profiling window of one process.
+
+    The first window is ``rank0.pid1234.pt.trace.json.gz``; later ones (``--repeat``, or several
+    ``rightsize.profile()`` blocks) add ``.w2``, ``.w3``, ...
+    """
+    suffix = "" if window == 1 else f".w{window}"
+    return f"rank{rank}.pid{pid}{suffix}{TRACE_SUFFIXES[0]}"
+
+
+_TRACE_RE = re.compile(r"^rank(?P<rank>\d+)\.pid(?P<pid>\d+)(?:\.w(?P<window>\d+))?\.pt\.trace")
+
+
+def parse_trace_name(name: str) -> tuple[int, int, int] | None:
+    """``(rank, pid, window)`` of a trace file name written by :func:`trace_name`, else None."""
+    m = _TRACE_RE.match(name)
+    if m is None:
+        return None
+    return int(m["rank"]), int(m["pid"]), int(m["window"] or 1)
+
+
+def trace_paths(run_dir: str | Path) -> list[Path]:
+    """The traces of a run directory, sorted by name (rank, then pid)."""
+    base = Path(run_dir) / TRACES_DIR
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+
+
+def is_run_dir(path: str | Path) -> bool:
+    """True when ``path`` is a directory holding a ``manifest.json``."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def default_run_dir(name: str, stamp: str, base: str | Path = "rightsize-runs") -> Path:
+    """``rightsize-runs/<name>-<stamp>``, with ``-2``, ``-3``... if that is taken."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "run"
+    candidate = Path(base) / f"{safe}-{stamp}"
+    n = 2
+    while candidate.exists():
+        candidate = Path(base) / f"{safe}-{stamp}-{n}"
+        n += 1
+    return candidate
+
+
+def create_run_dir(path: str | Path) -> Path:
+    """Create an empty run directory; refuse an existing non-empty one (a run is never
+    overwritten)."""
+    run_dir = Path(path)
+    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        raise OutputExistsError(run_dir)
+    for sub in (TRACES_DIR, SAMPLES_DIR, PROCS_DIR):
+        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def write_json_atomic(path: str | Path, doc: Any) -> None:
+    """Write JSON to a temporary file beside ``path`` and rename it, so readers never see half."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2, sort_keys=False, default=str)
+            fh.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_manifest(run_dir: str | Path, manifest: dict[str, Any]) -> None:
+    """Write ``manifest.json``; ``schema_version`` is set here, not by callers."""
+    write_json_atomic(Path(run_dir) / MANIFEST, {"schema_version": SCHEMA_VERSION, **manifest})
+
+
+def read_manifest(run_dir: str | Path) -> dict[str, Any]:
+    """The manifest of a run directory.
+
+    Raises :class:`RunDirError` (one line) when the manifest is missing, is not a JSON object,
+    has no integer ``schema_version``, or was written by a newer rightsize.
+    """
+    path = Path(run_dir) / MANIFEST
+    if not path.is_file():
+        raise RunDirError(f"{run_dir}: not a rightsize run directory (no {MANIFEST})")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RunDirError(f"{path}: unreadable manifest ({exc.__class__.__name__})") from exc
+    if not isinstance(doc, dict):
+        raise RunDirError(f"{path}: corrupt manifest (not a JSON object)")
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise RunDirError(f"{path}: corrupt manifest (no integer schema_version)")
+    if version > SCHEMA_VERSION:
+        raise RunDirError(
+            f"{run_dir}: run directory schema_version {version} is newer than this rightsize "
+            f"supports ({SCHEMA_VERSION}); upgrade rightsize to read it"
+        )
+    return doc
+
+
+def read_proc_records(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The per-process records the startup hook wrote under ``procs/`` (unreadable ones are
+    returned as ``{"file": ..., "error": ...}`` so the manifest can say so)."""
+    base = Path(run_dir) / PROCS_DIR
+    records: list[dict[str, Any]] = []
+    for path in sorted(base.glob("*.json")) if base.is_dir() else []:
+        try:
+            records.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            records.append({"file": path.name, "error": f"unreadable: {exc.__class__.__name__}"})
+    return records
