@@ -1,0 +1,201 @@
+"""Nsight Systems SQLite reader: ``nsys export --type sqlite`` -> normalized :class:`Trace`.
+
+Role: the entry point for nsys exports. Opens the file read-only and immutable (it stays
+byte-identical), checks it is an nsys export, and assembles the normalized frames from
+:mod:`rightsize.traces.nsys_gpu` (devices, kernels, memcpy/memset) and
+:mod:`rightsize.traces.nsys_host` (runtime/driver calls, NVTX ranges, steps, syncs, window).
+GPU_METRICS samples (``--gpu-metrics-devices``) come from :func:`read_nsys_gpu_metrics` in the
+:data:`rightsize.traces.samples.GPU_SAMPLES` shape, because :class:`Trace` has no samples frame.
+
+Inputs: a path (schema 2.x to 3.2x; missing tables mean missing data, not an error).
+Outputs: a :class:`Trace` with ``meta.format == "nsys"``. Clock: nsys stores ns on the session
+clock; when ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` exists every ``ts_ns`` is shifted to
+epoch ns (``meta.profiler["clock"] == "utc_epoch_ns"``), else it stays session-relative
+(``"session_relative_ns"``). Errors: :class:`rightsize.errors.InputError`, one line.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from rightsize.errors import InputError
+from rightsize.traces import nsys_gpu, nsys_host
+from rightsize.traces.nsys_db import NsysDb, is_nsys_sqlite, one_line, open_nsys
+from rightsize.traces.samples import conform_samples, empty_samples
+from rightsize.traces.schema import Trace, TraceMeta, empty
+
+__all__ = [
+    "looks_like_nsys",
+    "nsys_kernel_short_names",
+    "read_nsys",
+    "read_nsys_gpu_metrics",
+]
+
+# Metadata keys copied into meta.profiler (paths and user names are left out).
+_META_KEYS = (
+    "EXPORT_PRODUCT_VERSION",
+    "EXPORT_SCHEMA_VERSION",
+    "EXPORT_PLATFORM",
+    "EXPORT_TIME_UTC",
+)
+
+# GPU_METRICS metric-name prefixes (case-insensitive) -> GPU_SAMPLES columns (percent 0-100).
+_GPU_METRIC_COLUMNS = {
+    "sms active": "gpm_sm_util_pct",
+    "gr active": "gpm_graphics_util_pct",
+    "tensor active": "gpm_tensor_util_pct",
+    "compute warps in flight": "gpm_sm_occupancy_pct",
+    "dram bandwidth": "gpm_dram_bw_util_pct",
+}
+
+
+def looks_like_nsys(path: str | Path, head: bytes) -> bool:
+    """True when the file is SQLite (``head`` = its first bytes) with nsys export tables."""
+    return is_nsys_sqlite(path, head)
+
+
+def _session_start_ns(db: NsysDb) -> int | None:
+    if "utcEpochNs" not in db.columns("TARGET_INFO_SESSION_START_TIME"):
+        return None
+    row = db.conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def _profiler_meta(db: NsysDb, start_ns: int | None, dropped: list[str]) -> dict[str, Any]:
+    info = db.key_values("META_DATA_EXPORT") or db.key_values("EXPORT_META_DATA")
+    meta: dict[str, Any] = {
+        "name": "Nsight Systems",
+        "clock": "utc_epoch_ns" if start_ns is not None else "session_relative_ns",
+        "session_start_utc_ns": start_ns,
+        "metadata_table": (
+            "META_DATA_EXPORT" if db.has("META_DATA_EXPORT")
+            else "EXPORT_META_DATA" if db.has("EXPORT_META_DATA") else None
+        ),  # fmt: skip
+        "has_gpu_metrics": db.has("GPU_METRICS"),
+    }
+    for key in _META_KEYS:
+        if key in info:
+            meta[key.removeprefix("EXPORT_").lower()] = info[key]
+    if dropped:
+        meta["non_cuda_adapters"] = dropped
+    return meta
+
+
+def _build(db: NsysDb, step_range: str | None) -> Trace:
+    start_ns = _session_start_ns(db)
+    offset = start_ns or 0
+    devices, dropped = nsys_gpu.read_devices(db)
+    kernels = nsys_gpu.read_kernels(db, offset, devices)
+    transfers = nsys_gpu.read_transfers(db, offset)
+    runtime = nsys_host.read_runtime(db, offset)
+    cpu_ops = nsys_host.read_nvtx_ranges(db, offset)
+    steps = nsys_host.select_steps(cpu_ops, step_range, db.path)
+    syncs = nsys_host.read_syncs(db, offset)
+    windows = nsys_host.read_windows(db, offset)
+    frames = (kernels, transfers, runtime, cpu_ops, syncs)
+    meta = TraceMeta(
+        path=str(db.path),
+        format="nsys",
+        vendor="nvidia",
+        base_time_ns=start_ns,
+        profiler=_profiler_meta(db, start_ns, dropped),
+        event_count=sum(f.height for f in frames),
+    )
+    return Trace(
+        meta=meta,
+        kernels=kernels,
+        transfers=transfers,
+        runtime=runtime,
+        cpu_ops=cpu_ops,
+        gpu_annotations=empty("gpu_annotations"),  # nsys has no GPU projection of NVTX
+        steps=steps,
+        memory=empty("memory"),
+        flows=empty("flows"),  # launches link by correlation id instead
+        syncs=syncs,
+        devices=devices,
+        windows=windows,
+    )
+
+
+def read_nsys(path: str | Path, step_range: str | None = None) -> Trace:
+    """Read an nsys SQLite export into a :class:`Trace` (see the module docstring).
+
+    ``step_range``: the NVTX range name that marks a step (``--step-range``); None picks
+    ranges that look like steps (rule in :mod:`rightsize.traces.nsys_host`), else no steps.
+    """
+    db = open_nsys(path)
+    try:
+        return _build(db, step_range)
+    except (sqlite3.Error, pl.exceptions.PolarsError) as exc:
+        raise InputError(path, f"unreadable nsys export ({one_line(exc)})") from exc
+    finally:
+        db.close()
+
+
+def nsys_kernel_short_names(path: str | Path) -> pl.DataFrame:
+    """Distinct (``name``, ``short_name``): demangled kernel name -> nsys ``shortName``.
+
+    A join key for Nsight Compute results beside :func:`rightsize.traces.ncu.normalize_kernel_name`.
+    """
+    db = open_nsys(path)
+    try:
+        return nsys_gpu.kernel_short_names(db)
+    except (sqlite3.Error, pl.exceptions.PolarsError) as exc:
+        raise InputError(path, f"unreadable nsys export ({one_line(exc)})") from exc
+    finally:
+        db.close()
+
+
+def read_nsys_gpu_metrics(path: str | Path) -> pl.DataFrame:
+    """GPU_METRICS samples (``--gpu-metrics-devices``) as GPU_SAMPLES rows, source "nsys".
+
+    Joins GPU_METRICS(timestamp, typeId, metricId, value) with TARGET_INFO_GPU_METRICS on both
+    typeId and metricId, maps metric names by case-insensitive prefix ("SMs Active",
+    "Tensor Active", "DRAM Bandwidth"... see ``_GPU_METRIC_COLUMNS``; read+write DRAM bandwidth
+    are summed) and pivots to one row per (timestamp, GPU). ``gpu_index`` is the metrics
+    ``sourceId`` (nsys's GPU id). Empty when the export has no GPU_METRICS (the usual case).
+    """
+    db = open_nsys(path)
+    try:
+        return _gpu_metrics(db)
+    except (sqlite3.Error, pl.exceptions.PolarsError) as exc:
+        raise InputError(path, f"unreadable nsys export ({one_line(exc)})") from exc
+    finally:
+        db.close()
+
+
+def _gpu_metrics(db: NsysDb) -> pl.DataFrame:
+    info = db.columns("TARGET_INFO_GPU_METRICS")
+    if not db.has("GPU_METRICS") or not {"typeId", "metricId", "metricName"} <= info:
+        return empty_samples("gpu")
+    source = '"sourceId"' if "sourceId" in info else "0"
+    names = db.frame(
+        f'SELECT DISTINCT "typeId", "metricId", {source}, "metricName" FROM TARGET_INFO_GPU_METRICS',
+        {"type_id": pl.Int64(), "metric_id": pl.Int64(), "gpu_index": pl.Int32(),
+         "metric": pl.String()},  # fmt: skip
+    )
+    lower = pl.col("metric").str.to_lowercase()
+    column = pl.lit(None, dtype=pl.String())
+    for prefix, target in reversed(_GPU_METRIC_COLUMNS.items()):
+        column = pl.when(lower.str.starts_with(prefix)).then(pl.lit(target)).otherwise(column)
+    names = names.with_columns(column=column).drop_nulls("column")
+    if names.is_empty():
+        return empty_samples("gpu")
+    values = db.frame(
+        'SELECT "timestamp", "typeId", "metricId", "value" FROM GPU_METRICS',
+        {"t": pl.Int64(), "type_id": pl.Int64(), "metric_id": pl.Int64(), "value": pl.Float64()},
+    )
+    offset = _session_start_ns(db) or 0
+    long = values.join(names, on=["type_id", "metric_id"], how="inner")
+    wide = (
+        long.group_by("t", "gpu_index", "column")
+        .agg(pl.col("value").sum())
+        .pivot(on="column", index=["t", "gpu_index"], values="value")
+        .with_columns(t_ns=pl.col("t") + offset, source=pl.lit("nsys"))
+        .sort("t_ns", "gpu_index")
+    )
+    return conform_samples("gpu", wide)

@@ -1,0 +1,195 @@
+"""Host-side tables of an Nsight Systems export: API calls, NVTX ranges, steps, syncs, window.
+
+Role: turn ``CUPTI_ACTIVITY_KIND_RUNTIME``, ``NVTX_EVENTS``,
+``CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`` and ``ANALYSIS_DETAILS`` into the normalized
+``runtime``, ``cpu_ops`` (cat ``user_annotation``), ``steps``, ``syncs`` and ``windows`` frames.
+
+Inputs: an open :class:`~rightsize.traces.nsys_db.NsysDb`, the clock offset in ns and the step
+rule. Outputs: conformed polars frames.
+
+Step rule (documented in docs/formats.md): with ``step_range=None`` the NVTX ranges whose name
+is a step word followed by a number (``ProfilerStep#3``, ``step 3``, ``train_step_3``,
+``iteration 3``, ``iter-3``, ``batch 3``; case-insensitive) are steps, using the family with the
+most ranges; with ``step_range="NAME"`` the ranges named exactly ``NAME`` (numbered in time
+order from 0) or ``NAME`` followed by a number are steps. Only the outermost range of nested
+matches counts. No match -> no steps (the whole GPU span is then the window).
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from rightsize.errors import InputError
+from rightsize.traces.nsys_db import NsysDb, pick
+from rightsize.traces.schema import conform, empty
+
+RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+NVTX_TABLE = "NVTX_EVENTS"
+SYNC_TABLE = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+
+# NVTX event types (ENUM_NSYS_EVENT_TYPE, stable across versions): push/pop and start/end ranges.
+NVTX_RANGE_TYPES = (59, 60)
+# CUPTI's API-call event classes (ENUM_NSYS_EVENT_CLASS): 0 CUDA runtime, 1 CUDA driver.
+# 2021 exports add a second copy of each call under another class (67), with callchains.
+_CUPTI_API_CLASSES = (0, 1)
+# A trailing CUPTI version suffix: cudaLaunchKernel_v7000 -> cudaLaunchKernel (keeps "_v2").
+_VERSION_SUFFIX = r"_v\d{4,}$"
+# 0xFFFFFFFF: "no stream" in CUPTI synchronization records.
+_NO_STREAM = 0xFFFFFFFF
+
+STEP_WORDS = r"profilerstep#|(?:train[_ ]?)?step|iteration|iter|batch"
+DEFAULT_STEP_RE = re.compile(rf"^\s*(?P<family>{STEP_WORDS})[\s_#:=-]*(?P<n>\d+)\s*$", re.I)
+
+_SYNC_NAMES = {  # Kineto's cuda_sync names
+    "EVENT_SYNCHRONIZE": "Event Sync", "STREAM_WAIT_EVENT": "Stream Wait Event",
+    "STREAM_SYNCHRONIZE": "Stream Sync", "CONTEXT_SYNCHRONIZE": "Context Sync",
+}  # fmt: skip
+_SYNC_FALLBACK = {1: "EVENT_SYNCHRONIZE", 2: "STREAM_WAIT_EVENT", 3: "STREAM_SYNCHRONIZE",
+                  4: "CONTEXT_SYNCHRONIZE"}  # fmt: skip
+
+
+def _pid_tid(column: str) -> list[pl.Expr]:
+    """pid/tid strings from a serialized GlobalId: pid = (gid >> 24) & 0xFFFFFF, tid = gid & 0xFFFFFF."""
+    gid = pl.col(column)
+    return [
+        ((gid // (1 << 24)) % (1 << 24)).cast(pl.String()).alias("pid"),
+        (gid % (1 << 24)).cast(pl.String()).alias("tid"),
+    ]
+
+
+def _times(offset_ns: int) -> list[pl.Expr]:
+    return [
+        (pl.col("start") + offset_ns).alias("ts_ns"),
+        (pl.col("end") - pl.col("start")).clip(lower_bound=0).alias("dur_ns"),
+    ]
+
+
+def read_runtime(db: NsysDb, offset_ns: int) -> pl.DataFrame:
+    """CUDA runtime and driver calls; ``api`` is "runtime" for ``cuda*`` names, else "driver"."""
+    cols = db.columns(RUNTIME_TABLE)
+    if not cols:
+        return empty("runtime")
+    raw = db.frame(
+        f"SELECT {pick(cols, 'globalTid')}, start, end, {pick(cols, 'nameId')}, "
+        f"{pick(cols, 'correlationId')}, {pick(cols, 'eventClass')} FROM {RUNTIME_TABLE}",
+        {"gtid": pl.Int64(), "start": pl.Int64(), "end": pl.Int64(), "name_id": pl.Int64(),
+         "correlation": pl.Int64(), "event_class": pl.Int64()},  # fmt: skip
+    )
+    # Drop the duplicate (non-CUPTI class) copy of a call that also has a CUPTI row.
+    cupti = pl.col("event_class").is_in(_CUPTI_API_CLASSES) | pl.col("event_class").is_null()
+    keys = raw.filter(cupti).select("gtid", "correlation").unique()
+    dupes = raw.filter(~cupti).join(keys, on=["gtid", "correlation"], how="semi")
+    raw = raw.filter(cupti) if not dupes.is_empty() else raw
+    names = db.strings(raw["name_id"]).rename({"id": "name_id", "value": "raw_name"})
+    out = raw.join(names, on="name_id", how="left").with_columns(
+        *_pid_tid("gtid"),
+        *_times(offset_ns),
+        name=pl.col("raw_name").str.replace(_VERSION_SUFFIX, ""),
+    )
+    out = out.with_columns(
+        api=pl.when(pl.col("name").str.starts_with("cuda")).then(pl.lit("runtime"))
+        .otherwise(pl.lit("driver"))
+    ).sort("ts_ns", maintain_order=True)  # fmt: skip
+    return conform("runtime", out)
+
+
+def read_nvtx_ranges(db: NsysDb, offset_ns: int) -> pl.DataFrame:
+    """NVTX push/pop and start/end ranges as cpu_ops rows with cat "user_annotation"."""
+    cols = db.columns(NVTX_TABLE)
+    if not cols:
+        return empty("cpu_ops")
+    types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
+    where = f"end IS NOT NULL AND end >= start AND eventType IN ({types})"
+    if "eventType" not in cols:
+        where = "end IS NOT NULL AND end >= start"
+    raw = db.frame(
+        f"SELECT {pick(cols, 'globalTid')}, start, end, {pick(cols, 'text')}, "
+        f"{pick(cols, 'textId')} FROM {NVTX_TABLE} WHERE {where}",
+        {"gtid": pl.Int64(), "start": pl.Int64(), "end": pl.Int64(), "text": pl.String(),
+         "text_id": pl.Int64()},  # fmt: skip
+    )
+    names = db.strings(raw["text_id"]).rename({"id": "text_id", "value": "interned"})
+    out = raw.join(names, on="text_id", how="left").with_columns(
+        *_pid_tid("gtid"),
+        *_times(offset_ns),
+        name=pl.coalesce("text", "interned"),
+        cat=pl.lit("user_annotation"),
+    )
+    return conform("cpu_ops", out.sort("ts_ns", maintain_order=True))
+
+
+def _outermost(ranges: pl.DataFrame) -> pl.DataFrame:
+    """Drop ranges that lie inside an earlier range of the same thread (nested step markers)."""
+    ranges = ranges.sort("tid", "ts_ns", pl.col("dur_ns"), descending=[False, False, True])
+    end = pl.col("ts_ns") + pl.col("dur_ns")
+    prev_max_end = end.cum_max().shift(1).over("tid")
+    return ranges.filter(prev_max_end.is_null() | (end > prev_max_end))
+
+
+def select_steps(nvtx: pl.DataFrame, step_range: str | None, path: object) -> pl.DataFrame:
+    """Steps from NVTX ranges by the rule in the module docstring (empty when none match)."""
+    names = pl.col("name")
+    if step_range is None:
+        pattern = DEFAULT_STEP_RE.pattern
+        found = nvtx.filter(names.str.contains(pattern)).with_columns(
+            family=names.str.extract(pattern, 1).str.to_lowercase(),
+            step=names.str.extract(pattern, 2).cast(pl.Int64),
+        )
+        if found.is_empty():
+            return empty("steps")
+        family = found.group_by("family").len().sort("len", "family", descending=[True, False])
+        found = found.filter(pl.col("family") == family["family"][0])
+    else:
+        numbered = rf"^\s*{re.escape(step_range)}[\s_#:=-]*(\d+)\s*$"
+        found = nvtx.filter((names == step_range) | names.str.contains(numbered)).with_columns(
+            step=names.str.extract(numbered, 1).cast(pl.Int64)
+        )
+        if found.is_empty():
+            seen = nvtx.group_by("name").len().sort("len", descending=True).head(5)["name"]
+            hint = ", ".join(repr(n) for n in seen.to_list()) or "none"
+            raise InputError(path, f"no NVTX range named {step_range!r} (most frequent: {hint})")
+    steps = _outermost(found).sort("ts_ns")
+    ordinal = pl.int_range(pl.len(), dtype=pl.Int64)
+    steps = steps.with_columns(step=pl.coalesce("step", ordinal))
+    return conform("steps", steps)
+
+
+def read_syncs(db: NsysDb, offset_ns: int) -> pl.DataFrame:
+    """CUDA synchronization intervals, named as Kineto names them (``Stream Sync``...)."""
+    cols = db.columns(SYNC_TABLE)
+    if not cols:
+        return empty("syncs")
+    raw = db.frame(
+        f"SELECT {pick(cols, 'deviceId')}, {pick(cols, 'streamId')}, start, end, "
+        f"{pick(cols, 'correlationId')}, {pick(cols, 'syncType')} FROM {SYNC_TABLE}",
+        {"device": pl.Int32(), "stream": pl.Int64(), "start": pl.Int64(), "end": pl.Int64(),
+         "correlation": pl.Int64(), "sync_type": pl.Int64()},  # fmt: skip
+    )
+    enum = db.enum("ENUM_CUPTI_SYNC_TYPE")
+    kinds = (
+        {i: n.removeprefix("CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_") for i, n in enum.items()}
+        if enum
+        else _SYNC_FALLBACK
+    )
+    names = {i: _SYNC_NAMES.get(k, "Unknown Sync") for i, k in kinds.items()}
+    out = raw.with_columns(
+        *_times(offset_ns),
+        stream=pl.when(pl.col("stream") != _NO_STREAM).then(pl.col("stream")),
+        name=pl.col("sync_type").replace_strict(names, default="Unknown Sync"),
+    )
+    return conform("syncs", out.sort("ts_ns", maintain_order=True))
+
+
+def read_windows(db: NsysDb, offset_ns: int) -> pl.DataFrame:
+    """The capture window from ANALYSIS_DETAILS (startTime/stopTime), named "nsys capture"."""
+    cols = db.columns("ANALYSIS_DETAILS")
+    if not {"startTime", "stopTime"} <= cols:
+        return empty("windows")
+    raw = db.frame(
+        "SELECT startTime, stopTime FROM ANALYSIS_DETAILS",
+        {"start": pl.Int64(), "end": pl.Int64()},
+    )
+    out = raw.with_columns(*_times(offset_ns), name=pl.lit("nsys capture"))
+    return conform("windows", out)
