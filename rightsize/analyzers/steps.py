@@ -1,0 +1,169 @@
+"""Training-step bounds, following the PyTorch Profiler TensorBoard plugin (torch-tb-profiler 0.4.3).
+
+Definition (``event_parser.py`` ``_find_device_steps`` / ``_update_steps_duration``):
+
+1. Host steps are the ``ProfilerStep#N`` ranges. Without any, one step spans the host
+   operators (``cpu_op``); without those either, the span of every recorded activity.
+2. Device-aware bounds: the GPU work (kernels, memcpy, memset) launched by runtime/driver calls
+   that lie wholly inside a host step belongs to that step. Each step then starts no earlier than
+   the previous step's adjusted end and ends no earlier than its last GPU activity.
+3. Trailing steps that launched no GPU work are dropped, and so is the last step when it
+   launched fewer than 80% of the previous step's GPU activities (a truncated step).
+
+The plugin recognises runtime calls only by their 2021 category name ``Runtime``, so on every
+newer trace it silently skips steps 2-3 (a documented defect). ``StepOptions.legacy_runtime_only``
+reproduces that for comparison with the plugin's own numbers; by default rightsize applies the
+definition with current names (``cuda_runtime``, ``cuda_driver``) too. The plugin also turns the
+GPU-side copy of each ``ProfilerStep#N`` annotation into a second, overlapping step (another
+defect, ``gpu_annotation_steps``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from rightsize.traces.schema import Trace
+
+MAX_I64 = np.iinfo(np.int64).max
+MIN_I64 = np.iinfo(np.int64).min
+TRUNCATED_STEP_FRAC = 0.8  # tb plugin: last step with < 80% of the previous step's GPU ops is cut
+
+
+@dataclass(frozen=True, slots=True)
+class StepOptions:
+    """Switches that reproduce the TensorBoard plugin's defects (for comparison only)."""
+
+    legacy_runtime_only: bool = False  # plugin: only cat "Runtime" counts as a runtime call
+    gpu_annotation_steps: bool = False  # plugin: GPU-side ProfilerStep#N becomes a step too
+
+
+@dataclass(frozen=True, slots=True)
+class Steps:
+    """Final step bounds (sorted by start) and how they were found."""
+
+    names: tuple[str, ...]
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    source: str  # "profiler_step" | "cpu_span" | "trace_span" | "none"
+    device_aware: bool  # bounds adjusted by the GPU work each step launched
+    dropped: int  # trailing steps dropped (no or truncated GPU work)
+
+    @property
+    def count(self) -> int:
+        return len(self.start_ns)
+
+    @property
+    def dur_ns(self) -> np.ndarray:
+        return self.end_ns - self.start_ns
+
+
+def find_steps(trace: Trace, options: StepOptions = StepOptions()) -> Steps:
+    """Step bounds for one trace (see the module docstring for the definition)."""
+    host = trace.steps.select("ts_ns", "dur_ns", name=pl.lit("ProfilerStep#") +
+                              pl.col("step").cast(pl.String))
+    if options.gpu_annotation_steps:
+        gpu = trace.gpu_annotations.filter(
+            pl.col("name").str.contains(r"^ProfilerStep#\d+$")
+        ).select("ts_ns", "dur_ns", "name")
+        host = pl.concat([host, gpu])
+    host = host.sort("ts_ns", maintain_order=True)
+    if host.height:
+        starts = host["ts_ns"].to_numpy().astype(np.int64)
+        ends = starts + host["dur_ns"].to_numpy().astype(np.int64)
+        names = tuple(host["name"].to_list())
+        source = "profiler_step"
+    else:
+        span = _fallback_span(trace)
+        if span is None:
+            return Steps((), _i64([]), _i64([]), "none", False, 0)
+        starts, ends = _i64([span[0]]), _i64([span[1]])
+        names = ("whole trace",)
+        source = span[2]
+    return _device_aware(trace, options, names, starts, ends, source)
+
+
+def _fallback_span(trace: Trace) -> tuple[int, int, str] | None:
+    ops = trace.cpu_ops.filter(pl.col("cat") == "cpu_op")
+    if ops.height:
+        return (int(ops["ts_ns"].min()), int((ops["ts_ns"] + ops["dur_ns"]).max()), "cpu_span")
+    # No host operators (e.g. a trimmed inference trace): the span of everything recorded.
+    # (The plugin uses an empty range here and reports a negative step time.)
+    lo, hi = MAX_I64, MIN_I64
+    for df in (trace.kernels, trace.transfers, trace.runtime, trace.cpu_ops):
+        if df.height:
+            lo = min(lo, int(df["ts_ns"].min()))
+            hi = max(hi, int((df["ts_ns"] + df["dur_ns"]).max()))
+    return (lo, hi, "trace_span") if lo <= hi else None
+
+
+def _i64(values: list[int]) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+def device_activities(trace: Trace) -> pl.DataFrame:
+    """Kernels, memcpys and memsets with their correlation ids (the plugin's device nodes)."""
+    cols = ["ts_ns", "dur_ns", "correlation"]
+    return pl.concat([trace.kernels.select(cols), trace.transfers.select(cols)])
+
+
+def _device_aware(
+    trace: Trace, options: StepOptions, names: tuple[str, ...], starts: np.ndarray,
+    ends: np.ndarray, source: str,
+) -> Steps:
+    runtime = trace.runtime
+    if options.legacy_runtime_only and not trace.meta.legacy_names:
+        runtime = runtime.clear()
+    dev = device_activities(trace).with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns"))
+    launches = runtime.select(
+        "correlation", rt_start=pl.col("ts_ns"), rt_end=pl.col("ts_ns") + pl.col("dur_ns")
+    ).filter(pl.col("correlation").is_not_null())
+    matched = dev.with_row_index("dev_idx").join(launches, on="correlation", how="inner")
+    n = len(starts)
+    if matched.height == 0:
+        return Steps(names, starts, ends, source, False, 0)
+    # Runtime call -> the step that wholly contains it (steps sorted by start).
+    rt_start = matched["rt_start"].to_numpy()
+    rt_end = matched["rt_end"].to_numpy()
+    idx = np.searchsorted(starts, rt_start, side="right") - 1
+    ok = idx >= 0
+    ok[ok] = rt_end[ok] <= ends[idx[ok]]
+    step_of = idx[ok]
+    d_start = matched["ts_ns"].to_numpy()[ok]
+    d_end = matched["end_ns"].to_numpy()[ok]
+    count = np.bincount(step_of, minlength=n)
+    dmin = np.full(n, MAX_I64)
+    dmax = np.full(n, MIN_I64)
+    np.minimum.at(dmin, step_of, d_start)
+    np.maximum.at(dmax, step_of, d_end)
+    if not ok.any():
+        return Steps(names, starts, ends, source, False, 0)
+    prev_end = int(starts[0])
+    if dmin[0] != MAX_I64:
+        used = np.zeros(dev.height, dtype=bool)
+        used[matched["dev_idx"].to_numpy()[ok]] = True
+        dev_end = dev["end_ns"].to_numpy()
+        before = (~used) & (dev_end < dmin[0])
+        if before.any():
+            prev_end = max(prev_end, int(dev_end[before].max()))
+    new_s = starts.copy()
+    new_e = ends.copy()
+    for i in range(n):  # one iteration per step: cheap
+        s = max(prev_end, int(starts[i]))
+        e = int(ends[i])
+        e = max(e, s) if dmin[i] == MAX_I64 else max(e, int(dmax[i]), s)
+        new_s[i], new_e[i] = s, e
+        prev_end = e
+    keep = n
+    if n > 1:
+        i = n - 1
+        while i >= 0 and count[i] == 0:
+            i -= 1
+        if i >= 0:
+            keep = i + 1
+            if i > 0 and count[i - 1] * TRUNCATED_STEP_FRAC > count[i]:
+                keep = i
+    return Steps(names[:keep], new_s[:keep], new_e[:keep], source, True, n - keep)
+

@@ -1,0 +1,224 @@
+"""Stream the events of a Chrome-trace JSON document as NDJSON batches, in bounded memory.
+
+A Kineto trace is one JSON object whose ``traceEvents`` array holds millions of events. Parsing
+it whole (``json.loads``) costs several times the file size in Python objects. Instead this
+module reads the file in chunks, finds the array's element boundaries with a vectorized scan of
+the structural characters (numpy; strings and escapes honoured), and yields each run of whole
+events as NDJSON bytes for polars' native reader. Everything outside the array (the small
+top-level keys: ``deviceProperties``, ``distributedInfo``, ``baseTimeNanoseconds``...) is kept
+and returned as the "envelope".
+
+Inputs: a binary file object. Outputs: :class:`Scan` with ``batches()`` (NDJSON ``bytes``) and,
+once exhausted, ``envelope`` (the document with an empty event array) and ``events``.
+Problems raise :class:`ScanError` with a one-line reason; the caller adds the file name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import numpy as np
+
+CHUNK_BYTES = 32 * 1024 * 1024  # read size: bounds memory, large enough for numpy to pay off
+HEAD_LIMIT_BYTES = 64 * 1024 * 1024  # Kineto writes a few KiB of metadata before the events
+
+_QUOTE, _BACKSLASH = 0x22, 0x5C
+_OPEN = (0x7B, 0x5B)  # { [
+_CLOSE = (0x7D, 0x5D)  # } ]
+_COMMA = 0x2C
+_STRUCTURAL = np.zeros(256, dtype=np.int8)
+_STRUCTURAL[list(_OPEN)] = 1
+_STRUCTURAL[list(_CLOSE)] = -1
+_NEWLINES = bytes.maketrans(b"\r\n", b"  ")
+_KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*$')
+
+
+class ScanError(ValueError):
+    """The bytes are not a Chrome-trace JSON document (reason in the message)."""
+
+
+class Scan:
+    """One pass over a trace document; iterate :meth:`batches` exactly once."""
+
+    def __init__(self, stream: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> None:
+        self._stream = stream
+        self._chunk_bytes = chunk_bytes
+        self._head = bytearray()  # document bytes up to and including the array's "["
+        self._tail = bytearray()  # document bytes from the array's "]" on
+        self.events = 0
+        self.bytes_read = 0
+
+    @property
+    def envelope(self) -> bytes:
+        """The document with its event array emptied (valid JSON once the scan is done)."""
+        return bytes(self._head) + bytes(self._tail)
+
+    def batches(self) -> Iterator[bytes]:
+        """Yield NDJSON bytes: whole events, one per line, in file order."""
+        element_depth = self._find_array()
+        pending = b""
+        while True:
+            data = self._read()
+            if not data and not pending:
+                raise ScanError("truncated: the event array is never closed")
+            buf = pending + data
+            done, batch, rest = self._split(buf, element_depth)
+            if batch:
+                yield batch
+            if done:
+                self._tail += rest
+                self._tail += self._read_all()
+                return
+            if not data:
+                raise ScanError(f"truncated: the file ends inside the event array after "
+                                f"{self.events} events")
+            pending = rest
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _read(self) -> bytes:
+        data = self._stream.read(self._chunk_bytes)
+        self.bytes_read += len(data)
+        return data
+
+    def _read_all(self) -> bytes:
+        out = bytearray()
+        while data := self._read():
+            out += data
+        return bytes(out)
+
+    def _find_array(self) -> int:
+        """Consume the head up to the event array's "["; return the depth of its elements."""
+        depth, in_string, escaped = 0, False, False
+        scanned = 0
+        while True:
+            data = self._read()
+            if not data:
+                if not self._head.strip():
+                    raise ScanError("the file is empty")
+                raise ScanError("no traceEvents array (not a Chrome/Kineto trace)")
+            start = len(self._head)
+            self._head += data
+            if scanned == 0:
+                first = bytes(self._head).lstrip()[:1]
+                if first and first not in b"{[":
+                    raise ScanError("not JSON (a trace starts with '{' or '[')")
+            # Byte-by-byte only over the head, which is small (metadata keys before the array).
+            for i in range(start, len(self._head)):
+                c = self._head[i]
+                if in_string:
+                    if escaped:
+                        escaped = False
+                    elif c == _BACKSLASH:
+                        escaped = True
+                    elif c == _QUOTE:
+                        in_string = False
+                    continue
+                if c == _QUOTE:
+                    in_string = True
+                elif c in _OPEN:
+                    depth += 1
+                    if c == 0x5B and self._is_event_array(i, depth):
+                        rest = bytes(self._head[i + 1:])
+                        del self._head[i + 1:]
+                        self.bytes_read -= len(rest)  # read again through _Prepend
+                        self._stream = _Prepend(rest, self._stream)
+                        return depth + 1
+                elif c in _CLOSE:
+                    depth -= 1
+                    if depth == 0:
+                        raise ScanError("no traceEvents array (not a Chrome/Kineto trace)")
+            scanned += len(data)
+            if scanned > HEAD_LIMIT_BYTES:
+                raise ScanError(f"no traceEvents array in the first {HEAD_LIMIT_BYTES >> 20} MiB "
+                                "(not a Chrome/Kineto trace)")
+
+    def _is_event_array(self, i: int, depth_after: int) -> bool:
+        if depth_after == 1:  # the JSON Array Format: the document itself is the event list
+            return True
+        if depth_after != 2:
+            return False
+        m = _KEY_BEFORE.search(bytes(self._head[max(0, i - 256):i]))
+        return m is not None and m.group(1) == b"traceEvents"
+
+    def _split(self, buf: bytes, element_depth: int) -> tuple[bool, bytes, bytes]:
+        """Find whole elements in ``buf`` (which starts between elements).
+
+        Returns (array closed?, NDJSON of the whole elements, the bytes after them).
+        """
+        arr = np.frombuffer(buf, dtype=np.uint8)
+        quotes = _real_quotes(arr)
+        delta_all = _STRUCTURAL[arr]
+        struct_pos = np.flatnonzero(delta_all | (arr == _COMMA))
+        # A structural byte is inside a string when an odd number of quotes precede it.
+        outside = (np.searchsorted(quotes, struct_pos) & 1) == 0
+        struct_pos = struct_pos[outside]
+        delta = delta_all[struct_pos].astype(np.int32)
+        depth_after = (element_depth - 1) + np.cumsum(delta)
+        base = element_depth - 1  # depth inside the array, between elements
+        closes = struct_pos[(delta < 0) & (depth_after == base)]  # an element ends here
+        array_end = struct_pos[(delta < 0) & (depth_after == base - 1)]
+        if len(array_end):
+            end = int(array_end[0])
+            closes = closes[closes < end]
+        else:
+            end = -1
+        if len(closes) == 0:
+            if end >= 0:
+                return True, b"", buf[end:]
+            return False, b"", buf
+        last = int(closes[-1]) + 1
+        starts = struct_pos[(delta > 0) & (depth_after == base + 1)]
+        starts = starts[starts < last]
+        first = int(starts[0])
+        commas = struct_pos[(arr[struct_pos] == _COMMA) & (depth_after == base)]
+        commas = commas[(commas > first) & (commas < last)]
+        n = len(starts)
+        if n != len(commas) + 1:
+            raise ScanError("malformed event array (an element is not a JSON object "
+                            "or a separator is missing)")
+        body = bytearray(buf[first:last].translate(_NEWLINES))
+        view = np.frombuffer(body, dtype=np.uint8)
+        view[commas - first] = 0x0A
+        self.events += n
+        if end >= 0:
+            return True, bytes(body), buf[end:]
+        return False, bytes(body), buf[last:]
+
+
+def _real_quotes(arr: np.ndarray) -> np.ndarray:
+    """Positions of quote bytes that are not escaped by an odd run of backslashes."""
+    quotes = np.flatnonzero(arr == _QUOTE)
+    if len(quotes) == 0:
+        return quotes
+    suspect = quotes[(quotes > 0) & (arr[np.maximum(quotes - 1, 0)] == _BACKSLASH)]
+    if len(suspect) == 0:
+        return quotes
+    escaped = []
+    for q in suspect.tolist():  # rare: only quotes right after a backslash
+        run = 0
+        j = q - 1
+        while j >= 0 and arr[j] == _BACKSLASH:
+            run += 1
+            j -= 1
+        if run % 2 == 1:
+            escaped.append(q)
+    if not escaped:
+        return quotes
+    return np.setdiff1d(quotes, np.asarray(escaped, dtype=quotes.dtype), assume_unique=True)
+
+
+class _Prepend:
+    """A read-only stream that first returns ``prefix``, then the rest of ``stream``."""
+
+    def __init__(self, prefix: bytes, stream: BinaryIO) -> None:
+        self._prefix = prefix
+        self._stream = stream
+
+    def read(self, n: int = -1) -> bytes:
+        if self._prefix:
+            out, self._prefix = self._prefix, b""
+            return out
+        return self._stream.read(n)

@@ -1,0 +1,152 @@
+"""Reader for PyTorch Profiler (Kineto) Chrome-trace JSON: ``.json``, ``.json.gz``.
+
+Input: one trace file as torch.profiler writes it (one process / rank). Output: a normalized
+:class:`rightsize.traces.schema.Trace`. Events are streamed in batches (``jsonscan``) and parsed
+by polars' NDJSON reader against a declared event schema, so a multi-GB trace is read in bounded
+memory. Every number is converted here, once: Kineto ``ts``/``dur`` are microseconds (floats
+with ns precision in newer traces, integers in older ones) and become exact int64 nanoseconds by
+decimal arithmetic on their text (a float64 cannot hold epoch nanoseconds). When the trace has
+``baseTimeNanoseconds``, ``ts`` is relative and the base is added, so ``ts_ns`` is always epoch
+time.
+
+Handled: current and 2021 category names (``Kernel``/``Runtime``/``Memcpy``/``Operator``,
+``external id``, ``"stream 7"`` tids), missing ``ph:"M"`` metadata, non-numeric pids, AMD/ROCm
+traces, CPU-only traces, ``computeProperties`` (2021) for ``deviceProperties``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from rightsize.errors import InputError
+from rightsize.traces import kineto_frames as kf
+from rightsize.traces.jsonscan import Scan, ScanError
+from rightsize.traces.schema import Trace, TraceMeta
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+Progress = Callable[[int, int], None]  # (bytes read, events parsed)
+
+
+def looks_like_kineto(head: bytes) -> bool:
+    """True when the first bytes (decompressed) look like a Chrome-trace JSON document."""
+    text = head.lstrip()[:1]
+    return text in (b"{", b"[")
+
+
+def read_kineto(path: str | Path, progress: Progress | None = None) -> Trace:
+    """Read one Kineto trace file into the normalized schema (raises InputError)."""
+    path = Path(path)
+    try:
+        raw = path.open("rb")
+    except OSError as exc:
+        raise InputError(path, f"cannot open: {exc.strerror or exc}") from None
+    with raw:
+        magic = raw.read(2)
+        raw.seek(0)
+        stream = gzip.GzipFile(fileobj=raw, mode="rb") if magic == GZIP_MAGIC else raw
+        try:
+            return _read_stream(path, stream, progress)
+        except ScanError as exc:
+            raise InputError(path, str(exc)) from None
+        except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
+            raise InputError(path, f"corrupt or truncated gzip data ({exc})") from None
+        except OSError as exc:
+            raise InputError(path, f"read failed: {exc}") from None
+        except pl.exceptions.PolarsError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(path, f"malformed trace event ({first})") from None
+
+
+def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
+    scan = Scan(stream)
+    parts: dict[str, list[pl.DataFrame]] = {name: [] for name in kf.EVENT_FRAMES}
+    cats: set[str] = set()
+    for batch in scan.batches():
+        events = pl.read_ndjson(io.BytesIO(batch), schema=kf.EVENT_SCHEMA)
+        cats.update(c for c in events["cat"].unique().to_list() if c is not None)
+        for name, df in kf.split_events(events).items():
+            if df.height:
+                parts[name].append(df)
+        if progress is not None:
+            progress(scan.bytes_read, scan.events)
+    try:
+        envelope = json.loads(scan.envelope)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(path, f"not valid JSON outside the event array ({exc.msg if hasattr(exc, 'msg') else exc})") from None
+    if isinstance(envelope, list):
+        envelope = {}
+    if not isinstance(envelope, dict):
+        raise InputError(path, "not a Chrome/Kineto trace (top level is not an object)")
+    if scan.events == 0:
+        raise InputError(path, "the trace has no events (traceEvents is empty)")
+    meta = _meta(path, envelope, cats, scan.events)
+    frames = kf.finish(parts, envelope, meta)
+    _check_required(path, frames)
+    return Trace(meta=meta, **frames)
+
+
+def _meta(path: Path, env: dict[str, Any], cats: set[str], n_events: int) -> TraceMeta:
+    dist = env.get("distributedInfo") or {}
+    if not isinstance(dist, dict):
+        dist = {}
+    base = env.get("baseTimeNanoseconds")
+    props = env.get("deviceProperties") or env.get("computeProperties") or []
+    names = " ".join(str(p.get("name", "")) for p in props if isinstance(p, dict))
+    if "roctracer_version" in env or "hip_runtime_version" in env or "AMD" in names:
+        vendor = "amd"
+    elif not (cats & kf.GPU_CATS):
+        vendor = "none"
+    else:
+        vendor = "nvidia"
+    keep = (
+        "schemaVersion", "traceName", "displayTimeUnit", "record_shapes", "profile_memory",
+        "with_stack", "with_flops", "with_modules", "cupti_version", "cuda_runtime_version",
+        "cuda_driver_version", "roctracer_version", "hip_runtime_version", "hip_driver_version",
+        "metadata",
+    )
+    profiler = {k: env[k] for k in keep if k in env}
+    if "nccl_version" in dist:
+        profiler["nccl_version"] = dist["nccl_version"]
+    if "pg_count" in dist:
+        profiler["pg_count"] = dist["pg_count"]
+    return TraceMeta(
+        path=str(path),
+        format="kineto",
+        rank=_int_or_none(dist.get("rank")),
+        world_size=_int_or_none(dist.get("world_size")),
+        backend=dist.get("backend") if isinstance(dist.get("backend"), str) else None,
+        vendor=vendor,
+        base_time_ns=_int_or_none(base),
+        legacy_names=bool(cats & kf.LEGACY_CATS),
+        profiler=profiler,
+        event_count=n_events,
+    )
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_required(path: Path, frames: dict[str, pl.DataFrame]) -> None:
+    """GPU activities and host ranges without a time are unusable: say so, do not guess."""
+    for name in ("kernels", "transfers", "runtime", "cpu_ops", "steps"):
+        df = frames[name]
+        for col in ("ts_ns", "dur_ns"):
+            missing = df[col].null_count()
+            if missing:
+                what = "ts" if col == "ts_ns" else "dur"
+                raise InputError(
+                    path, f"{missing} {kf.LABELS[name]} event(s) have no numeric '{what}' field"
+                )

@@ -1,0 +1,253 @@
+"""Kineto events -> normalized frames: the category table and the unit conversions.
+
+Input: batches of raw events as polars frames (columns of :data:`EVENT_SCHEMA`, everything
+read as text so that mixed int/str pids and int/float timestamps survive). Output: the frames
+of :mod:`rightsize.traces.schema`. ``split_events`` runs per batch (so unused columns are
+dropped early); ``finish`` concatenates and adds what needs the whole trace (the time base,
+device properties).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from rightsize.traces import schema
+from rightsize.traces.schema import TraceMeta
+
+S = pl.String()
+
+# The args fields rightsize uses; every other arg is skipped by the reader.
+ARG_FIELDS = (
+    "External id", "external id", "correlation", "device", "stream", "grid", "block",
+    "blocks per SM", "warps per SM", "est. achieved occupancy %", "theoretical occupancy %",
+    "registers per thread", "shared memory", "bytes", "Input Dims", "Input type",
+    "Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved",
+)
+EVENT_SCHEMA: dict[str, pl.DataType] = {
+    "ph": S, "cat": S, "name": S, "pid": S, "tid": S, "ts": S, "dur": S, "id": S,
+    "args": pl.Struct({f: S for f in ARG_FIELDS}),
+}
+
+# Category names, current and 2021 legacy, folded to lower case -> role.
+CATS = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy", "memcpy": "memcpy",
+    "gpu_memset": "memset", "memset": "memset",
+    "cuda_runtime": "runtime", "runtime": "runtime",
+    "cuda_driver": "driver",
+    "cpu_op": "cpu_op", "operator": "cpu_op",
+    "user_annotation": "user_annotation",
+    "python_function": "python_function",
+    "gpu_user_annotation": "gpu_annotation",
+    "cuda_sync": "sync",
+    "trace": "window",
+}
+FLOW_CATS = {"ac2g": "launch", "async": "launch", "async_cpu_to_gpu": "launch",
+             "fwdbwd": "fwdbwd"}
+GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+LEGACY_CATS = {"Kernel", "Runtime", "Operator", "Memcpy", "Memset"}
+EVENT_FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations", "steps",
+                "memory", "flows", "syncs", "windows")
+LABELS = {"kernels": "kernel", "transfers": "memcpy/memset", "runtime": "runtime",
+          "cpu_ops": "cpu op", "steps": "ProfilerStep"}
+
+_STEP = r"^ProfilerStep#(\d+)$"
+_MEMCPY = r"^Memcpy (\w+) \((\w+) -> (\w+)\)$"
+
+
+def us_to_ns(col: pl.Expr) -> pl.Expr:
+    """Exact microseconds-as-text -> int64 ns (rounded half up at the ns digit)."""
+    txt = col.str.strip_chars()
+    sign = pl.when(txt.str.starts_with("-")).then(-1).otherwise(1)
+    digits = txt.str.strip_chars_start("-+")
+    whole = digits.str.extract(r"^(\d+)", 1).cast(pl.Int64, strict=False)
+    frac = digits.str.extract(r"^\d*\.(\d+)$", 1).fill_null("")
+    frac4 = (frac + "0000").str.slice(0, 4).cast(pl.Int64)
+    frac_ns = (frac4 + 5) // 10  # round the 4th fractional digit (0.1 ns)
+    exact = sign * (whole * 1000 + frac_ns)
+    # Exponent notation (rare, e.g. 1e-05): float is exact enough at that magnitude.
+    floaty = (col.cast(pl.Float64, strict=False) * 1000).round(0).cast(pl.Int64, strict=False)
+    plain = digits.str.contains(r"^\d+(\.\d*)?$")
+    return pl.when(plain).then(exact).otherwise(floaty)
+
+
+def _int(col: pl.Expr) -> pl.Expr:
+    return col.cast(pl.Float64, strict=False).cast(pl.Int64, strict=False)
+
+
+def _arg(name: str) -> pl.Expr:
+    return pl.col("args").struct.field(name)
+
+
+def _external_id() -> pl.Expr:
+    return pl.coalesce(_int(_arg("External id")), _int(_arg("external id")))
+
+
+def _digits(col: pl.Expr) -> pl.Expr:
+    """The first integer in a text such as "stream 7" or "7"."""
+    return col.str.extract(r"(-?\d+)", 1).cast(pl.Int64, strict=False)
+
+
+def _dims_product(col: pl.Expr) -> pl.Expr:
+    """[x, y, z] as text -> x*y*z."""
+    return (
+        col.str.extract_all(r"\d+")
+        .list.eval(pl.element().cast(pl.Int64))
+        .list.eval(pl.element().product())
+        .list.first()
+    )
+
+
+def split_events(events: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """One batch of raw events -> partial frames (times still relative, unnormalized base)."""
+    role = pl.col("cat").str.to_lowercase().replace_strict(CATS, default=None)
+    ev = events.with_columns(
+        role=role,
+        ts_ns=us_to_ns(pl.col("ts")),
+        dur_ns=pl.max_horizontal(us_to_ns(pl.col("dur")), pl.lit(0)),
+    )
+    x = ev.filter(pl.col("ph") == "X")
+    is_step = pl.col("name").str.contains(_STEP)
+    host_roles = ["cpu_op", "user_annotation", "python_function"]
+    out: dict[str, pl.DataFrame] = {
+        "kernels": _kernels(x.filter(pl.col("role") == "kernel")),
+        "transfers": _transfers(x.filter(pl.col("role").is_in(["memcpy", "memset"]))),
+        "runtime": _runtime(x.filter(pl.col("role").is_in(["runtime", "driver"]))),
+        "cpu_ops": _cpu_ops(x.filter(pl.col("role").is_in(host_roles) & ~is_step)),
+        "steps": _steps(x.filter(pl.col("role").is_in(host_roles) & is_step)),
+        "gpu_annotations": _gpu_annotations(x.filter(pl.col("role") == "gpu_annotation")),
+        "syncs": _syncs(x.filter(pl.col("role") == "sync")),
+        "windows": schema.conform("windows", x.filter(pl.col("role") == "window")),
+        "memory": _memory(ev.filter(pl.col("name") == "[memory]")),
+        "flows": _flows(ev.filter(pl.col("ph").is_in(["s", "f", "t"]))),
+    }
+    return out
+
+
+def _device_stream(df: pl.DataFrame) -> pl.DataFrame:
+    return df.with_columns(
+        device=pl.coalesce(_int(_arg("device")), _digits(pl.col("pid"))),
+        stream=pl.coalesce(_int(_arg("stream")), _digits(pl.col("tid"))),
+        correlation=_int(_arg("correlation")),
+        external_id=_external_id(),
+    )
+
+
+def _kernels(df: pl.DataFrame) -> pl.DataFrame:
+    df = _device_stream(df).with_columns(
+        grid_blocks=_dims_product(_arg("grid")),
+        block_threads=_dims_product(_arg("block")),
+        blocks_per_sm=_arg("blocks per SM").cast(pl.Float64, strict=False),
+        warps_per_sm=_arg("warps per SM").cast(pl.Float64, strict=False),
+        occupancy_pct=pl.coalesce(
+            _arg("est. achieved occupancy %"), _arg("theoretical occupancy %")
+        ).cast(pl.Float64, strict=False),
+        registers_per_thread=_int(_arg("registers per thread")),
+        shared_memory_bytes=_int(_arg("shared memory")),
+    )
+    return schema.conform("kernels", df)
+
+
+def _transfers(df: pl.DataFrame) -> pl.DataFrame:
+    parts = pl.col("name").str.extract_groups(_MEMCPY)
+    df = _device_stream(df).with_columns(
+        kind=pl.col("role"),
+        direction=parts.struct.field("1"),
+        src_memory=parts.struct.field("2").str.to_lowercase(),
+        dst_memory=parts.struct.field("3").str.to_lowercase(),
+        bytes=_int(_arg("bytes")),
+    )
+    df = df.with_columns(
+        bandwidth_gbps=pl.when(pl.col("dur_ns") > 0)
+        .then(pl.col("bytes") / pl.col("dur_ns"))
+        .otherwise(None)
+    )
+    return schema.conform("transfers", df)
+
+
+def _runtime(df: pl.DataFrame) -> pl.DataFrame:
+    df = df.with_columns(
+        api=pl.col("role"), correlation=_int(_arg("correlation")), external_id=_external_id()
+    )
+    return schema.conform("runtime", df)
+
+
+def _cpu_ops(df: pl.DataFrame) -> pl.DataFrame:
+    df = df.with_columns(
+        cat=pl.col("role"),
+        external_id=_external_id(),
+        input_dims=_arg("Input Dims"),
+        input_types=_arg("Input type"),
+    )
+    return schema.conform("cpu_ops", df)
+
+
+def _steps(df: pl.DataFrame) -> pl.DataFrame:
+    df = df.with_columns(step=pl.col("name").str.extract(_STEP, 1).cast(pl.Int64))
+    return schema.conform("steps", df)
+
+
+def _gpu_annotations(df: pl.DataFrame) -> pl.DataFrame:
+    return schema.conform("gpu_annotations", _device_stream(df))
+
+
+def _syncs(df: pl.DataFrame) -> pl.DataFrame:
+    return schema.conform("syncs", _device_stream(df))
+
+
+def _memory(df: pl.DataFrame) -> pl.DataFrame:
+    df = df.with_columns(
+        device_type=_int(_arg("Device Type")),
+        device=_int(_arg("Device Id")),
+        delta_bytes=_int(_arg("Bytes")),
+        total_allocated_bytes=_int(_arg("Total Allocated")),
+        total_reserved_bytes=_int(_arg("Total Reserved")),
+    )
+    return schema.conform("memory", df)
+
+
+def _flows(df: pl.DataFrame) -> pl.DataFrame:
+    cat = pl.col("cat").str.to_lowercase().replace_strict(FLOW_CATS, default=None)
+    df = df.with_columns(cat=cat, phase=pl.col("ph"), id=_int(pl.col("id")))
+    return schema.conform("flows", df.filter(pl.col("cat").is_not_null()))
+
+
+def finish(
+    parts: dict[str, list[pl.DataFrame]], envelope: dict[str, Any], meta: TraceMeta
+) -> dict[str, pl.DataFrame]:
+    """Concatenate the batches, move times onto the epoch clock, add device properties."""
+    base = meta.base_time_ns or 0
+    frames: dict[str, pl.DataFrame] = {}
+    for name in EVENT_FRAMES:
+        chunks = parts[name]
+        df = pl.concat(chunks, how="vertical") if chunks else schema.empty(name)
+        if base and "ts_ns" in df.columns:
+            df = df.with_columns(pl.col("ts_ns") + base)
+        frames[name] = df.sort("ts_ns", maintain_order=True) if name != "flows" else df
+    frames["devices"] = _devices(envelope)
+    return frames
+
+
+def _devices(env: dict[str, Any]) -> pl.DataFrame:
+    props = env.get("deviceProperties") or env.get("computeProperties") or []
+    rows = []
+    for i, p in enumerate(props if isinstance(props, list) else []):
+        if not isinstance(p, dict):
+            continue
+        rows.append({
+            "device": p.get("id", i),
+            "name": p.get("name"),
+            "memory_bytes": p.get("totalGlobalMem"),
+            "sm_count": p.get("numSms", p.get("multiProcessorCount")),
+            "compute_major": p.get("computeMajor", p.get("major")),
+            "compute_minor": p.get("computeMinor", p.get("minor")),
+            "max_threads_per_sm": p.get("maxThreadsPerMultiprocessor",
+                                        p.get("maxThreadsPerMultiProcessor")),
+            "warp_size": p.get("warpSize"),
+        })
+    if not rows:
+        return schema.empty("devices")
+    df = pl.DataFrame(rows, schema_overrides={"name": pl.String()}, strict=False)
+    return schema.conform("devices", df)
