@@ -1,0 +1,28 @@
+"""From input paths to the analysis document: the one function the commands share.
+
+``analyze_paths`` reads the inputs (``rightsize.traces``), runs the pure analyzers and returns
+the JSON-able document of the ``rightsize analyze`` contract (``rightsize.reports.json_doc``).
+``rightsize run`` calls it at the end of a run; ``rightsize analyze`` and ``report`` call it on
+files users already have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Progress = Callable[[str], None]
+
+
+def analyze_paths(paths: list[str | Path], progress: Progress | None = None) -> dict[str, Any]:
+    """Read ``paths`` (trace files, per-rank directories, run directories) and analyze them."""
+    from rightsize.analyzers.summary import analyze
+    from rightsize.reports.json_doc import document
+    from rightsize.traces.loader import load
+
+    inputs = load(list(paths), progress)
+    if progress:
+        progress("analyzing")
+    analysis = analyze(list(inputs.traces))
+    return document(analysis, list(inputs.described))
