@@ -50,6 +50,8 @@ _GPU_METRIC_COLUMNS = {
     "tensor active": "gpm_tensor_util_pct",
     "compute warps in flight": "gpm_sm_occupancy_pct",
     "dram bandwidth": "gpm_dram_bw_util_pct",
+    "dram read bandwidth": "gpm_dram_bw_util_pct",
+    "dram write bandwidth": "gpm_dram_bw_util_pct",
 }
 
 

@@ -40,7 +40,8 @@ _VERSION_SUFFIX = r"_v\d{4,}$"
 _NO_STREAM = 0xFFFFFFFF
 
 STEP_WORDS = r"profilerstep#|(?:train[_ ]?)?step|iteration|iter|batch"
-DEFAULT_STEP_RE = re.compile(rf"^\s*(?P<family>{STEP_WORDS})[\s_#:=-]*(?P<n>\d+)\s*$", re.I)
+# Group 1: the step word (the "family"), group 2: the step number. (?i): polars takes no flags.
+DEFAULT_STEP_PATTERN = rf"(?i)^\s*({STEP_WORDS})[\s_#:=-]*(\d+)\s*$"
 
 _SYNC_NAMES = {  # Kineto's cuda_sync names
     "EVENT_SYNCHRONIZE": "Event Sync", "STREAM_WAIT_EVENT": "Stream Wait Event",
@@ -132,7 +133,7 @@ def select_steps(nvtx: pl.DataFrame, step_range: str | None, path: object) -> pl
     """Steps from NVTX ranges by the rule in the module docstring (empty when none match)."""
     names = pl.col("name")
     if step_range is None:
-        pattern = DEFAULT_STEP_RE.pattern
+        pattern = DEFAULT_STEP_PATTERN
         found = nvtx.filter(names.str.contains(pattern)).with_columns(
             family=names.str.extract(pattern, 1).str.to_lowercase(),
             step=names.str.extract(pattern, 2).cast(pl.Int64),
@@ -142,9 +143,13 @@ def select_steps(nvtx: pl.DataFrame, step_range: str | None, path: object) -> pl
         family = found.group_by("family").len().sort("len", "family", descending=[True, False])
         found = found.filter(pl.col("family") == family["family"][0])
     else:
-        numbered = rf"^\s*{re.escape(step_range)}[\s_#:=-]*(\d+)\s*$"
-        found = nvtx.filter((names == step_range) | names.str.contains(numbered)).with_columns(
-            step=names.str.extract(numbered, 1).cast(pl.Int64)
+        # NAME itself is matched literally (it may hold regex characters such as "#").
+        rest = pl.when(names.str.starts_with(step_range)).then(
+            names.str.slice(len(step_range))
+        )
+        number = rest.str.extract(r"^[\s_#:=-]*(\d+)\s*$", 1)
+        found = nvtx.filter((names == step_range) | number.is_not_null()).with_columns(
+            step=number.cast(pl.Int64)
         )
         if found.is_empty():
             seen = nvtx.group_by("name").len().sort("len", descending=True).head(5)["name"]
