@@ -72,8 +72,8 @@ def unit_scale(unit: str | None) -> tuple[str, float]:
         if kind == "count" and num_text.strip().lower().startswith("cycle"):
             return "freq_hz", per_second  # cycle/nsecond = GHz
         return "count_rate", factor * per_second
-    if den_kind == "count" and den_text.strip().lower().startswith("cycle"):
-        return "per_cycle", factor
+    if den_kind == "count":  # inst/cycle is a rate per cycle; register/thread is a count
+        return ("per_cycle" if den_text.strip().lower().startswith("cycle") else "count"), factor
     return "other", 1.0
 
 
