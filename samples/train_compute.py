@@ -1,0 +1,40 @@
+"""Compute-bound training: large matmuls (an MLP) and a convolution, nothing else in the way.
+
+CPU default finishes in seconds; on a GPU use e.g. ``--device cuda --scale 8``.
+"""
+
+import argparse
+
+import torch
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--scale", type=int, default=1, help="multiplies width and batch")
+    args = parser.parse_args()
+    width, batch = 512 * args.scale, 64 * args.scale
+    model = torch.nn.Sequential(
+        torch.nn.Unflatten(1, (1, 16, width // 16)),
+        torch.nn.Conv2d(1, 8, 3, padding=1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(8 * width, width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, 10),
+    ).to(args.device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(batch, width, device=args.device)
+    y = torch.randint(0, 10, (batch,), device=args.device)
+    for _ in range(args.steps):
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+    print(f"train_compute: {args.steps} steps, loss {loss.item():.4f}")
+
+
+if __name__ == "__main__":
+    main()
