@@ -98,6 +98,8 @@ class Scan:
             if not data:
                 if not self._head.strip():
                     raise ScanError("the file is empty")
+                if depth > 0 or in_string:
+                    raise ScanError("truncated JSON: the file ends before the traceEvents array")
                 raise ScanError("no traceEvents array (not a Chrome/Kineto trace)")
             start = len(self._head)
             self._head += data
@@ -167,6 +169,8 @@ class Scan:
             end = -1
         if len(closes) == 0:
             if end >= 0:
+                if buf[:end].strip(b" \t\r\n,"):
+                    raise ScanError("malformed event array (an element is not a JSON object)")
                 return True, b"", buf[end:]
             return False, b"", buf
         last = int(closes[-1]) + 1
