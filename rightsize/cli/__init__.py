@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = cli.main(args=argv, prog_name="rightsize", standalone_mode=False)
     except RightsizeError as exc:
+        if sys.stderr.isatty():
+            sys.stderr.write("\r\033[K")  # clear a progress line left on the terminal
         click.echo(f"rightsize: error: {exc}", err=True)
         sys.exit(1)
     except click.exceptions.Abort:

@@ -13,12 +13,19 @@ from rightsize.errors import OutputExistsError, RightsizeError
 
 
 class Progress:
-    """Progress lines on stderr, at most a few per second; one line rewritten on a TTY."""
+    """Progress on stderr for long work.
 
-    def __init__(self, enabled: bool = True, min_interval_s: float = 0.5) -> None:
+    On a terminal one line is rewritten in place (at most a few times a second). Elsewhere (CI
+    logs, pipes) nothing is printed for work that finishes within ``quiet_s``, then plain lines.
+    """
+
+    def __init__(self, enabled: bool = True, min_interval_s: float = 0.5,
+                 quiet_s: float = 2.0) -> None:
         self.enabled = enabled
         self.tty = sys.stderr.isatty()
         self.min_interval_s = min_interval_s
+        self.quiet_s = quiet_s
+        self._start_s = time.monotonic()
         self._last_s = 0.0
         self._shown = False
 
@@ -26,7 +33,9 @@ class Progress:
         if not self.enabled:
             return
         now = time.monotonic()
-        if now - self._last_s < self.min_interval_s and not message.startswith(("reading [", "analyzing")):
+        if not self.tty and now - self._start_s < self.quiet_s:
+            return
+        if now - self._last_s < self.min_interval_s:
             return
         self._last_s = now
         if self.tty:
