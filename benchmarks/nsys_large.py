@@ -52,7 +52,9 @@ def _grow(conn: sqlite3.Connection, table: str, target_rows: int) -> int:
         return 0
     (rows,) = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()
     while 0 < rows < target_rows:
-        lo, hi = conn.execute(f'SELECT min(start), max(coalesce(end, start)) FROM "{table}"').fetchone()
+        lo, hi = conn.execute(
+            f'SELECT min(start), max(coalesce(end, start)) FROM "{table}"'
+        ).fetchone()
         shift = hi - lo + 1000
         (corr,) = conn.execute(
             f'SELECT coalesce(max(correlationId), 0) + 1 FROM "{table}"'
@@ -95,7 +97,9 @@ def main() -> None:
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     parser.add_argument("--kernels", type=int, default=2_000_000)
     parser.add_argument("--nvtx", type=int, default=1_000_000)
-    parser.add_argument("--keep", action="store_true", help="keep the large file and print its path")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the large file and print its path"
+    )
     args = parser.parse_args()
     if not args.source.exists():
         sys.exit(f"{args.source} is absent (it lives in ../shared beside a developer checkout)")
@@ -105,8 +109,10 @@ def main() -> None:
     counts = build(args.source, big, args.kernels, args.nvtx)
     built_s = time.perf_counter() - t0
     print(f"source: {args.source.name}")
-    print(f"built {big.stat().st_size / 2**20:.0f} MiB in {built_s:.1f} s: "
-          + ", ".join(f"{t}={n:,}" for t, n in counts.items()))  # fmt: skip
+    print(
+        f"built {big.stat().st_size / 2**20:.0f} MiB in {built_s:.1f} s: "
+        + ", ".join(f"{t}={n:,}" for t, n in counts.items())
+    )
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(big)], capture_output=True, text=True, check=True
@@ -114,10 +120,14 @@ def main() -> None:
     wall_s = time.perf_counter() - t0
     result = json.loads(proc.stdout)
     child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"read_nsys: {result['read_s']:.2f} s (process wall {wall_s:.2f} s, "
-          f"import {result['import_s']:.2f} s), peak RSS {child_rss:.0f} MiB")  # fmt: skip
-    print(f"rows out: kernels={result['kernels']:,} transfers={result['transfers']:,} "
-          f"runtime={result['runtime']:,} cpu_ops={result['cpu_ops']:,}")  # fmt: skip
+    print(
+        f"read_nsys: {result['read_s']:.2f} s (process wall {wall_s:.2f} s, "
+        f"import {result['import_s']:.2f} s), peak RSS {child_rss:.0f} MiB"
+    )
+    print(
+        f"rows out: kernels={result['kernels']:,} transfers={result['transfers']:,} "
+        f"runtime={result['runtime']:,} cpu_ops={result['cpu_ops']:,}"
+    )
     rate = (result["kernels"] + result["runtime"] + result["cpu_ops"]) / result["read_s"]
     print(f"throughput: {rate / 1e6:.2f} M rows/s")
     if args.keep:

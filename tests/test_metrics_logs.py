@@ -57,17 +57,7 @@ def test_real_dcgm_scrape_matches_text() -> None:
 
 
 def test_scrape_with_timestamps_and_prof_ratios(tmp_path: Path) -> None:
-    text = "\n".join([
-        "# HELP DCGM_FI_PROF_SM_ACTIVE The ratio of cycles an SM has at least 1 warp assigned.",
-        "# TYPE DCGM_FI_PROF_SM_ACTIVE gauge",
-        'DCGM_FI_PROF_SM_ACTIVE{gpu="1",UUID="GPU-a",modelName="NVIDIA H100"} 0.25 1714564800000',
-        'DCGM_FI_PROF_DRAM_ACTIVE{gpu="1",UUID="GPU-a"} 0.5 1714564800000',
-        'DCGM_FI_PROF_PCIE_TX_BYTES{gpu="1",UUID="GPU-a"} 4791810 1714564800000',
-        'DCGM_FI_DEV_PCIE_RX_THROUGHPUT{gpu="1",UUID="GPU-a"} 10 1714564800000',
-        'DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-a"} 2048 1714564800000',
-        'DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-a"} 91 1714564801000',
-        'DCGM_FI_DEV_XID_ERRORS{gpu="1",UUID="GPU-a"} 0 1714564801000',
-    ])  # fmt: skip
+    text = '# HELP DCGM_FI_PROF_SM_ACTIVE The ratio of cycles an SM has at least 1 warp assigned.\n# TYPE DCGM_FI_PROF_SM_ACTIVE gauge\nDCGM_FI_PROF_SM_ACTIVE{gpu="1",UUID="GPU-a",modelName="NVIDIA H100"} 0.25 1714564800000\nDCGM_FI_PROF_DRAM_ACTIVE{gpu="1",UUID="GPU-a"} 0.5 1714564800000\nDCGM_FI_PROF_PCIE_TX_BYTES{gpu="1",UUID="GPU-a"} 4791810 1714564800000\nDCGM_FI_DEV_PCIE_RX_THROUGHPUT{gpu="1",UUID="GPU-a"} 10 1714564800000\nDCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-a"} 2048 1714564800000\nDCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-a"} 91 1714564801000\nDCGM_FI_DEV_XID_ERRORS{gpu="1",UUID="GPU-a"} 0 1714564801000'
     path = tmp_path / "scrape.txt"
     path.write_text(text + "\n")
     df = read_metrics_log(path)

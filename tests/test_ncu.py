@@ -22,13 +22,32 @@ from tests.conftest import shared_path
 OBSERVED = {
     "llmperfopt-dsocr-kernel_0002-gemv-ncu.details.csv": (
         "kernel<int,int,__nv_bfloat16,__nv_bfloat16,__nv_bfloat16,float,0,1,1,0,6,0>",
-        18340, 22.47, 54.36, 54.36, 15.23, 1712),
+        18340,
+        22.47,
+        54.36,
+        54.36,
+        15.23,
+        1712,
+    ),
     "llmperfopt-dsocr-kernel_0010-elementwise-ncu.details.csv": (
-        "elementwise_kernel<128,4>", 94910, 12.07, 93.99, 10.29, 89.30, 14400),
+        "elementwise_kernel<128,4>",
+        94910,
+        12.07,
+        93.99,
+        10.29,
+        89.30,
+        14400,
+    ),
     "llmperfopt-dsocr-kernel_0016-gemm-ncu.details.csv": (
         "Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x256_32x3_tn_align8>",
-        404700, 32.46, 25.75, 8.96, 16.66, 304),
-}  # fmt: skip
+        404700,
+        32.46,
+        25.75,
+        8.96,
+        16.66,
+        304,
+    ),
+}
 
 
 def direct_metric(path: Path, metric: str, section: str | None = None) -> tuple[str, str]:
@@ -57,7 +76,9 @@ def test_details_page_matches_csv(name: str) -> None:
     assert unit == "us"
     assert row["duration_ns"] == round(float(value) * 1000) == dur
     sol = "GPU Speed Of Light Throughput"
-    assert row["sm_throughput_pct"] == float(direct_metric(path, "Compute (SM) Throughput")[1]) == sm
+    assert (
+        row["sm_throughput_pct"] == float(direct_metric(path, "Compute (SM) Throughput")[1]) == sm
+    )
     assert row["memory_throughput_pct"] == float(direct_metric(path, "Memory Throughput", sol)[1])
     assert row["memory_throughput_pct"] == mem
     assert row["dram_throughput_pct"] == dram
@@ -73,9 +94,16 @@ def test_details_page_matches_csv(name: str) -> None:
 
 @pytest.mark.shared
 def test_gemm_units_and_roofline() -> None:
-    details = read_ncu_csv(shared_path("traces", "ncu", "llmperfopt-dsocr-kernel_0016-gemm-ncu.details.csv"))
-    roof = read_ncu_csv(shared_path(
-        "traces", "ncu", "llmperfopt-dsocr-kernel_0016-gemm-ncu.section_SpeedOfLight_RooflineChart.csv"))  # fmt: skip
+    details = read_ncu_csv(
+        shared_path("traces", "ncu", "llmperfopt-dsocr-kernel_0016-gemm-ncu.details.csv")
+    )
+    roof = read_ncu_csv(
+        shared_path(
+            "traces",
+            "ncu",
+            "llmperfopt-dsocr-kernel_0016-gemm-ncu.section_SpeedOfLight_RooflineChart.csv",
+        )
+    )
     d = details.row(0, named=True)
     assert d["dram_read_bytes"] == pytest.approx(63.77e6)  # "Mbyte"
     assert d["dram_write_bytes"] == pytest.approx(197.38e3)  # "Kbyte"
@@ -91,15 +119,19 @@ def test_gemm_units_and_roofline() -> None:
     assert both["roofline_fp32_peak_flop_per_s"] == pytest.approx(43520 * 2.01e9)
 
 
-HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
-          '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",'
-          '"Metric Value","Rule Name","Rule Type","Rule Description","Estimated Speedup Type",'
-          '"Estimated Speedup"')  # fmt: skip
+HEADER = (
+    '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+    '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",'
+    '"Metric Value","Rule Name","Rule Type","Rule Description","Estimated Speedup Type",'
+    '"Estimated Speedup"'
+)
 
 
 def _row(launch: int, name: str, section: str, metric: str, unit: str, value: str) -> str:
-    return (f'"{launch}","77","python","host","{name}","1","7","(128, 2, 1)","(1024, 1, 1)",'
-            f'"0","9.0","{section}","{metric}","{unit}","{value}",')  # fmt: skip
+    return (
+        f'"{launch}","77","python","host","{name}","1","7","(128, 2, 1)","(1024, 1, 1)",'
+        f'"0","9.0","{section}","{metric}","{unit}","{value}",'
+    )
 
 
 def test_hand_made_details_page(tmp_path: Path) -> None:
@@ -119,15 +151,27 @@ def test_hand_made_details_page(tmp_path: Path) -> None:
         _row(0, name, "Launch Statistics", "Registers Per Thread", "register/thread", "64"),
         '"0","77","python","host","' + name + '","1","7","(128, 2, 1)","(1024, 1, 1)","0","9.0",'
         '"SpeedOfLight","","","","SOLBottleneck","OPT","Rule text, with commas","global","12.5"',
-        _row(0, name, "Command line profiler metrics",
-             "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "inst", "1,000"),
-        _row(0, name, "Command line profiler metrics",
-             "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", "inst", "500"),
+        _row(
+            0,
+            name,
+            "Command line profiler metrics",
+            "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+            "inst",
+            "1,000",
+        ),
+        _row(
+            0,
+            name,
+            "Command line profiler metrics",
+            "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
+            "inst",
+            "500",
+        ),
         _row(0, name, "Command line profiler metrics", "dram__bytes.sum", "Kbyte", "5"),
         _row(1, name, "GPU Speed Of Light Throughput", "Duration", "usecond", "2.5")[:-1],
         '"1","77","python","host","' + name + '","1","7"',  # short row: dropped (no metric)
         "==PROF== Disconnected from process 77",
-    ]  # fmt: skip
+    ]
     path = tmp_path / "ncu.csv"
     path.write_text("\n".join(lines) + "\n")
     assert looks_like_ncu(path.read_bytes()[:4096])
@@ -151,20 +195,26 @@ def test_hand_made_details_page(tmp_path: Path) -> None:
 
 
 def test_hand_made_raw_page(tmp_path: Path) -> None:
-    header = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
-              '"Block Size","Grid Size","Device","CC","device__attribute_multiprocessor_count",'
-              '"gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed",'
-              '"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",'
-              '"dram__throughput.avg.pct_of_peak_sustained_elapsed",'
-              '"sm__warps_active.avg.pct_of_peak_sustained_active",'
-              '"launch__waves_per_multiprocessor","launch__grid_size","dram__bytes_read.sum"')  # fmt: skip
+    header = (
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+        '"Block Size","Grid Size","Device","CC","device__attribute_multiprocessor_count",'
+        '"gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed",'
+        '"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",'
+        '"dram__throughput.avg.pct_of_peak_sustained_elapsed",'
+        '"sm__warps_active.avg.pct_of_peak_sustained_active",'
+        '"launch__waves_per_multiprocessor","launch__grid_size","dram__bytes_read.sum"'
+    )
     units = '"","","","","","","","","","","","","nsecond","%","%","%","%","","","Mbyte"'
     rows = [
-        '"0","9","a.out","h","Kernel2<cutlass_80_x>(Params)","1","7","(256, 1, 1)","(304, 1, 1)",'
-        '"0","8.0","108","12,345","10.5","20.25","n/a","50","2.81","304","1.5"',
-        '"1","9","a.out","h","vector_add(const double *, double *)","1","7","(256, 1, 1)",'
-        '"(8, 1, 1)","0","8.0","108","1,000","1","2","3"',  # short row
-    ]  # fmt: skip
+        (
+            '"0","9","a.out","h","Kernel2<cutlass_80_x>(Params)","1","7","(256, 1, 1)","(304, 1, 1)",'
+            '"0","8.0","108","12,345","10.5","20.25","n/a","50","2.81","304","1.5"'
+        ),
+        (
+            '"1","9","a.out","h","vector_add(const double *, double *)","1","7","(256, 1, 1)",'
+            '"(8, 1, 1)","0","8.0","108","1,000","1","2","3"'
+        ),  # short row
+    ]
     path = tmp_path / "raw.csv"
     path.write_text("==PROF== Connected\n" + "\n".join([header, units, *rows]) + "\n")
     df = read_ncu_csv(path)
@@ -210,20 +260,28 @@ def test_header_only_gives_empty_frame(tmp_path: Path) -> None:
     ("trace_name", "ncu_name"),
     [
         (
-            "void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<c10::Half>, "
-            "std::array<char *, (unsigned long)1>>(int, T2, T3)",
+            (
+                "void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<c10::Half>, "
+                "std::array<char *, (unsigned long)1>>(int, T2, T3)"
+            ),
             "void vectorized_elementwise_kernel<4, FillFunctor<Half>, array<char *, 1>>(int, T2, T3)",
         ),
         (
-            "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x256_32x3_tn_align8>"
-            "(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x256_32x3_tn_align8::Params)",
+            (
+                "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x256_32x3_tn_align8>"
+                "(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x256_32x3_tn_align8::Params)"
+            ),
             "void Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x256_32x3_tn_align8>(Params)",
         ),
         (
-            "std::enable_if<!(bool)1, void>::type internal::gemvx::kernel<int, int, __nv_bfloat16, "
-            "float, (bool)0, (bool)1, (int)6, cublasGemvParamsEx<int, float>>(T13)",
-            "enable_if<!T7, void>::type kernel<int, int, __nv_bfloat16, float, 0, 1, 6, "
-            "cublasGemvParamsEx<int, float>>(T13)",
+            (
+                "std::enable_if<!(bool)1, void>::type internal::gemvx::kernel<int, int, __nv_bfloat16, "
+                "float, (bool)0, (bool)1, (int)6, cublasGemvParamsEx<int, float>>(T13)"
+            ),
+            (
+                "enable_if<!T7, void>::type kernel<int, int, __nv_bfloat16, float, 0, 1, 6, "
+                "cublasGemvParamsEx<int, float>>(T13)"
+            ),
         ),
         ("nvjet_tst_192x192_64x4_2x1_v_bz_coopB_TNN", "nvjet_tst_192x192_64x4_2x1_v_bz_coopB_TNN"),
         ("void at::native::(anonymous namespace)::foo<false>(int)", "void foo<false>(int)"),

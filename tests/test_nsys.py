@@ -18,6 +18,7 @@ from rightsize.traces.nsys import (
 )
 from rightsize.traces.schema import FRAMES
 from tests.conftest import shared_path
+from tests.nsys_handmade import make_export
 
 NSYS_FILES = [
     "fuser-ee4fcf3-h200-report1.sqlite",
@@ -28,13 +29,22 @@ NSYS_FILES = [
 # Observed values: (kernels, total kernel ns, {direction: memcpy bytes}, device name, SMs).
 OBSERVED = {
     "fuser-ee4fcf3-h200-report1.sqlite": (
-        18, 10167602, {"HtoD": 394002434, "DtoD": 62914560}, "NVIDIA H200", 132),
+        18,
+        10167602,
+        {"HtoD": 394002434, "DtoD": 62914560},
+        "NVIDIA H200",
+        132,
+    ),
     "fuser-8fa9ec2-h100-report1.sqlite": (19, 402301, {"DtoH": 1}, "NVIDIA H100 80GB HBM3", 132),
     "extrap-concurrent_example-concurrent.s1-profile1.sqlite": (
-        12, 48000028, {"HtoD": 44160000, "DtoH": 44160000},
-        "GeForce GTX 1060 with Max-Q Design", 10),
+        12,
+        48000028,
+        {"HtoD": 44160000, "DtoH": 44160000},
+        "GeForce GTX 1060 with Max-Q Design",
+        10,
+    ),
     "extrap-sampled_callchains-ex-gpu.s10.sqlite": (6, 34113, {}, "A100-PCIE-40GB", 108),
-}  # fmt: skip
+}
 
 
 def sha256(path: Path) -> str:
@@ -64,7 +74,9 @@ def test_real_export_matches_direct_sql(name: str) -> None:
     for frame, cols in FRAMES.items():
         assert trace.frame(frame).schema == pl.Schema(cols), frame
     kernels, kernel_ns, copies, device, sms = OBSERVED[name]
-    (count, total), = query(path, "SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    ((count, total),) = query(
+        path, "SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+    )
     assert trace.kernels.height == count == kernels
     assert trace.kernels["dur_ns"].sum() == total == kernel_ns
     assert trace.kernels["name"].null_count() == 0
@@ -72,16 +84,22 @@ def test_real_export_matches_direct_sql(name: str) -> None:
     got = dict(memcpy.group_by("direction").agg(pl.col("bytes").sum()).iter_rows())
     assert got == copies
     if has_table(path, "CUPTI_ACTIVITY_KIND_MEMCPY"):
-        direct = query(path, "SELECT copyKind, sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1")
+        direct = query(
+            path, "SELECT copyKind, sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1"
+        )
         names = {1: "HtoD", 2: "DtoH", 8: "DtoD"}
         assert got == {names[k]: b for k, b in direct}
     used = trace.devices.filter(pl.col("device").is_in(trace.kernels["device"].unique().implode()))
     assert used["name"].to_list() == [device]
     assert used["sm_count"].to_list() == [sms]
     if has_table(path, "TARGET_INFO_CUDA_GPU"):
-        (direct_sms,), = query(path, "SELECT DISTINCT numMultiprocessors FROM TARGET_INFO_CUDA_GPU")
+        ((direct_sms,),) = query(
+            path, "SELECT DISTINCT numMultiprocessors FROM TARGET_INFO_CUDA_GPU"
+        )
     else:
-        (direct_sms,), = query(path, f"SELECT smCount FROM TARGET_INFO_GPU WHERE name = '{device}' LIMIT 1")
+        ((direct_sms,),) = query(
+            path, f"SELECT smCount FROM TARGET_INFO_GPU WHERE name = '{device}' LIMIT 1"
+        )
     assert direct_sms == sms
     # Kineto's definitions: blocks per SM = grid / SMs, warps per SM = that * threads / 32.
     k = trace.kernels.row(0, named=True)
@@ -121,7 +139,9 @@ def test_old_exports_edge_cases() -> None:
     )
     assert windows.meta.profiler["product_version"] == "2022.1.1.61"
     assert windows.meta.profiler["non_cuda_adapters"] == [
-        "Intel(R) HD Graphics 630", "Microsoft Basic Render Driver"]  # fmt: skip
+        "Intel(R) HD Graphics 630",
+        "Microsoft Basic Render Driver",
+    ]
     pinned = windows.transfers.filter(pl.col("direction") == "HtoD")["src_memory"].unique()
     assert pinned.to_list() == ["pinned"]
     old = read_nsys(shared_path("traces", "nsys", "extrap-sampled_callchains-ex-gpu.s10.sqlite"))
@@ -142,79 +162,6 @@ def test_short_names() -> None:
 # ---------------------------------------------------------------- hand-made exports
 
 
-def make_export(path: Path, *, new_gpu_table: bool = True, enums: bool = True,
-                user: bytes = b"ren\xe9") -> Path:  # fmt: skip
-    """A tiny nsys-like export: 2 kernels, 2 memcpys, 1 memset, 3 API calls, NVTX steps."""
-    conn = sqlite3.connect(path)
-    ex = conn.execute
-    ex("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
-    conn.executemany("INSERT INTO StringIds VALUES (?, ?)", [
-        (1, "void at::native::foo_kernel<(int)4, at::native::F<float>>(int)"), (2, "foo_kernel"),
-        (3, "cudaLaunchKernel_v7000"), (4, "cuLaunchKernelEx"), (5, "cudaMemcpyAsync_v3020"),
-        (6, "train_step"),
-    ])  # fmt: skip
-    ex("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
-    ex("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.1.2'), "
-       "('EXPORT_USER', CAST(? AS TEXT))", (user,))  # fmt: skip
-    ex("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_PRODUCT_VERSION', CAST(? AS TEXT))",
-       (b"2023.1 \xff",))  # fmt: skip
-    ex("CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER)")
-    ex("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1000000000000)")
-    if new_gpu_table:
-        ex("CREATE TABLE TARGET_INFO_GPU (id INTEGER, name TEXT, totalMemory INTEGER, "
-           "smCount INTEGER, computeMajor INTEGER, computeMinor INTEGER, maxWarpsPerSm INTEGER, "
-           "threadsPerWarp INTEGER)")  # fmt: skip
-        ex("INSERT INTO TARGET_INFO_GPU VALUES (0, 'Test GPU', 1000, 10, 8, 6, 48, 32), "
-           "(1, 'iGPU', 0, 0, 0, 0, 0, 0)")  # fmt: skip
-    else:  # 2021 layout
-        ex("CREATE TABLE TARGET_INFO_GPU (vmId INTEGER, deviceId INTEGER, name TEXT)")
-        ex("INSERT INTO TARGET_INFO_GPU VALUES (1, 0, 'Test GPU')")
-        ex("CREATE TABLE TARGET_INFO_CUDA_GPU (name TEXT, globalMemorySize INTEGER, "
-           "numMultiprocessors INTEGER, computeCapabilityMajor INTEGER, "
-           "computeCapabilityMinor INTEGER, maxWarpsPerMultiprocessor INTEGER, "
-           "numThreadsPerWarp INTEGER, deviceId INTEGER, pid INTEGER)")  # fmt: skip
-        ex("INSERT INTO TARGET_INFO_CUDA_GPU VALUES ('Test GPU', 1000, 10, 8, 6, 48, 32, 0, 1), "
-           "('Test GPU', 1000, 10, 8, 6, 48, 32, 0, 2)")  # fmt: skip
-    ex("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, "
-       "streamId INTEGER, correlationId INTEGER, demangledName INTEGER, shortName INTEGER, "
-       "gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER, blockY INTEGER, "
-       "blockZ INTEGER, registersPerThread INTEGER, staticSharedMemory INTEGER, "
-       "dynamicSharedMemory INTEGER)")  # fmt: skip
-    ex("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES "
-       "(100, 150, 0, 7, 11, 1, 2, 5, 2, 1, 64, 2, 1, 32, 1024, 2048), "
-       "(300, 330, 0, 7, 12, 1, 2, 20, 1, 1, 256, 1, 1, 40, 0, 0)")  # fmt: skip
-    ex("CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER, end INTEGER, deviceId INTEGER, "
-       "streamId INTEGER, correlationId INTEGER, bytes INTEGER, copyKind INTEGER, "
-       "srcKind INTEGER, dstKind INTEGER)")  # fmt: skip
-    ex("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (50, 90, 0, 7, 13, 4000, 1, 0, 2), "
-       "(200, 210, 0, 7, 14, 100, 2, 2, 1)")  # fmt: skip
-    ex("CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start INTEGER, end INTEGER, deviceId INTEGER, "
-       "streamId INTEGER, correlationId INTEGER, value INTEGER, bytes INTEGER, memKind INTEGER)")
-    ex("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (400, 404, 0, 7, 15, 0, 64, 2)")
-    ex("CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, end INTEGER, eventClass INTEGER, "
-       "globalTid INTEGER, correlationId INTEGER, nameId INTEGER)")  # fmt: skip
-    gtid = (4242 << 24) | 4243
-    ex("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (90, 95, 0, ?, 11, 3), "
-       "(290, 299, 1, ?, 12, 4), (40, 45, 0, ?, 13, 5)", (gtid, gtid, gtid))  # fmt: skip
-    ex("CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, eventType INTEGER, text TEXT, "
-       "globalTid INTEGER, textId INTEGER)")  # fmt: skip
-    ex("INSERT INTO NVTX_EVENTS VALUES (0, 250, 59, 'ProfilerStep#7', ?, NULL), "
-       "(250, 500, 59, 'ProfilerStep#8', ?, NULL), (10, 20, 59, NULL, ?, 6), "
-       "(30, NULL, 34, 'a mark', ?, NULL), (300, 340, 59, 'train_step', ?, NULL)",
-       (gtid,) * 5)  # fmt: skip
-    if enums:
-        ex("CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER, name TEXT, label TEXT)")
-        ex("INSERT INTO ENUM_CUDA_MEM_KIND VALUES (0, 'CUDA_MEMOPR_MEMORY_KIND_PAGEABLE', "
-           "'Pageable'), (1, 'CUDA_MEMOPR_MEMORY_KIND_PINNED', 'Pinned'), "
-           "(2, 'CUDA_MEMOPR_MEMORY_KIND_DEVICE', 'Device')")  # fmt: skip
-        ex("CREATE TABLE ENUM_CUDA_MEMCPY_OPER (id INTEGER, name TEXT, label TEXT)")
-        ex("INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (1, 'CUDA_MEMCPY_KIND_HTOD', 'HtoD'), "
-           "(2, 'CUDA_MEMCPY_KIND_DTOH', 'DtoH')")  # fmt: skip
-    conn.commit()
-    conn.close()
-    return path
-
-
 @pytest.mark.parametrize(
     ("new_gpu_table", "enums"), [(True, True), (True, False), (False, False), (False, True)]
 )
@@ -228,7 +175,10 @@ def test_hand_made_export_exact(tmp_path: Path, new_gpu_table: bool, enums: bool
     k = trace.kernels
     assert k["ts_ns"].to_list() == [base + 100, base + 300]
     assert k["dur_ns"].to_list() == [50, 30]
-    assert k["name"].to_list() == ["void at::native::foo_kernel<(int)4, at::native::F<float>>(int)"] * 2
+    assert (
+        k["name"].to_list()
+        == ["void at::native::foo_kernel<(int)4, at::native::F<float>>(int)"] * 2
+    )
     assert k["grid_blocks"].to_list() == [10, 20]
     assert k["block_threads"].to_list() == [128, 256]
     assert k["blocks_per_sm"].to_list() == [1.0, 2.0]
@@ -243,14 +193,21 @@ def test_hand_made_export_exact(tmp_path: Path, new_gpu_table: bool, enums: bool
     assert t["bytes"].to_list() == [4000, 100, 64]
     assert t["bandwidth_gbps"].to_list() == [100.0, 10.0, 16.0]
     assert t["name"].to_list() == [
-        "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)", "Memset (Device)"]
+        "Memcpy HtoD (Pageable -> Device)",
+        "Memcpy DtoH (Device -> Pinned)",
+        "Memset (Device)",
+    ]
     r = trace.runtime
     assert r["name"].to_list() == ["cudaMemcpyAsync", "cudaLaunchKernel", "cuLaunchKernelEx"]
     assert r["api"].to_list() == ["runtime", "runtime", "driver"]
     assert r["correlation"].to_list() == [13, 11, 12]
     assert set(r["pid"].to_list()) == {"4242"} and set(r["tid"].to_list()) == {"4243"}
     assert trace.cpu_ops["name"].to_list() == [
-        "ProfilerStep#7", "train_step", "ProfilerStep#8", "train_step"]  # fmt: skip
+        "ProfilerStep#7",
+        "train_step",
+        "ProfilerStep#8",
+        "train_step",
+    ]
     assert trace.steps["step"].to_list() == [7, 8]  # default rule: ProfilerStep#N
     assert trace.steps["dur_ns"].to_list() == [250, 250]
     d = trace.devices
@@ -273,15 +230,23 @@ def test_step_range_parameter(tmp_path: Path) -> None:
 def test_gpu_metrics_table(tmp_path: Path) -> None:
     path = make_export(tmp_path / "r.sqlite")
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INTEGER, sourceId INTEGER, "
-                 "typeName TEXT, metricId INTEGER, metricName TEXT)")  # fmt: skip
-    conn.execute("INSERT INTO TARGET_INFO_GPU_METRICS VALUES (1, 0, 'GH100', 10, "
-                 "'SMs Active [Throughput %]'), (1, 0, 'GH100', 11, 'DRAM Read Bandwidth "
-                 "[Throughput %]'), (1, 0, 'GH100', 12, 'DRAM Write Bandwidth [Throughput %]')")
-    conn.execute("CREATE TABLE GPU_METRICS (timestamp INTEGER, typeId INTEGER, "
-                 "metricId INTEGER, value INTEGER)")  # fmt: skip
-    conn.execute("INSERT INTO GPU_METRICS VALUES (100, 1, 10, 50), (100, 1, 11, 20), "
-                 "(100, 1, 12, 5), (200, 1, 10, 70)")  # fmt: skip
+    conn.execute(
+        "CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INTEGER, sourceId INTEGER, "
+        "typeName TEXT, metricId INTEGER, metricName TEXT)"
+    )
+    conn.execute(
+        "INSERT INTO TARGET_INFO_GPU_METRICS VALUES (1, 0, 'GH100', 10, "
+        "'SMs Active [Throughput %]'), (1, 0, 'GH100', 11, 'DRAM Read Bandwidth "
+        "[Throughput %]'), (1, 0, 'GH100', 12, 'DRAM Write Bandwidth [Throughput %]')"
+    )
+    conn.execute(
+        "CREATE TABLE GPU_METRICS (timestamp INTEGER, typeId INTEGER, "
+        "metricId INTEGER, value INTEGER)"
+    )
+    conn.execute(
+        "INSERT INTO GPU_METRICS VALUES (100, 1, 10, 50), (100, 1, 11, 20), "
+        "(100, 1, 12, 5), (200, 1, 10, 70)"
+    )
     conn.commit()
     conn.close()
     samples = read_nsys_gpu_metrics(path)

@@ -63,16 +63,25 @@ _LEGACY = {
 }
 # dcgmi dmon column short names -> DCGM field names (dcgmi dmon -l lists them).
 DMON_FIELDS = {
-    "GPUTL": "DCGM_FI_DEV_GPU_UTIL", "MCUTL": "DCGM_FI_DEV_MEM_COPY_UTIL",
-    "FBUSD": "DCGM_FI_DEV_FB_USED", "FBTTL": "DCGM_FI_DEV_FB_TOTAL", "FBFRE": "DCGM_FI_DEV_FB_FREE",
-    "SMCLK": "DCGM_FI_DEV_SM_CLOCK", "MMCLK": "DCGM_FI_DEV_MEM_CLOCK",
-    "POWER": "DCGM_FI_DEV_POWER_USAGE", "TMPTR": "DCGM_FI_DEV_GPU_TEMP",
-    "GRACT": "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "SMACT": "DCGM_FI_PROF_SM_ACTIVE",
-    "SMOCC": "DCGM_FI_PROF_SM_OCCUPANCY", "TENSO": "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-    "DRAMA": "DCGM_FI_PROF_DRAM_ACTIVE", "FP32A": "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
-    "FP16A": "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "PCITX": "DCGM_FI_PROF_PCIE_TX_BYTES",
+    "GPUTL": "DCGM_FI_DEV_GPU_UTIL",
+    "MCUTL": "DCGM_FI_DEV_MEM_COPY_UTIL",
+    "FBUSD": "DCGM_FI_DEV_FB_USED",
+    "FBTTL": "DCGM_FI_DEV_FB_TOTAL",
+    "FBFRE": "DCGM_FI_DEV_FB_FREE",
+    "SMCLK": "DCGM_FI_DEV_SM_CLOCK",
+    "MMCLK": "DCGM_FI_DEV_MEM_CLOCK",
+    "POWER": "DCGM_FI_DEV_POWER_USAGE",
+    "TMPTR": "DCGM_FI_DEV_GPU_TEMP",
+    "GRACT": "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "SMACT": "DCGM_FI_PROF_SM_ACTIVE",
+    "SMOCC": "DCGM_FI_PROF_SM_OCCUPANCY",
+    "TENSO": "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "DRAMA": "DCGM_FI_PROF_DRAM_ACTIVE",
+    "FP32A": "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+    "FP16A": "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+    "PCITX": "DCGM_FI_PROF_PCIE_TX_BYTES",
     "PCIRX": "DCGM_FI_PROF_PCIE_RX_BYTES",
-}  # fmt: skip
+}
 
 _SAMPLE = re.compile(
     r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+))?\s*$"
@@ -103,8 +112,9 @@ def _wide(long: pl.DataFrame) -> pl.DataFrame:
     if {"mem_used_bytes", "mem_free_bytes"} <= set(wide.columns):  # total = used + free
         derived = pl.col("mem_used_bytes") + pl.col("mem_free_bytes")
         total = pl.col("mem_total_bytes") if "mem_total_bytes" in wide.columns else None
-        wide = wide.with_columns(mem_total_bytes=pl.coalesce(total, derived) if total is not None
-                                 else derived)  # fmt: skip
+        wide = wide.with_columns(
+            mem_total_bytes=pl.coalesce(total, derived) if total is not None else derived
+        )
     wide = wide.with_columns(t_ns=pl.col("t"), source=pl.lit("dcgm"))
     return conform_samples("gpu", wide.sort("t_ns", "gpu_index", "instance", nulls_last=True))
 
@@ -136,16 +146,27 @@ def read_prometheus(text: str, scrape_time_ns: int | None) -> pl.DataFrame:
         ts = int(match["ts"]) * 1_000_000 if match["ts"] else scrape_time_ns
         gpu = labels.get("gpu", labels.get("minor_number"))
         rows.append(
-            (ts, int(gpu) if gpu and gpu.isdigit() else None,
-             labels.get("UUID", labels.get("uuid")), _int(labels.get("GPU_I_ID")), name,
-             _number(match["value"]))
-        )  # fmt: skip
+            (
+                ts,
+                int(gpu) if gpu and gpu.isdigit() else None,
+                labels.get("UUID", labels.get("uuid")),
+                _int(labels.get("GPU_I_ID")),
+                name,
+                _number(match["value"]),
+            )
+        )
     long = pl.DataFrame(
         rows,
-        schema={"t": pl.Int64(), "gpu_index": pl.Int32(), "gpu_uuid": pl.String(),
-                "instance": pl.Int64(), "field": pl.String(), "number": pl.Float64()},
+        schema={
+            "t": pl.Int64(),
+            "gpu_index": pl.Int32(),
+            "gpu_uuid": pl.String(),
+            "instance": pl.Int64(),
+            "field": pl.String(),
+            "number": pl.Float64(),
+        },
         orient="row",
-    )  # fmt: skip
+    )
     return _wide(long)
 
 
@@ -172,10 +193,16 @@ def read_dmon(text: str, start_ns: int | None, interval_ms: float | None) -> pl.
             rows.append((t, int(match[2]), None, None, field, _number(value)))
     long = pl.DataFrame(
         rows,
-        schema={"t": pl.Int64(), "gpu_index": pl.Int32(), "gpu_uuid": pl.String(),
-                "instance": pl.Int64(), "field": pl.String(), "number": pl.Float64()},
+        schema={
+            "t": pl.Int64(),
+            "gpu_index": pl.Int32(),
+            "gpu_uuid": pl.String(),
+            "instance": pl.Int64(),
+            "field": pl.String(),
+            "number": pl.Float64(),
+        },
         orient="row",
-    )  # fmt: skip
+    )
     if start_ns is None or interval_ms is None:
         # Without times, rows would merge in the pivot: the per-GPU tick keeps them apart.
         long = long.with_columns(instance=pl.int_range(pl.len()).over("gpu_index", "field"))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 _CAST = re.compile(r"\(\s*(?:unsigned |signed )?(?:bool|char|short|int|long|long long|size_t)\s*\)")
-_NUM_SUFFIX = re.compile(r"^(-?\d+)(?:u|l|ul|ull|ll)?$", re.I)
+_NUM_SUFFIX = re.compile(r"^(-?\d+)(?:u|l|ul|ull|ll)?$", re.IGNORECASE)
 _SIMPLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$|^-?\d+$")
 _BOOLS = {"true": "1", "false": "0"}
 

@@ -39,33 +39,50 @@ MIB = 1024 * 1024
 NVSMI_FIELDS: dict[str, tuple[str, str]] = {
     "timestamp": ("t", ""),
     "index": ("gpu_index", ""),
-    "uuid": ("gpu_uuid", ""), "gpu_uuid": ("gpu_uuid", ""),
-    "pci.bus_id": ("bus_id", ""), "gpu_bus_id": ("bus_id", ""),
+    "uuid": ("gpu_uuid", ""),
+    "gpu_uuid": ("gpu_uuid", ""),
+    "pci.bus_id": ("bus_id", ""),
+    "gpu_bus_id": ("bus_id", ""),
     "utilization.gpu": ("gpu_util_pct", "%"),
     "utilization.memory": ("mem_util_pct", "%"),
     "memory.used": ("mem_used_bytes", "MiB"),
     "memory.total": ("mem_total_bytes", "MiB"),
-    "power.draw": ("power_w", "W"), "power.draw.instant": ("power_w", "W"),
+    "power.draw": ("power_w", "W"),
+    "power.draw.instant": ("power_w", "W"),
     "power.draw.average": ("power_w", "W"),
-    "power.limit": ("power_limit_w", "W"), "enforced.power.limit": ("power_limit_w", "W"),
+    "power.limit": ("power_limit_w", "W"),
+    "enforced.power.limit": ("power_limit_w", "W"),
     "temperature.gpu": ("temperature_c", "C"),
-    "clocks.sm": ("sm_clock_mhz", "MHz"), "clocks.current.sm": ("sm_clock_mhz", "MHz"),
-    "clocks.mem": ("mem_clock_mhz", "MHz"), "clocks.current.memory": ("mem_clock_mhz", "MHz"),
-    "pcie.link.gen.current": ("pcie_link_gen", ""), "pcie.link.gen.gpucurrent": ("pcie_link_gen", ""),
+    "clocks.sm": ("sm_clock_mhz", "MHz"),
+    "clocks.current.sm": ("sm_clock_mhz", "MHz"),
+    "clocks.mem": ("mem_clock_mhz", "MHz"),
+    "clocks.current.memory": ("mem_clock_mhz", "MHz"),
+    "pcie.link.gen.current": ("pcie_link_gen", ""),
+    "pcie.link.gen.gpucurrent": ("pcie_link_gen", ""),
     "pcie.link.width.current": ("pcie_link_width", ""),
-    "pcie.link.gen.max": ("pcie_link_gen_max", ""), "pcie.link.width.max": ("pcie_link_width_max", ""),
+    "pcie.link.gen.max": ("pcie_link_gen_max", ""),
+    "pcie.link.width.max": ("pcie_link_width_max", ""),
     "clocks_event_reasons.active": ("clocks_event_reasons", ""),
     "clocks_throttle_reasons.active": ("clocks_event_reasons", ""),
-}  # fmt: skip
+}
 # Unit -> factor to the column's unit (bytes, W, MHz, %).
 _UNIT_FACTORS = {
-    "": 1.0, "%": 1.0, "W": 1.0, "mW": 1e-3, "MHz": 1.0, "GHz": 1e3, "C": 1.0,
-    "B": 1.0, "KiB": 1024.0, "MiB": float(MIB), "GiB": float(1024**3),
-}  # fmt: skip
+    "": 1.0,
+    "%": 1.0,
+    "W": 1.0,
+    "mW": 1e-3,
+    "MHz": 1.0,
+    "GHz": 1e3,
+    "C": 1.0,
+    "B": 1.0,
+    "KiB": 1024.0,
+    "MiB": float(MIB),
+    "GiB": float(1024**3),
+}
 _HEADER_FIELD = re.compile(r"^\s*([a-z_.]+)\s*(?:\[([^\]]*)\])?\s*$")
-_NVSMI_ROW = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s*,", re.M)
-_DCGM = re.compile(r"^(?:# (?:HELP|TYPE) )?(?:DCGM_FI_|dcgm_)\w+", re.M)
-_DMON = re.compile(r"^#\s*Entity", re.M)
+_NVSMI_ROW = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s*,", re.MULTILINE)
+_DCGM = re.compile(r"^(?:# (?:HELP|TYPE) )?(?:DCGM_FI_|dcgm_)\w+", re.MULTILINE)
+_DMON = re.compile(r"^#\s*Entity", re.MULTILINE)
 _VALUE = re.compile(r"^(?P<num>0x[0-9a-fA-F]+|-?\d+(?:\.\d*)?)\s*(?P<unit>[A-Za-z%]+)?$")
 _NVSMI_TIME = "%Y/%m/%d %H:%M:%S%.f"
 SUPPORTED = "nvidia-smi --query-gpu CSV, dcgm-exporter scrape or dcgmi dmon output"
@@ -83,7 +100,7 @@ def _nvsmi_header(line: str) -> list[tuple[str, str | None]] | None:
 
 
 def metrics_log_kind(head: bytes) -> str | None:
-    """"nvidia-smi", "dcgm-exporter", "dcgmi-dmon" or None for the text in ``head``."""
+    """ "nvidia-smi", "dcgm-exporter", "dcgmi-dmon" or None for the text in ``head``."""
     text = head.decode("utf-8", errors="replace")
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
     if _nvsmi_header(first) or _NVSMI_ROW.search(text):
@@ -104,7 +121,9 @@ def _value_expr(column: str, header_unit: str | None, default_unit: str, target:
     """Parse one nvidia-smi column: unit from the value, else the header, else the default."""
     raw = pl.col(column).str.strip_chars()
     parts = raw.str.extract_groups(_VALUE.pattern)
-    unit = parts.struct.field("unit").fill_null(header_unit if header_unit is not None else default_unit)
+    unit = parts.struct.field("unit").fill_null(
+        header_unit if header_unit is not None else default_unit
+    )
     factor = unit.replace_strict(_UNIT_FACTORS, default=None, return_dtype=pl.Float64)
     num = parts.struct.field("num")
     if target == "clocks_event_reasons":  # a hex bitmask, "0x0000000000000004"
@@ -134,8 +153,10 @@ def read_nvidia_smi(
             continue
         target, default_unit = NVSMI_FIELDS[field]
         if target == "t":
-            stamp = pl.col(name).str.strip_chars().str.to_datetime(
-                _NVSMI_TIME, strict=False, time_unit="ns"
+            stamp = (
+                pl.col(name)
+                .str.strip_chars()
+                .str.to_datetime(_NVSMI_TIME, strict=False, time_unit="ns")
             )
             if timezone:
                 stamp = stamp.dt.replace_time_zone(timezone, ambiguous="earliest")

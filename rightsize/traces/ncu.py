@@ -26,7 +26,7 @@ from rightsize.errors import InputError
 from rightsize.traces.kernel_names import normalize_kernel_name
 from rightsize.traces.ncu_units import FLOP_WEIGHTS, METRIC_TARGETS, TENSOR_OPS_PREFIX, unit_scale
 
-__all__ = ["NCU_KERNELS", "looks_like_ncu", "normalize_kernel_name", "read_ncu_csv", "combine_ncu"]
+__all__ = ["NCU_KERNELS", "combine_ncu", "looks_like_ncu", "normalize_kernel_name", "read_ncu_csv"]
 
 NCU_KERNELS: dict[str, pl.DataType] = {
     "launch_id": pl.Int64(),  # ncu "ID": the profiled launch's index
@@ -71,10 +71,15 @@ NCU_KERNELS: dict[str, pl.DataType] = {
 }
 
 _ID_COLUMNS = {
-    "ID": "launch_id", "Process ID": "process_id", "Kernel Name": "kernel_name",
-    "Device": "device", "Stream": "stream", "CC": "compute_capability",
-    "Grid Size": "grid_size", "Block Size": "block_size",
-}  # fmt: skip
+    "ID": "launch_id",
+    "Process ID": "process_id",
+    "Kernel Name": "kernel_name",
+    "Device": "device",
+    "Stream": "stream",
+    "CC": "compute_capability",
+    "Grid Size": "grid_size",
+    "Block Size": "block_size",
+}
 # Identity columns that are not metrics on the raw page (besides _ID_COLUMNS).
 _RAW_NON_METRICS = {"Process Name", "Host Name", "Context", "Kernel Time", "Section Name"}
 _HEADER_START = '"ID",'
@@ -99,7 +104,7 @@ def _split_stream(path: Path, text: str) -> tuple[list[str], list[list[str]]]:
     if start is None:
         errors = [ln.strip() for ln in lines if ln.startswith("==ERROR==")]
         detail = f": {errors[0][:_MAX_PROBLEM_CHARS]}" if errors else ""
-        problem = "not an Nsight Compute CSV (no header line starting with \"ID\",)"
+        problem = 'not an Nsight Compute CSV (no header line starting with "ID",)'
         raise InputError(path, problem + detail)
     # Data rows start with a quote; ==PROF== lines and program output can interleave.
     body = [lines[start]] + [ln for ln in lines[start + 1 :] if ln.startswith('"')]
@@ -148,9 +153,11 @@ def _scaled(long: pl.DataFrame) -> pl.DataFrame:
     dims = {u: s[0] for u, s in scales.items()}
     factors = {u: s[1] for u, s in scales.items()}
     number = (
-        pl.col("value").str.strip_chars().str.replace_all(",", "")
+        pl.col("value")
+        .str.strip_chars()
+        .str.replace_all(",", "")
         .cast(pl.Float64, strict=False)  # "n/a" and other text -> null
-    )  # fmt: skip
+    )
     long = long.with_columns(
         dim=pl.col("unit").replace_strict(dims, return_dtype=pl.String()),
         number=number * pl.col("unit").replace_strict(factors, return_dtype=pl.Float64()),
@@ -190,6 +197,7 @@ def _wide(long: pl.DataFrame) -> pl.DataFrame:
 
 def _derive(wide: pl.DataFrame) -> pl.DataFrame:
     """Rename identity columns, fill launch geometry and the derived rate/roofline columns."""
+
     def col(name: str) -> pl.Expr:
         return pl.col(name) if name in wide.columns else pl.lit(None, dtype=pl.Float64)
 
@@ -208,25 +216,32 @@ def _derive(wide: pl.DataFrame) -> pl.DataFrame:
         kernel_name_normalized=pl.col("kernel_name").map_elements(
             normalize_kernel_name, return_dtype=pl.String()
         ),
-        grid_blocks=pl.coalesce(_product("grid_size") if "grid_size" in wide.columns else None,
-                                col("launch_grid_blocks")),
-        block_threads=pl.coalesce(_product("block_size") if "block_size" in wide.columns else None,
-                                  col("launch_block_threads")),
+        grid_blocks=pl.coalesce(
+            _product("grid_size") if "grid_size" in wide.columns else None,
+            col("launch_grid_blocks"),
+        ),
+        block_threads=pl.coalesce(
+            _product("block_size") if "block_size" in wide.columns else None,
+            col("launch_block_threads"),
+        ),
         duration_ns=col("duration_ns").round(0),
         dram_bytes=dram_bytes,
         flop_rate_per_s=pl.when(duration_s > 0).then(col("flop_count") / duration_s),
-        arithmetic_intensity_flop_per_byte=pl.when(dram_bytes > 0)
-        .then(col("flop_count") / dram_bytes),
+        arithmetic_intensity_flop_per_byte=pl.when(dram_bytes > 0).then(
+            col("flop_count") / dram_bytes
+        ),
         roofline_fp32_peak_flop_per_s=col("fp32_peak_ops_per_cycle") * sm_hz,
         roofline_fp64_peak_flop_per_s=col("fp64_peak_ops_per_cycle") * sm_hz,
         roofline_fp32_achieved_flop_per_s=add(
             "fp32_fma_ops_per_cycle", "fp32_addmul_per_cycle_fadd", "fp32_addmul_per_cycle_fmul"
-        ) * sm_hz,
+        )
+        * sm_hz,
         roofline_fp64_achieved_flop_per_s=add(
             "fp64_fma_ops_per_cycle", "fp64_addmul_per_cycle_dadd", "fp64_addmul_per_cycle_dmul"
-        ) * sm_hz,
+        )
+        * sm_hz,
         roofline_dram_peak_bytes_per_s=col("dram_peak_bytes_per_cycle") * dram_hz,
-    )  # fmt: skip
+    )
     return conform_ncu(out)
 
 
@@ -251,7 +266,7 @@ def read_ncu_csv(path: str | Path) -> pl.DataFrame:
         raise InputError(path, "empty file")
     header, rows = _split_stream(path, text)
     if "Kernel Name" not in header:
-        raise InputError(path, "not an Nsight Compute CSV (no \"Kernel Name\" column)")
+        raise InputError(path, 'not an Nsight Compute CSV (no "Kernel Name" column)')
     if len(set(header)) != len(header):
         raise InputError(path, "ncu CSV header repeats a column name")
     if not rows:

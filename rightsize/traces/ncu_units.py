@@ -16,13 +16,42 @@ import re
 
 # (dimension, factor) for a unit; the dimension decides which columns a value may fill.
 # Nanoseconds per time unit (integers, so cycle/nsecond -> exactly 1e9 Hz).
-_TIME_NS = {"s": 1e9, "second": 1e9, "ms": 1e6, "msecond": 1e6, "us": 1e3, "usecond": 1e3,
-            "ns": 1.0, "nsecond": 1.0}  # fmt: skip
-_SI = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 1024.0, "mi": 1024.0**2,
-       "gi": 1024.0**3, "ti": 1024.0**4}  # fmt: skip
-_COUNTS = ("cycle", "inst", "warp", "block", "thread", "cluster", "sector", "request",
-           "transaction", "wavefront", "register", "sm")  # fmt: skip
-_PREFIXED = re.compile(r"^(ki|mi|gi|ti|k|m|g|t)?(bytes?|b|hz)$", re.I)
+_TIME_NS = {
+    "s": 1e9,
+    "second": 1e9,
+    "ms": 1e6,
+    "msecond": 1e6,
+    "us": 1e3,
+    "usecond": 1e3,
+    "ns": 1.0,
+    "nsecond": 1.0,
+}
+_SI = {
+    "": 1.0,
+    "k": 1e3,
+    "m": 1e6,
+    "g": 1e9,
+    "t": 1e12,
+    "ki": 1024.0,
+    "mi": 1024.0**2,
+    "gi": 1024.0**3,
+    "ti": 1024.0**4,
+}
+_COUNTS = (
+    "cycle",
+    "inst",
+    "warp",
+    "block",
+    "thread",
+    "cluster",
+    "sector",
+    "request",
+    "transaction",
+    "wavefront",
+    "register",
+    "sm",
+)
+_PREFIXED = re.compile(r"^(ki|mi|gi|ti|k|m|g|t)?(bytes?|b|hz)$", re.IGNORECASE)
 
 
 def _part(text: str) -> tuple[str, float] | None:
@@ -85,58 +114,116 @@ def _names(*names: str) -> tuple[str, ...]:
 METRIC_TARGETS: dict[tuple[str, str], str] = {}
 _TABLE: list[tuple[str, str, tuple[str, ...]]] = [
     ("time_ns", "duration_ns", _names("Duration", "gpu__time_duration.sum", "gpu__time_duration")),
-    ("pct", "sm_throughput_pct", _names(
-        "Compute (SM) Throughput", "SM [%]", "sm__throughput.avg.pct_of_peak_sustained_elapsed")),
-    ("pct", "memory_throughput_pct", _names(
-        "Memory Throughput", "Memory [%]",
-        "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed")),
-    ("pct", "dram_throughput_pct", _names(
-        "DRAM Throughput", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-        "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed")),
-    ("pct", "l1tex_throughput_pct", _names(
-        "L1/TEX Cache Throughput", "l1tex__throughput.avg.pct_of_peak_sustained_active")),
-    ("pct", "l2_throughput_pct", _names(
-        "L2 Cache Throughput", "lts__throughput.avg.pct_of_peak_sustained_elapsed")),
-    ("pct", "achieved_occupancy_pct", _names(
-        "Achieved Occupancy", "sm__warps_active.avg.pct_of_peak_sustained_active")),
-    ("pct", "theoretical_occupancy_pct", _names(
-        "Theoretical Occupancy", "sm__maximum_warps_per_active_cycle_pct")),
-    ("pct", "tensor_pipe_active_pct", _names(
-        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed")),
+    (
+        "pct",
+        "sm_throughput_pct",
+        _names(
+            "Compute (SM) Throughput", "SM [%]", "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+        ),
+    ),
+    (
+        "pct",
+        "memory_throughput_pct",
+        _names(
+            "Memory Throughput",
+            "Memory [%]",
+            "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+        ),
+    ),
+    (
+        "pct",
+        "dram_throughput_pct",
+        _names(
+            "DRAM Throughput",
+            "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+            "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+        ),
+    ),
+    (
+        "pct",
+        "l1tex_throughput_pct",
+        _names("L1/TEX Cache Throughput", "l1tex__throughput.avg.pct_of_peak_sustained_active"),
+    ),
+    (
+        "pct",
+        "l2_throughput_pct",
+        _names("L2 Cache Throughput", "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
+    ),
+    (
+        "pct",
+        "achieved_occupancy_pct",
+        _names("Achieved Occupancy", "sm__warps_active.avg.pct_of_peak_sustained_active"),
+    ),
+    (
+        "pct",
+        "theoretical_occupancy_pct",
+        _names("Theoretical Occupancy", "sm__maximum_warps_per_active_cycle_pct"),
+    ),
+    (
+        "pct",
+        "tensor_pipe_active_pct",
+        _names(
+            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+        ),
+    ),
     ("count", "waves_per_sm", _names("Waves Per SM", "launch__waves_per_multiprocessor")),
-    ("count", "registers_per_thread", _names(
-        "Registers Per Thread", "launch__registers_per_thread")),
+    (
+        "count",
+        "registers_per_thread",
+        _names("Registers Per Thread", "launch__registers_per_thread"),
+    ),
     ("count", "launch_grid_blocks", _names("Grid Size", "launch__grid_size")),
     ("count", "launch_block_threads", _names("Block Size", "launch__block_size")),
-    ("count", "elapsed_cycles", _names(
-        "Elapsed Cycles", "sm__cycles_elapsed.max", "gpc__cycles_elapsed.max")),
+    (
+        "count",
+        "elapsed_cycles",
+        _names("Elapsed Cycles", "sm__cycles_elapsed.max", "gpc__cycles_elapsed.max"),
+    ),
     ("count", "sm_active_cycles", _names("SM Active Cycles", "sm__cycles_active.avg")),
     ("count", "sm_count", _names("# SMs", "device__attribute_multiprocessor_count")),
     ("freq_hz", "sm_frequency_hz", _names("SM Frequency", "sm__cycles_elapsed.avg.per_second")),
-    ("freq_hz", "dram_frequency_hz", _names(
-        "DRAM Frequency", "dram__cycles_elapsed.avg.per_second")),
+    (
+        "freq_hz",
+        "dram_frequency_hz",
+        _names("DRAM Frequency", "dram__cycles_elapsed.avg.per_second"),
+    ),
     ("bytes", "dram_read_bytes", _names("dram__bytes_read.sum")),
     ("bytes", "dram_write_bytes", _names("dram__bytes_write.sum")),
     ("bytes", "dram_bytes", _names("dram__bytes.sum")),
-    ("byte_rate", "dram_bandwidth_bytes_per_s", _names(
-        "Memory Throughput", "DRAM Bandwidth", "dram__bytes.sum.per_second")),
+    (
+        "byte_rate",
+        "dram_bandwidth_bytes_per_s",
+        _names("Memory Throughput", "DRAM Bandwidth", "dram__bytes.sum.per_second"),
+    ),
     # Roofline section ("GPU Speed Of Light Roofline Chart"). "Operations" already count an FMA
     # as 2; the FADD/FMUL counts are instructions = FLOPs.
     ("count", "fp32_peak_ops_per_cycle", _names("Theoretical Predicated-On FFMA Operations")),
     ("count", "fp64_peak_ops_per_cycle", _names("Theoretical Predicated-On DFMA Operations")),
     ("count", "fp32_fma_ops_per_cycle", _names("Predicated-On FFMA Operations Per Cycle")),
     ("count", "fp64_fma_ops_per_cycle", _names("Predicated-On DFMA Operations Per Cycle")),
-    ("per_cycle", "fp32_addmul_per_cycle_fadd", _names(
-        "Predicated-On FADD Thread Instructions Executed Per Cycle")),
-    ("per_cycle", "fp32_addmul_per_cycle_fmul", _names(
-        "Predicated-On FMUL Thread Instructions Executed Per Cycle")),
-    ("per_cycle", "fp64_addmul_per_cycle_dadd", _names(
-        "Predicated-On DADD Thread Instructions Executed Per Cycle")),
-    ("per_cycle", "fp64_addmul_per_cycle_dmul", _names(
-        "Predicated-On DMUL Thread Instructions Executed Per Cycle")),
+    (
+        "per_cycle",
+        "fp32_addmul_per_cycle_fadd",
+        _names("Predicated-On FADD Thread Instructions Executed Per Cycle"),
+    ),
+    (
+        "per_cycle",
+        "fp32_addmul_per_cycle_fmul",
+        _names("Predicated-On FMUL Thread Instructions Executed Per Cycle"),
+    ),
+    (
+        "per_cycle",
+        "fp64_addmul_per_cycle_dadd",
+        _names("Predicated-On DADD Thread Instructions Executed Per Cycle"),
+    ),
+    (
+        "per_cycle",
+        "fp64_addmul_per_cycle_dmul",
+        _names("Predicated-On DMUL Thread Instructions Executed Per Cycle"),
+    ),
     ("per_cycle", "dram_peak_bytes_per_cycle", _names("Theoretical DRAM Bytes Accessible")),
-]  # fmt: skip
+]
 for _dim, _column, _metric_names in _TABLE:
     for _name in _metric_names:
         METRIC_TARGETS[(_dim, _name)] = _column

@@ -74,9 +74,12 @@ def _profiler_meta(db: NsysDb, start_ns: int | None, dropped: list[str]) -> dict
         "clock": "utc_epoch_ns" if start_ns is not None else "session_relative_ns",
         "session_start_utc_ns": start_ns,
         "metadata_table": (
-            "META_DATA_EXPORT" if db.has("META_DATA_EXPORT")
-            else "EXPORT_META_DATA" if db.has("EXPORT_META_DATA") else None
-        ),  # fmt: skip
+            "META_DATA_EXPORT"
+            if db.has("META_DATA_EXPORT")
+            else "EXPORT_META_DATA"
+            if db.has("EXPORT_META_DATA")
+            else None
+        ),
         "has_gpu_metrics": db.has("GPU_METRICS"),
     }
     for key in _META_KEYS:
@@ -177,8 +180,12 @@ def _gpu_metrics(db: NsysDb) -> pl.DataFrame:
     source = '"sourceId"' if "sourceId" in info else "0"
     names = db.frame(
         f'SELECT DISTINCT "typeId", "metricId", {source}, "metricName" FROM TARGET_INFO_GPU_METRICS',
-        {"type_id": pl.Int64(), "metric_id": pl.Int64(), "gpu_index": pl.Int32(),
-         "metric": pl.String()},  # fmt: skip
+        {
+            "type_id": pl.Int64(),
+            "metric_id": pl.Int64(),
+            "gpu_index": pl.Int32(),
+            "metric": pl.String(),
+        },
     )
     lower = pl.col("metric").str.to_lowercase()
     column = pl.lit(None, dtype=pl.String())

@@ -132,7 +132,9 @@ class NsysDb:
         values = wanted.to_list()
         for i in range(0, len(values), 900):
             batch = ",".join(str(int(v)) for v in values[i : i + 900])
-            parts.append(self.frame(f"SELECT id, value FROM StringIds WHERE id IN ({batch})", schema))
+            parts.append(
+                self.frame(f"SELECT id, value FROM StringIds WHERE id IN ({batch})", schema)
+            )
         return pl.concat(parts, how="vertical")
 
     def key_values(self, table: str) -> dict[str, str]:

@@ -26,26 +26,63 @@ KINETO_THREADS_PER_WARP = 32
 # CUPTI copy kinds (ENUM_CUDA_MEMCPY_OPER names, suffix after CUDA_MEMCPY_KIND_) -> direction.
 # Arrays are device memory; unified-memory copies keep their direction.
 _COPY_DIRECTION = {
-    "HTOD": "HtoD", "DTOH": "DtoH", "HTOA": "HtoD", "ATOH": "DtoH", "ATOA": "DtoD",
-    "ATOD": "DtoD", "DTOA": "DtoD", "DTOD": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP",
-    "UVM_HTOD": "HtoD", "UVM_DTOH": "DtoH", "UVM_DTOD": "DtoD",
-}  # fmt: skip
+    "HTOD": "HtoD",
+    "DTOH": "DtoH",
+    "HTOA": "HtoD",
+    "ATOH": "DtoH",
+    "ATOA": "DtoD",
+    "ATOD": "DtoD",
+    "DTOA": "DtoD",
+    "DTOD": "DtoD",
+    "HTOH": "HtoH",
+    "PTOP": "PtoP",
+    "UVM_HTOD": "HtoD",
+    "UVM_DTOH": "DtoH",
+    "UVM_DTOD": "DtoD",
+}
 # The CUPTI enum values, used when an export has no ENUM_CUDA_MEMCPY_OPER table (2021 files).
 _COPY_KIND_FALLBACK = {
-    1: "HTOD", 2: "DTOH", 3: "HTOA", 4: "ATOH", 5: "ATOA", 6: "ATOD", 7: "DTOA",
-    8: "DTOD", 9: "HTOH", 10: "PTOP", 11: "UVM_HTOD", 12: "UVM_DTOH", 13: "UVM_DTOD",
-}  # fmt: skip
+    1: "HTOD",
+    2: "DTOH",
+    3: "HTOA",
+    4: "ATOH",
+    5: "ATOA",
+    6: "ATOD",
+    7: "DTOA",
+    8: "DTOD",
+    9: "HTOH",
+    10: "PTOP",
+    11: "UVM_HTOD",
+    12: "UVM_DTOH",
+    13: "UVM_DTOD",
+}
 # CUPTI memory kinds (ENUM_CUDA_MEM_KIND suffix after CUDA_MEMOPR_MEMORY_KIND_) -> schema words.
 _MEM_KIND = {
-    "PAGEABLE": "pageable", "PINNED": "pinned", "DEVICE": "device", "ARRAY": "array",
-    "MANAGED": "managed", "DEVICE_STATIC": "device", "MANAGED_STATIC": "managed",
-}  # fmt: skip
+    "PAGEABLE": "pageable",
+    "PINNED": "pinned",
+    "DEVICE": "device",
+    "ARRAY": "array",
+    "MANAGED": "managed",
+    "DEVICE_STATIC": "device",
+    "MANAGED_STATIC": "managed",
+}
 _MEM_KIND_FALLBACK = {
-    0: "PAGEABLE", 1: "PINNED", 2: "DEVICE", 3: "ARRAY", 4: "MANAGED", 5: "DEVICE_STATIC",
-    6: "MANAGED_STATIC", 7: "UNKNOWN",
-}  # fmt: skip
-_KIND_LABEL = {"pageable": "Pageable", "pinned": "Pinned", "device": "Device", "array": "Array",
-               "managed": "Managed"}  # fmt: skip
+    0: "PAGEABLE",
+    1: "PINNED",
+    2: "DEVICE",
+    3: "ARRAY",
+    4: "MANAGED",
+    5: "DEVICE_STATIC",
+    6: "MANAGED_STATIC",
+    7: "UNKNOWN",
+}
+_KIND_LABEL = {
+    "pageable": "Pageable",
+    "pinned": "Pinned",
+    "device": "Device",
+    "array": "Array",
+    "managed": "Managed",
+}
 
 
 def _enum_map(db: NsysDb, table: str, prefix: str, fallback: dict[int, str]) -> dict[int, str]:
@@ -97,10 +134,15 @@ def read_devices(db: NsysDb) -> tuple[pl.DataFrame, list[str]]:
     raw = db.frame(
         sql,
         {
-            "device": pl.Int32(), "name": pl.String(), "memory_bytes": pl.Int64(),
-            "sm_count": pl.Int32(), "compute_major": pl.Int32(), "compute_minor": pl.Int32(),
-            "warps": pl.Int32(), "warp_size": pl.Int32(),
-        },  # fmt: skip
+            "device": pl.Int32(),
+            "name": pl.String(),
+            "memory_bytes": pl.Int64(),
+            "sm_count": pl.Int32(),
+            "compute_major": pl.Int32(),
+            "compute_minor": pl.Int32(),
+            "warps": pl.Int32(),
+            "warp_size": pl.Int32(),
+        },
     )
     not_cuda = raw.filter(pl.col("sm_count") == 0)
     devices = (
@@ -138,11 +180,17 @@ def read_kernels(db: NsysDb, offset_ns: int, devices: pl.DataFrame) -> pl.DataFr
     raw = db.frame(
         sql,
         {
-            "device": pl.Int32(), "stream": pl.Int64(), "start": pl.Int64(), "end": pl.Int64(),
-            "name_id": pl.Int64(), "correlation": pl.Int64(), "grid_blocks": pl.Int64(),
-            "block_threads": pl.Int64(), "registers_per_thread": pl.Int32(),
+            "device": pl.Int32(),
+            "stream": pl.Int64(),
+            "start": pl.Int64(),
+            "end": pl.Int64(),
+            "name_id": pl.Int64(),
+            "correlation": pl.Int64(),
+            "grid_blocks": pl.Int64(),
+            "block_threads": pl.Int64(),
+            "registers_per_thread": pl.Int32(),
             "shared_memory_bytes": pl.Int64(),
-        },  # fmt: skip
+        },
     )
     names = db.strings(raw["name_id"]).rename({"id": "name_id", "value": "name"})
     sms = devices.select("device", "sm_count")
@@ -157,9 +205,7 @@ def read_kernels(db: NsysDb, offset_ns: int, devices: pl.DataFrame) -> pl.DataFr
             ),
         )
         .with_columns(
-            warps_per_sm=pl.col("blocks_per_sm")
-            * pl.col("block_threads")
-            / KINETO_THREADS_PER_WARP
+            warps_per_sm=pl.col("blocks_per_sm") * pl.col("block_threads") / KINETO_THREADS_PER_WARP
         )
         .sort("ts_ns", maintain_order=True)
     )
@@ -193,10 +239,16 @@ def _kind_expr(column: str, kinds: dict[int, str]) -> pl.Expr:
 def read_transfers(db: NsysDb, offset_ns: int) -> pl.DataFrame:
     """Memcpy rows (direction from copyKind, memory kinds from srcKind/dstKind) and memsets."""
     schema = {
-        "device": pl.Int32(), "stream": pl.Int64(), "start": pl.Int64(), "end": pl.Int64(),
-        "correlation": pl.Int64(), "bytes": pl.Int64(), "copy_kind": pl.Int64(),
-        "src_kind": pl.Int64(), "dst_kind": pl.Int64(),
-    }  # fmt: skip
+        "device": pl.Int32(),
+        "stream": pl.Int64(),
+        "start": pl.Int64(),
+        "end": pl.Int64(),
+        "correlation": pl.Int64(),
+        "bytes": pl.Int64(),
+        "copy_kind": pl.Int64(),
+        "src_kind": pl.Int64(),
+        "dst_kind": pl.Int64(),
+    }
     kinds = _enum_map(db, "ENUM_CUDA_MEM_KIND", "CUDA_MEMOPR_MEMORY_KIND_", _MEM_KIND_FALLBACK)
     parts = []
     cols = db.columns(MEMCPY_TABLE)
@@ -245,11 +297,11 @@ def _memcpy_name() -> pl.Expr:
     """Kineto-style name, e.g. ``Memcpy HtoD (Pageable -> Device)``."""
 
     def label(col: str) -> pl.Expr:
-        return (
-            pl.col(col).replace_strict(_KIND_LABEL, default=pl.col(col)).fill_null("?")
-        )
+        return pl.col(col).replace_strict(_KIND_LABEL, default=pl.col(col)).fill_null("?")
 
     return pl.format(
-        "Memcpy {} ({} -> {})", pl.col("direction").fill_null("?"), label("src_memory"),
+        "Memcpy {} ({} -> {})",
+        pl.col("direction").fill_null("?"),
+        label("src_memory"),
         label("dst_memory"),
-    )  # fmt: skip
+    )

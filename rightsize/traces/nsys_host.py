@@ -17,8 +17,6 @@ matches counts. No match -> no steps (the whole GPU span is then the window).
 
 from __future__ import annotations
 
-import re
-
 import polars as pl
 
 from rightsize.errors import InputError
@@ -44,11 +42,17 @@ STEP_WORDS = r"profilerstep#|(?:train[_ ]?)?step|iteration|iter|batch"
 DEFAULT_STEP_PATTERN = rf"(?i)^\s*({STEP_WORDS})[\s_#:=-]*(\d+)\s*$"
 
 _SYNC_NAMES = {  # Kineto's cuda_sync names
-    "EVENT_SYNCHRONIZE": "Event Sync", "STREAM_WAIT_EVENT": "Stream Wait Event",
-    "STREAM_SYNCHRONIZE": "Stream Sync", "CONTEXT_SYNCHRONIZE": "Context Sync",
-}  # fmt: skip
-_SYNC_FALLBACK = {1: "EVENT_SYNCHRONIZE", 2: "STREAM_WAIT_EVENT", 3: "STREAM_SYNCHRONIZE",
-                  4: "CONTEXT_SYNCHRONIZE"}  # fmt: skip
+    "EVENT_SYNCHRONIZE": "Event Sync",
+    "STREAM_WAIT_EVENT": "Stream Wait Event",
+    "STREAM_SYNCHRONIZE": "Stream Sync",
+    "CONTEXT_SYNCHRONIZE": "Context Sync",
+}
+_SYNC_FALLBACK = {
+    1: "EVENT_SYNCHRONIZE",
+    2: "STREAM_WAIT_EVENT",
+    3: "STREAM_SYNCHRONIZE",
+    4: "CONTEXT_SYNCHRONIZE",
+}
 
 
 def _pid_tid(column: str) -> list[pl.Expr]:
@@ -75,8 +79,14 @@ def read_runtime(db: NsysDb, offset_ns: int) -> pl.DataFrame:
     raw = db.frame(
         f"SELECT {pick(cols, 'globalTid')}, start, end, {pick(cols, 'nameId')}, "
         f"{pick(cols, 'correlationId')}, {pick(cols, 'eventClass')} FROM {RUNTIME_TABLE}",
-        {"gtid": pl.Int64(), "start": pl.Int64(), "end": pl.Int64(), "name_id": pl.Int64(),
-         "correlation": pl.Int64(), "event_class": pl.Int64()},  # fmt: skip
+        {
+            "gtid": pl.Int64(),
+            "start": pl.Int64(),
+            "end": pl.Int64(),
+            "name_id": pl.Int64(),
+            "correlation": pl.Int64(),
+            "event_class": pl.Int64(),
+        },
     )
     # Drop the duplicate (non-CUPTI class) copy of a call that also has a CUPTI row.
     cupti = pl.col("event_class").is_in(_CUPTI_API_CLASSES) | pl.col("event_class").is_null()
@@ -90,9 +100,10 @@ def read_runtime(db: NsysDb, offset_ns: int) -> pl.DataFrame:
         name=pl.col("raw_name").str.replace(_VERSION_SUFFIX, ""),
     )
     out = out.with_columns(
-        api=pl.when(pl.col("name").str.starts_with("cuda")).then(pl.lit("runtime"))
+        api=pl.when(pl.col("name").str.starts_with("cuda"))
+        .then(pl.lit("runtime"))
         .otherwise(pl.lit("driver"))
-    ).sort("ts_ns", maintain_order=True)  # fmt: skip
+    ).sort("ts_ns", maintain_order=True)
     return conform("runtime", out)
 
 
@@ -108,8 +119,13 @@ def read_nvtx_ranges(db: NsysDb, offset_ns: int) -> pl.DataFrame:
     raw = db.frame(
         f"SELECT {pick(cols, 'globalTid')}, start, end, {pick(cols, 'text')}, "
         f"{pick(cols, 'textId')} FROM {NVTX_TABLE} WHERE {where}",
-        {"gtid": pl.Int64(), "start": pl.Int64(), "end": pl.Int64(), "text": pl.String(),
-         "text_id": pl.Int64()},  # fmt: skip
+        {
+            "gtid": pl.Int64(),
+            "start": pl.Int64(),
+            "end": pl.Int64(),
+            "text": pl.String(),
+            "text_id": pl.Int64(),
+        },
     )
     names = db.strings(raw["text_id"]).rename({"id": "text_id", "value": "interned"})
     out = raw.join(names, on="text_id", how="left").with_columns(
@@ -144,9 +160,7 @@ def select_steps(nvtx: pl.DataFrame, step_range: str | None, path: object) -> pl
         found = found.filter(pl.col("family") == family["family"][0])
     else:
         # NAME itself is matched literally (it may hold regex characters such as "#").
-        rest = pl.when(names.str.starts_with(step_range)).then(
-            names.str.slice(len(step_range))
-        )
+        rest = pl.when(names.str.starts_with(step_range)).then(names.str.slice(len(step_range)))
         number = rest.str.extract(r"^[\s_#:=-]*(\d+)\s*$", 1)
         found = nvtx.filter((names == step_range) | number.is_not_null()).with_columns(
             step=number.cast(pl.Int64)
@@ -169,8 +183,14 @@ def read_syncs(db: NsysDb, offset_ns: int) -> pl.DataFrame:
     raw = db.frame(
         f"SELECT {pick(cols, 'deviceId')}, {pick(cols, 'streamId')}, start, end, "
         f"{pick(cols, 'correlationId')}, {pick(cols, 'syncType')} FROM {SYNC_TABLE}",
-        {"device": pl.Int32(), "stream": pl.Int64(), "start": pl.Int64(), "end": pl.Int64(),
-         "correlation": pl.Int64(), "sync_type": pl.Int64()},  # fmt: skip
+        {
+            "device": pl.Int32(),
+            "stream": pl.Int64(),
+            "start": pl.Int64(),
+            "end": pl.Int64(),
+            "correlation": pl.Int64(),
+            "sync_type": pl.Int64(),
+        },
     )
     enum = db.enum("ENUM_CUPTI_SYNC_TYPE")
     kinds = (
