@@ -15,4 +15,14 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "profile", "step"]
+
+
+def __getattr__(name: str) -> object:
+    """``rightsize.step`` and ``rightsize.profile``, imported on first use (see
+    :mod:`rightsize.profiler.api`), so ``import rightsize`` stays cheap."""
+    if name in ("step", "profile"):
+        from rightsize.profiler import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'rightsize' has no attribute {name!r}")

@@ -324,8 +324,9 @@ def _on_forward_pre(state, module, args):
             state.first_forward_s = now_s
         if now_s - state.first_forward_s >= _CONFIG["window_delay_s"]:
             state.mode = "time"
-            state.window_end_s = now_s + _CONFIG["window_s"]
             state.start(scheduled=False)
+            # from when recording began: the first start of Kineto alone can take a second
+            state.window_end_s = time.monotonic() + _CONFIG["window_s"]
             state.write_record("running")
     elif state.mode == "time" and state.prof is not None:
         if now_s >= state.window_end_s:
