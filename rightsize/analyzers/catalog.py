@@ -213,10 +213,10 @@ def parse_catalog_text(text: str, origin: str) -> CatalogFile:
                   if isinstance(r, dict)]
         return CatalogFile(origin, tuple(as_str[: len(gpus)]), tuple(as_str[len(gpus):]))
     rows = _rows(text)
-    header = set(rows[0]) if rows else set()
+    header = {c.strip() for c in next(csv.reader(io.StringIO(text)), [])}
     if "usd_per_gpu_hour" in header and "gpu" in header:
         return CatalogFile(origin, prices=tuple(rows))
-    if "name" in header:
+    if "name" in header and "usd_per_gpu_hour" not in header:
         return CatalogFile(origin, gpus=tuple(rows))
     raise CatalogError(
         f"{origin}: a catalog CSV needs a 'name' column (GPUs) or 'gpu' and 'usd_per_gpu_hour'"

@@ -246,8 +246,14 @@ def activation_bytes(shape: ModelShape, setup: Setup, e: float) -> int:
     return int(layers + head)
 
 
-def estimate(shape: ModelShape, setup: Setup) -> MemoryEstimate:
-    """Bytes per GPU for ``shape`` run as ``setup``."""
+def estimate(shape: ModelShape | None, setup: Setup, params: int | None = None) -> MemoryEstimate:
+    """Bytes per GPU for ``shape`` run as ``setup``.
+
+    ``params`` overrides the counted parameters; with ``shape=None`` only ``params`` is known
+    and activations and KV cache are left at 0 (said in the assumptions).
+    """
+    if shape is None and not params:
+        raise EstimateError("give a model config, layer shapes, or --params")
     if setup.batch < 1 or setup.seq < 1 or setup.gpus < 1:
         raise EstimateError("batch, seq and gpus must be at least 1")
     if setup.zero_stage not in (0, 1, 2, 3):
@@ -257,50 +263,56 @@ def estimate(shape: ModelShape, setup: Setup) -> MemoryEstimate:
     if train and quantized:
         raise EstimateError(f"{setup.precision} weights cannot be trained directly; use"
                             " --mode lora (QLoRA) or a float precision")
-    counts = shape.params()
+    counts = shape.params() if shape is not None else None
+    total_params = params or (counts.total if counts else 0)
+    vocab_params = counts.embedding_and_head_matrices if counts else 0
+    layer_params = counts.per_layer if counts else 0
     w_bytes = BYTES_PER_ELEMENT[setup.precision]
     # Activations and KV cache: 16-bit unless the run is fp32 (fp8/int weights compute in 16-bit).
     e = 4.0 if setup.precision in (Precision.FP32, Precision.TF32) else 2.0
     notes: list[str] = []
     if quantized:  # bitsandbytes/GPTQ keep the embedding and lm head in 16-bit
-        weights = (counts.total - counts.embedding_and_head_matrices) * w_bytes
-        weights += counts.embedding_and_head_matrices * 2
+        weights = (total_params - vocab_params) * w_bytes + vocab_params * 2
         notes.append("quantized weights: embedding and lm head kept in 16-bit")
     else:
-        weights = counts.total * w_bytes
+        weights = total_params * w_bytes
     grads = optimizer = 0.0
     trainable = 0
     mixed = e == 2.0
     if train:
-        trainable = counts.total
+        trainable = total_params
         grads = trainable * e
         optimizer = trainable * OPTIMIZER_STATE_BYTES[setup.optimizer][1 if mixed else 0]
         notes.append(f"{setup.optimizer} {'mixed precision' if mixed else 'fp32'}: "
                      f"{w_bytes + e + OPTIMIZER_STATE_BYTES[setup.optimizer][int(mixed)]:g}"
                      " bytes per parameter")
     elif setup.mode is Mode.LORA:
+        if shape is None:
+            raise EstimateError("LoRA needs the layer shapes (a model config or --layers ...)")
         trainable = lora_params(shape, setup.lora_rank)
         weights += trainable * 4  # PEFT keeps adapters in fp32
         grads = trainable * 4
         optimizer = trainable * OPTIMIZER_STATE_BYTES[setup.optimizer][0]
         notes.append(f"LoRA rank {setup.lora_rank} on q, k, v, o in fp32 (HF PEFT defaults)")
     n = setup.gpus
+    if shape is None:
+        notes.append("no layer shapes: activations and KV cache not estimated")
     if setup.mode is Mode.INFERENCE:
-        kv = kv_cache_bytes(shape, setup.seq, setup.batch, e)
+        kv = kv_cache_bytes(shape, setup.seq, setup.batch, e) if shape else 0
         if n > 1:
             weights, kv = weights / n, kv / n
             notes.append(f"tensor parallel over {n} GPUs: weights and KV cache split {n} ways")
-        acts = activation_bytes(shape, setup, e)
+        acts = activation_bytes(shape, setup, e) if shape else 0
     else:
         kv = 0
-        acts = activation_bytes(shape, setup, e)
+        acts = activation_bytes(shape, setup, e) if shape else 0
         if n > 1 and setup.zero_stage >= 1:
             optimizer /= n
         if n > 1 and setup.zero_stage >= 2:
             grads /= n
         if n > 1 and setup.zero_stage >= 3:
             # FSDP all-gathers one layer (and prefetches the next) in full.
-            weights = weights / n + 2 * counts.per_layer * w_bytes
+            weights = weights / n + 2 * layer_params * w_bytes
         if n > 1:
             notes.append(f"ZeRO stage {setup.zero_stage} over {n} GPUs; batch is per GPU")
         notes.append(f"activations: Korthikanti et al. 2022, recompute={setup.recompute},"
@@ -318,7 +330,8 @@ def estimate(shape: ModelShape, setup: Setup) -> MemoryEstimate:
         overhead = 0
     breakdown = MemoryBreakdown(int(weights), int(grads), int(optimizer), int(acts), int(kv),
                                 int(overhead), overlap)
-    return MemoryEstimate(shape.name, counts.total, trainable, setup, breakdown, tuple(notes))
+    name = shape.name if shape else f"{total_params:,} parameters"
+    return MemoryEstimate(name, total_params, trainable, setup, breakdown, tuple(notes))
 
 
 def with_gpus(setup: Setup, gpus: int) -> Setup:

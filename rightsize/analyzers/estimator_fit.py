@@ -70,13 +70,13 @@ def parallelism_for(training: bool, gpus: int, gpu: Gpu) -> tuple[str, str]:
     return f"{kind} over {gpus} GPUs", wire
 
 
-def place(shape: ModelShape, setup: Setup, catalog: Catalog,
-          headroom_fraction: float = 0.10) -> tuple[Placement, ...]:
+def place(shape: ModelShape | None, setup: Setup, catalog: Catalog,
+          headroom_fraction: float = 0.10, params: int | None = None) -> tuple[Placement, ...]:
     """Per GPU, the smallest count that holds ``setup`` with headroom (or, when the setup
     already names ``gpus`` > 1, whether that count fits)."""
     training = setup.mode is not Mode.INFERENCE
     counts = (setup.gpus,) if setup.gpus > 1 else GPU_COUNTS
-    cache = {n: estimate(shape, with_gpus(setup, n)).total_bytes for n in counts}
+    cache = {n: estimate(shape, with_gpus(setup, n), params).total_bytes for n in counts}
     out = []
     for gpu in catalog.gpus:
         for n in counts:

@@ -1,0 +1,152 @@
+"""``rightsize estimate``: memory a model needs before anything runs, and the GPUs it fits on.
+
+Reads a Hugging Face ``config.json`` (``--hf-config``) or takes ``--params`` and/or layer shapes,
+builds a :class:`~rightsize.analyzers.estimator.Setup` from the options, and prints the estimate
+(text, or ``--format json``) with every catalog GPU it fits on, alone or as N GPUs.
+Only click is imported at module level.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from rightsize.cli.gpus import catalog_option, load_catalog_for_cli
+
+MODES = ["train", "finetune", "lora", "inference"]
+PRECISIONS = ["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+OPTIMIZERS = ["adamw", "adam", "sgd", "adam8bit"]
+
+
+def read_hf_config(path: Path) -> dict[str, Any]:
+    """The parsed ``config.json`` at ``path``; one-line errors for missing or malformed files."""
+    from rightsize.errors import InputError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(path, f"cannot read the model config ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise InputError(path, "the model config is not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "a Hugging Face config.json must be a JSON object")
+    return data
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:,.2f} GiB"
+
+
+@click.command()
+@click.option("--hf-config", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A Hugging Face config.json (see samples/configs/).")
+@click.option("--params", type=int, default=None, help="Parameter count (overrides the count "
+              "from the config/shapes; alone it sizes weights and optimizer only).")
+@click.option("--layers", type=int, default=None, help="Transformer layers.")
+@click.option("--hidden", type=int, default=None, help="Hidden size.")
+@click.option("--heads", type=int, default=None, help="Attention heads.")
+@click.option("--kv-heads", type=int, default=None, help="Key/value heads (grouped-query).")
+@click.option("--intermediate", type=int, default=None, help="MLP width (default 4 x hidden).")
+@click.option("--vocab", type=int, default=None, help="Vocabulary size.")
+@click.option("--mode", type=click.Choice(MODES), default="train", show_default=True)
+@click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True,
+              help="Weights/compute precision (bf16/fp16 training = mixed precision).")
+@click.option("--batch", type=int, default=1, show_default=True, help="Micro-batch per GPU.")
+@click.option("--seq", type=int, default=2048, show_default=True,
+              help="Sequence length (inference: prompt + generated tokens).")
+@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw", show_default=True)
+@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none",
+              show_default=True, help="Activation recomputation (checkpointing).")
+@click.option("--flash-attention/--no-flash-attention", default=True, show_default=True)
+@click.option("--zero", "zero_stage", type=click.IntRange(0, 3), default=0, show_default=True,
+              help="ZeRO stage over --gpus (3 = FSDP full shard).")
+@click.option("--fsdp", is_flag=True, help="Same as --zero 3.")
+@click.option("--gpus", "n_gpus", type=click.IntRange(1), default=1, show_default=True,
+              help="Data-parallel (training) or tensor-parallel (inference) GPUs.")
+@click.option("--lora-rank", type=click.IntRange(1), default=16, show_default=True)
+@click.option("--accumulate-gradients", is_flag=True,
+              help="Gradients stay live through forward (accumulation, DDP buckets).")
+@click.option("--headroom", type=click.FloatRange(0, 1), default=0.10, show_default=True,
+              help="Free memory fraction kept above the estimate when fitting GPUs.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@catalog_option
+def estimate(hf_config: Path | None, params: int | None, layers: int | None,
+             hidden: int | None, heads: int | None, kv_heads: int | None,
+             intermediate: int | None, vocab: int | None, mode: str, precision: str,
+             batch: int, seq: int, optimizer: str, recompute: str, flash_attention: bool,
+             zero_stage: int, fsdp: bool, n_gpus: int, lora_rank: int,
+             accumulate_gradients: bool, headroom: float, fmt: str,
+             catalog_path: Path | None) -> None:
+    """Estimate the memory a model needs to train, fine-tune or serve, and where it fits.
+
+    \b
+    Examples:
+      rightsize estimate --hf-config samples/configs/Meta-Llama-3-8B.json --mode inference \\
+          --precision bf16 --batch 8 --seq 8192
+      rightsize estimate --hf-config samples/configs/Llama-2-7b-hf.json --mode lora \\
+          --precision int4 --batch 4 --seq 2048
+      rightsize estimate --params 7e9 --mode train --fsdp --gpus 8
+    """
+    from rightsize.analyzers.estimator import Mode, Optimizer, Recompute, Setup
+    from rightsize.analyzers.estimator import estimate as run_estimate
+    from rightsize.analyzers.estimator_fit import place
+    from rightsize.analyzers.estimator_hf import ModelShape, from_hf_config
+    from rightsize.errors import RightsizeError
+
+    shape = None
+    if hf_config is not None:
+        shape = from_hf_config(read_hf_config(hf_config), name=hf_config.stem)
+    elif any(v is not None for v in (layers, hidden, heads, vocab)):
+        missing = [n for n, v in (("--layers", layers), ("--hidden", hidden),
+                                  ("--heads", heads), ("--vocab", vocab)) if v is None]
+        if missing:
+            raise RightsizeError(f"layer shapes need {', '.join(missing)} as well")
+        assert hidden is not None and layers is not None and heads is not None
+        shape = ModelShape(hidden, layers, heads, intermediate or 4 * hidden, vocab or 0,
+                           num_kv_heads=kv_heads, name="custom")
+    elif params is None:
+        raise RightsizeError("give --hf-config FILE, --params N, or the layer shapes"
+                             " (--layers --hidden --heads --vocab)")
+    setup = Setup(mode=Mode(mode), precision=precision, batch=batch, seq=seq,  # type: ignore
+                  optimizer=Optimizer(optimizer), recompute=Recompute(recompute),
+                  flash_attention=flash_attention, zero_stage=3 if fsdp else zero_stage,
+                  gpus=n_gpus, lora_rank=lora_rank, accumulate_gradients=accumulate_gradients)
+    result = run_estimate(shape, setup, params)
+    catalog = load_catalog_for_cli(catalog_path)
+    placements = place(shape, setup, catalog, headroom, params)
+    if fmt == "json":
+        out = result.to_json()
+        out["headroom_fraction"] = headroom
+        out["fits"] = [p.to_json() for p in placements]
+        click.echo(json.dumps(out, indent=2))
+        return
+    m = result.memory
+    click.echo(f"{result.model}: {result.params:,} parameters"
+               f" ({result.trainable_params:,} trainable), {mode}, {precision},"
+               f" batch {batch} x seq {seq}, {n_gpus} GPU(s)")
+    for label, value in (("weights", m.weights_bytes), ("gradients", m.gradients_bytes),
+                         ("optimizer", m.optimizer_bytes), ("activations", m.activations_bytes),
+                         ("kv_cache", m.kv_cache_bytes), ("overhead", m.overhead_bytes),
+                         ("total", m.total_bytes)):
+        click.echo(f"  {label:<12} {_gib(value):>14}")
+    click.echo("assumptions:")
+    for note in result.assumptions:
+        click.echo(f"  - {note}")
+    alone = [p.gpu for p in placements if p.fits and p.gpus == 1]
+    click.echo(f"\nfits on one GPU (with {headroom:.0%} headroom): "
+               f"{', '.join(alone) if alone else 'none'}")
+    multi = [p for p in placements if p.fits and p.gpus > 1]
+    for p in multi:
+        click.echo(f"  {p.gpus} x {p.gpu}: {_gib(p.memory_bytes_per_gpu)} per GPU,"
+                   f" {p.parallelism}; {p.interconnect}")
+    none = [p.gpu for p in placements if not p.fits]
+    if none:
+        click.echo(f"does not fit even sharded: {', '.join(none)}")
