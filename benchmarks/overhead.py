@@ -1,0 +1,100 @@
+"""Overhead of ``rightsize run`` on a training script, with and without it, in one run.
+
+Runs a small MLP training loop ``--runs`` times plainly and ``--runs`` times under
+``rightsize run --no-report`` (default schedule: wait 1, warmup 1, active 3; 10 Hz sampling),
+alternating, and reports medians:
+
+* **outside the active window**: median step time of the steps after the profiler finished
+  (hooks removed, only the sampler thread running in the parent) vs the same steps plainly;
+* **training loop**: wall time from the first to the last step (includes Kineto start-up, the
+  recorded steps and the trace export);
+* **process**: wall time of the whole command (interpreter, imports, rightsize's own start and
+  the final manifest).
+
+Usage: python benchmarks/overhead.py [--runs 5] [--steps 150] [--width 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TRAIN = """
+import json, sys, time, torch
+steps, width = int(sys.argv[1]), int(sys.argv[2])
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),
+                            torch.nn.Linear(width, width), torch.nn.ReLU(),
+                            torch.nn.Linear(width, 10))
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+x, y = torch.randn(64, width), torch.randint(0, 10, (64,))
+times = []
+for _ in range(steps):
+    t0 = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    times.append(time.perf_counter() - t0)
+print("STEPS " + json.dumps(times))
+"""
+
+FIRST_UNHOOKED_STEP = 8  # steps 0..6 are first step + wait 1 + warmup 1 + active 3 (+ stop)
+
+
+def one_run(cmd: list[str], cwd: Path) -> tuple[float, list[float]]:
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=True)
+    wall_s = time.perf_counter() - t0
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("STEPS "))
+    return wall_s, json.loads(line[len("STEPS ") :])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--width", type=int, default=1024)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "train.py").write_text(TRAIN)
+        job = ["train.py", str(args.steps), str(args.width)]
+        results: dict[str, list[tuple[float, list[float]]]] = {"plain": [], "rightsize": []}
+        for i in range(args.runs):
+            results["plain"].append(one_run([sys.executable, *job], work))
+            wrapped = [sys.executable, "-m", "rightsize", "run", "--no-report"]
+            results["rightsize"].append(one_run([*wrapped, "--out", f"run{i}", *job], work))
+    report(results, args)
+
+
+def report(results: dict[str, list[tuple[float, list[float]]]], args: argparse.Namespace) -> None:
+    def med(kind: str, pick) -> float:
+        return statistics.median(pick(wall, steps) for wall, steps in results[kind])
+
+    rows = {
+        "outside the active window (median step)": lambda w, s: statistics.median(
+            s[FIRST_UNHOOKED_STEP:]
+        ),
+        "training loop (sum of steps)": lambda w, s: sum(s),
+        "process wall time": lambda w, s: w,
+    }
+    print(f"rightsize run overhead: {args.runs} runs each, {args.steps} steps, width {args.width}")
+    print(f"{'':42s} {'plain':>10s} {'rightsize':>10s} {'overhead':>9s}")
+    for label, pick in rows.items():
+        plain, wrapped = med("plain", pick), med("rightsize", pick)
+        unit, scale = ("ms", 1e3) if "step)" in label else ("s", 1.0)
+        print(
+            f"{label:42s} {plain * scale:8.2f}{unit:>2s} {wrapped * scale:8.2f}{unit:>2s} "
+            f"{(wrapped / plain - 1) * 100:+8.1f}%"
+        )
+
+
+if __name__ == "__main__":
+    main()
