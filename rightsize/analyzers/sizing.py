@@ -313,6 +313,10 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
             verdict = Verdict.UNDER_PROVISIONED
             words.append(f"peak memory is {pressure:.0%} of the {current.name}: batch size"
                          " or model is squeezed; a GPU with more memory gives room")
+        elif cur.fits_memory is False:
+            verdict = Verdict.UNDER_PROVISIONED
+            words.append(f"the peak leaves less than {constraints.headroom_fraction:.0%} of the"
+                         f" {current.name} free; {best.gpus} x {best.gpu} gives that headroom")
         elif not cur.meets_constraints and best.meets_constraints and best.gpu != cur.gpu:
             verdict = Verdict.UNDER_PROVISIONED
             words.append(f"the {current.name} misses the target ({cur.projected_step_ms:.1f} ms"
@@ -331,7 +335,9 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
             verdict = Verdict.RIGHT_SIZED
             words.append(f"the {current.name} is the cheapest per step among GPUs that fit"
                          " and meet the constraints" if best.gpu == cur.gpu else
-                         f"{best.gpu} would save only {savings or 0:.0f}% per step")
+                         f"{best.gpu} would save only {savings or 0:.0f}% per step, below the"
+                         f" {THRESHOLDS.over_provisioned_savings_pct:.0f}% worth a move")
+            best, savings = cur, 0.0
     else:
         words.append(f"cheapest per step: {best.gpu} at {best.projected_step_ms:.1f} ms")
     if (constraints.target_step_ms is None and constraints.target_throughput is None
