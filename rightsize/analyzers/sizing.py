@@ -21,7 +21,12 @@ from typing import Any
 
 from rightsize.analyzers.catalog import Catalog, Gpu, Precision
 from rightsize.analyzers.estimator import ASSUMPTIONS as MEMORY_ASSUMPTIONS
-from rightsize.analyzers.estimator_fit import GPU_COUNTS, GPUS_PER_NODE, nvlink_group, parallelism_for
+from rightsize.analyzers.estimator_fit import (
+    GPU_COUNTS,
+    GPUS_PER_NODE,
+    nvlink_group,
+    parallelism_for,
+)
 from rightsize.errors import RightsizeError
 
 
