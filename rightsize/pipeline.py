@@ -15,13 +15,15 @@ from typing import Any
 Progress = Callable[[str], None]
 
 
-def analyze_paths(paths: list[str | Path], progress: Progress | None = None) -> dict[str, Any]:
-    """Read ``paths`` (trace files, per-rank directories, run directories) and analyze them."""
+def analyze_paths(paths: list[str | Path], progress: Progress | None = None,
+                  step_range: str | None = None, timezone: str | None = None) -> dict[str, Any]:
+    """Read ``paths`` (trace files, per-rank directories, run directories, Nsight exports,
+    GPU metric logs) and analyze them."""
     from rightsize.analyzers.summary import analyze
     from rightsize.reports.json_doc import document
-    from rightsize.traces.loader import load
+    from rightsize.traces.loader import ReadOptions, load
 
-    inputs = load(list(paths), progress)
+    inputs = load(list(paths), progress, ReadOptions(step_range=step_range, timezone=timezone))
     if progress:
         progress("analyzing")
     analysis = analyze(list(inputs.traces))

@@ -2,8 +2,9 @@
 
 Definition (``event_parser.py`` ``_find_device_steps`` / ``_update_steps_duration``):
 
-1. Host steps are the ``ProfilerStep#N`` ranges. Without any, one step spans the host
-   operators (``cpu_op``); without those either, the span of every recorded activity.
+1. Host steps are the ``ProfilerStep#N`` ranges (for Nsight Systems, the NVTX step ranges).
+   Without any, one step spans the host operators (``cpu_op``); for Nsight Systems, the GPU
+   activity; without either, the span of every recorded activity.
 2. Device-aware bounds: the GPU work (kernels, memcpy, memset) launched by runtime/driver calls
    that lie wholly inside a host step belongs to that step. Each step then starts no earlier than
    the previous step's adjusted end and ends no earlier than its last GPU activity.
@@ -47,7 +48,7 @@ class Steps:
     names: tuple[str, ...]
     start_ns: np.ndarray
     end_ns: np.ndarray
-    source: str  # "profiler_step" | "cpu_span" | "trace_span" | "none"
+    source: str  # "profiler_step" | "cpu_span" | "gpu_span" | "trace_span" | "none"
     device_aware: bool  # bounds adjusted by the GPU work each step launched
     dropped: int  # trailing steps dropped (no or truncated GPU work)
 
@@ -86,6 +87,12 @@ def find_steps(trace: Trace, options: StepOptions = StepOptions()) -> Steps:
 
 
 def _fallback_span(trace: Trace) -> tuple[int, int, str] | None:
+    if trace.meta.format != "kineto":
+        # Nsight Systems has no host operators: without step ranges, one step is the GPU span.
+        gpu = device_activities(trace)
+        if gpu.height:
+            return (int(gpu["ts_ns"].min()), int((gpu["ts_ns"] + gpu["dur_ns"]).max()),
+                    "gpu_span")
     ops = trace.cpu_ops.filter(pl.col("cat") == "cpu_op")
     if ops.height:
         return (int(ops["ts_ns"].min()), int((ops["ts_ns"] + ops["dur_ns"]).max()), "cpu_span")

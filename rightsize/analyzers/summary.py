@@ -61,9 +61,9 @@ class Analysis:
     ranks: tuple[RankAnalysis, ...]
 
     @property
-    def primary(self) -> RankAnalysis:
+    def primary(self) -> RankAnalysis | None:
         """The rank holding the device with the most kernel time (the first rank if none)."""
-        return max(self.ranks, key=lambda r: r.kernel_ns)
+        return max(self.ranks, key=lambda r: r.kernel_ns) if self.ranks else None
 
 
 def analyze_trace(trace: Trace, step_options: StepOptions = StepOptions()) -> RankAnalysis:
@@ -71,6 +71,8 @@ def analyze_trace(trace: Trace, step_options: StepOptions = StepOptions()) -> Ra
     steps = find_steps(trace, step_options)
     if steps.source == "cpu_span":
         notes.append("no ProfilerStep annotations: one step spans the host operators")
+    elif steps.source == "gpu_span":
+        notes.append("no step ranges: one step spans the GPU activity")
     elif steps.source == "trace_span":
         notes.append("no ProfilerStep annotations or host operators: one step spans the trace")
     elif steps.source == "none":

@@ -17,13 +17,20 @@ from rightsize.cli.output import Progress, write_output
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Write to this file instead of standard output.")
 @click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
+@click.option("--step-range", metavar="NAME", default=None,
+              help="Nsight Systems: the NVTX range that marks one step (default: ranges named "
+                   "like 'step N' or 'ProfilerStep#N').")
+@click.option("--timezone", metavar="TZ", default=None,
+              help="nvidia-smi logs: the time zone of their timestamps (default UTC).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages on stderr.")
 def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
-            quiet: bool) -> None:
+            step_range: str | None, timezone: str | None, quiet: bool) -> None:
     """Analyze PyTorch Profiler traces: what holds the job back.
 
-    PATHS are trace files (.json, .json.gz), directories of per-rank traces, or run
-    directories written by `rightsize run`.
+    PATHS are PyTorch Profiler traces (.json, .json.gz), directories of per-rank traces, run
+    directories written by `rightsize run`, Nsight Systems SQLite exports, Nsight Compute CSV
+    (ncu --csv) and GPU metric logs (nvidia-smi --query-gpu CSV, dcgm-exporter, dcgmi dmon),
+    in any mix. The format is detected from the content.
 
     \b
     Examples:
@@ -33,7 +40,7 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     from rightsize.pipeline import analyze_paths
 
     progress = Progress(enabled=not quiet)
-    doc = analyze_paths(list(paths), progress)
+    doc = analyze_paths(list(paths), progress, step_range=step_range, timezone=timezone)
     progress.done()
     if fmt == "json":
         import json

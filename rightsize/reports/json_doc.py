@@ -45,6 +45,17 @@ DEFINITIONS = {
 }
 
 
+_NO_STEPS: dict[str, Any] = {"count": 0, "mean_ms": None, "min_ms": None, "max_ms": None,
+                             "source": "none", "device_aware": False, "dropped": 0, "names": []}
+_NO_METRICS: dict[str, Any] = {
+    "device": None, "gpu_util_pct": None, "sm_efficiency_pct": None,
+    "achieved_occupancy_pct": None, "tensor_core_kernel_pct": None,
+    "tensor_core_kernel_pct_extended": None, "breakdown_ms": None, "hta": None,
+    "peak_memory_bytes": None, "peak_reserved_bytes": None, "memory": [], "memcpy": [],
+    "communication": None, "launch": None,
+}
+
+
 def _ms(ns: float | int | None) -> float | None:
     return None if ns is None else round(ns / NS_PER_MS, 6)
 
@@ -64,10 +75,10 @@ def document(analysis: Analysis, inputs: list[dict[str, Any]]) -> dict[str, Any]
         "tool": {"name": "rightsize", "version": __version__},
         "inputs": inputs,
         "devices": [d for r in analysis.ranks for d in _devices(r)],
-        "steps": _steps(primary),
-        "metrics": _metrics(primary),
-        "top_kernels": _top_kernels(primary),
-        "top_ops": _top_ops(primary),
+        "steps": _steps(primary) if primary else _NO_STEPS,
+        "metrics": _metrics(primary) if primary else _NO_METRICS,
+        "top_kernels": _top_kernels(primary) if primary else [],
+        "top_ops": _top_ops(primary) if primary else [],
         "ranks": [_rank(r) for r in analysis.ranks],
         "definitions": DEFINITIONS,
         "notes": sorted({n for r in analysis.ranks for n in r.notes}),

@@ -28,9 +28,6 @@ _QUOTE, _BACKSLASH = 0x22, 0x5C
 _OPEN = (0x7B, 0x5B)  # { [
 _CLOSE = (0x7D, 0x5D)  # } ]
 _COMMA = 0x2C
-_STRUCTURAL = np.zeros(256, dtype=np.int8)
-_STRUCTURAL[list(_OPEN)] = 1
-_STRUCTURAL[list(_CLOSE)] = -1
 _NEWLINES = bytes.maketrans(b"\r\n", b"  ")
 _KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*$')
 
@@ -152,21 +149,19 @@ class Scan:
         """
         arr = np.frombuffer(buf, dtype=np.uint8)
         quotes = _real_quotes(arr)
-        delta_all = _STRUCTURAL[arr]
-        struct_pos = np.flatnonzero(delta_all | (arr == _COMMA))
-        # A structural byte is inside a string when an odd number of quotes precede it.
-        outside = (np.searchsorted(quotes, struct_pos) & 1) == 0
-        struct_pos = struct_pos[outside]
-        delta = delta_all[struct_pos].astype(np.int32)
-        depth_after = (element_depth - 1) + np.cumsum(delta)
+        # "{" and "[" are 0x7B/0x5B, "}" and "]" 0x7D/0x5D: one mask folds each pair together.
+        folded = arr & 0xDF
+        struct_pos = np.flatnonzero((folded == 0x5B) | (folded == 0x5D))
+        # A bracket is inside a string when an odd number of quotes precede it.
+        struct_pos = struct_pos[(np.searchsorted(quotes, struct_pos) & 1) == 0]
+        is_close = folded[struct_pos] == 0x5D
+        depth_after = (element_depth - 1) + np.cumsum(np.where(is_close, -1, 1), dtype=np.int64)
         base = element_depth - 1  # depth inside the array, between elements
-        closes = struct_pos[(delta < 0) & (depth_after == base)]  # an element ends here
-        array_end = struct_pos[(delta < 0) & (depth_after == base - 1)]
-        if len(array_end):
-            end = int(array_end[0])
+        closes = struct_pos[is_close & (depth_after == base)]  # an element ends here
+        array_end = struct_pos[is_close & (depth_after == base - 1)]
+        end = int(array_end[0]) if len(array_end) else -1
+        if end >= 0:
             closes = closes[closes < end]
-        else:
-            end = -1
         if len(closes) == 0:
             if end >= 0:
                 if buf[:end].strip(b" \t\r\n,"):
@@ -174,19 +169,25 @@ class Scan:
                 return True, b"", buf[end:]
             return False, b"", buf
         last = int(closes[-1]) + 1
-        starts = struct_pos[(delta > 0) & (depth_after == base + 1)]
-        starts = starts[starts < last]
-        first = int(starts[0])
-        commas = struct_pos[(arr[struct_pos] == _COMMA) & (depth_after == base)]
-        commas = commas[(commas > first) & (commas < last)]
-        n = len(starts)
-        if n != len(commas) + 1:
-            raise ScanError("malformed event array (an element is not a JSON object "
-                            "or a separator is missing)")
+        opens = struct_pos[~is_close & (depth_after == base + 1)]
+        first = int(opens[0])
+        if len(opens[opens < last]) != len(closes) or buf[:first].strip(b" \t\r\n,"):
+            raise ScanError("malformed event array (an element is not a JSON object)")
         body = bytearray(buf[first:last].translate(_NEWLINES))
         view = np.frombuffer(body, dtype=np.uint8)
-        view[commas - first] = 0x0A
-        self.events += n
+        # The separator after each element but the last becomes the line break.
+        seps = closes[:-1] + 1 - first
+        not_comma = view[seps] != _COMMA
+        if not_comma.any():  # whitespace before the comma (not Kineto's layout): find it
+            for i in np.flatnonzero(not_comma).tolist():
+                j = int(seps[i])
+                while view[j] in b" \t":
+                    j += 1
+                if view[j] != _COMMA:
+                    raise ScanError("malformed event array (a separator is missing)")
+                seps[i] = j
+        view[seps] = 0x0A
+        self.events += len(closes)
         if end >= 0:
             return True, bytes(body), buf[end:]
         return False, bytes(body), buf[last:]

@@ -21,6 +21,7 @@ import io
 import json
 import zlib
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -70,14 +71,18 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
     scan = Scan(stream)
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in kf.EVENT_FRAMES}
     cats: set[str] = set()
-    for batch in scan.batches():
-        events = pl.read_ndjson(io.BytesIO(batch), schema=kf.EVENT_SCHEMA)
-        cats.update(c for c in events["cat"].unique().to_list() if c is not None)
-        for name, df in kf.split_events(events).items():
-            if df.height:
-                parts[name].append(df)
-        if progress is not None:
-            progress(scan.bytes_read, scan.events)
+    # Scanning (numpy) and parsing (polars) both release the GIL: parse batch N on a worker
+    # thread while the next batch is scanned. At most two batches are held at once.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending: Future[pl.DataFrame] | None = None
+        for batch in scan.batches():
+            if pending is not None:
+                _collect(pending.result(), parts, cats)
+            pending = pool.submit(_parse_batch, batch)
+            if progress is not None:
+                progress(scan.bytes_read, scan.events)
+        if pending is not None:
+            _collect(pending.result(), parts, cats)
     try:
         envelope = json.loads(scan.envelope)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -92,6 +97,17 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
     frames = kf.finish(parts, envelope, meta)
     _check_required(path, frames)
     return Trace(meta=meta, **frames)
+
+
+def _parse_batch(batch: bytes) -> pl.DataFrame:
+    return pl.read_ndjson(io.BytesIO(batch), schema=kf.EVENT_SCHEMA)
+
+
+def _collect(events: pl.DataFrame, parts: dict[str, list[pl.DataFrame]], cats: set[str]) -> None:
+    cats.update(c for c in events["cat"].unique().to_list() if c is not None)
+    for name, df in kf.split_events(events).items():
+        if df.height:
+            parts[name].append(df)
 
 
 def _meta(path: Path, env: dict[str, Any], cats: set[str], n_events: int) -> TraceMeta:

@@ -58,7 +58,10 @@ _MEMCPY = r"^Memcpy (\w+) \((\w+) -> (\w+)\)$"
 
 
 def us_to_ns(col: pl.Expr) -> pl.Expr:
-    """Exact microseconds-as-text -> int64 ns (rounded half up at the ns digit)."""
+    """Exact microseconds-as-text -> int64 ns (rounded half up at the ns digit).
+
+    The general path; :func:`us_series_to_ns` takes cheaper exact paths when a batch allows.
+    """
     txt = col.str.strip_chars()
     sign = pl.when(txt.str.starts_with("-")).then(-1).otherwise(1)
     digits = txt.str.strip_chars_start("-+")
@@ -73,8 +76,22 @@ def us_to_ns(col: pl.Expr) -> pl.Expr:
     return pl.when(plain).then(exact).otherwise(floaty)
 
 
+def us_series_to_ns(s: pl.Series) -> pl.Series:
+    """Exact µs text -> int64 ns for one batch, via the cheapest exact path that applies.
+
+    Integer µs (older traces) and Kineto's three-decimal floats (newer ones) are converted by
+    integer parsing alone; anything else goes through the general decimal path.
+    """
+    as_int = s.cast(pl.Int64, strict=False)
+    if as_int.null_count() == s.null_count():
+        return as_int * 1000
+    if s.drop_nulls().str.contains(r"^-?\d+\.\d{3}$").all():
+        return s.str.replace(".", "", literal=True).cast(pl.Int64, strict=False)
+    return pl.select(us_to_ns(pl.lit(s))).to_series()
+
+
 def _int(col: pl.Expr) -> pl.Expr:
-    return col.cast(pl.Float64, strict=False).cast(pl.Int64, strict=False)
+    return col.cast(pl.Int64, strict=False)
 
 
 def _arg(name: str) -> pl.Expr:
@@ -92,12 +109,9 @@ def _digits(col: pl.Expr) -> pl.Expr:
 
 def _dims_product(col: pl.Expr) -> pl.Expr:
     """[x, y, z] as text -> x*y*z."""
-    return (
-        col.str.extract_all(r"\d+")
-        .list.eval(pl.element().cast(pl.Int64))
-        .list.eval(pl.element().product())
-        .list.first()
-    )
+    g = col.str.extract_groups(r"^\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]$")
+    return (g.struct.field("1").cast(pl.Int64) * g.struct.field("2").cast(pl.Int64)
+            * g.struct.field("3").cast(pl.Int64))
 
 
 def split_events(events: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -105,8 +119,8 @@ def split_events(events: pl.DataFrame) -> dict[str, pl.DataFrame]:
     role = pl.col("cat").str.to_lowercase().replace_strict(CATS, default=None)
     ev = events.with_columns(
         role=role,
-        ts_ns=us_to_ns(pl.col("ts")),
-        dur_ns=pl.max_horizontal(us_to_ns(pl.col("dur")), pl.lit(0)),
+        ts_ns=us_series_to_ns(events["ts"]),
+        dur_ns=us_series_to_ns(events["dur"]).clip(lower_bound=0),
     )
     x = ev.filter(pl.col("ph") == "X")
     is_step = pl.col("name").str.contains(_STEP)
@@ -209,9 +223,10 @@ def _memory(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _flows(df: pl.DataFrame) -> pl.DataFrame:
-    cat = pl.col("cat").str.to_lowercase().replace_strict(FLOW_CATS, default=None)
-    df = df.with_columns(cat=cat, phase=pl.col("ph"), id=_int(pl.col("id")))
-    return schema.conform("flows", df.filter(pl.col("cat").is_not_null()))
+    df = df.filter(pl.col("cat").is_in(list(FLOW_CATS)))
+    df = df.with_columns(cat=pl.col("cat").replace_strict(FLOW_CATS), phase=pl.col("ph"),
+                         id=_int(pl.col("id")))
+    return schema.conform("flows", df)
 
 
 def finish(

@@ -17,11 +17,19 @@ from typing import Any
 
 from rightsize import rundir
 from rightsize.errors import InputError
+import polars as pl
+
+from rightsize.traces import ncu, nsys
 from rightsize.traces.kineto import GZIP_MAGIC, looks_like_kineto, read_kineto
+from rightsize.traces.metrics_logs import looks_like_metrics_log, read_metrics_log
+from rightsize.traces.samples import read_samples
 from rightsize.traces.schema import Trace
 
-SUPPORTED = "PyTorch Profiler/Kineto JSON (.json, .json.gz), a directory of them, or a run directory"
-TRACE_GLOBS = ("*.json", "*.json.gz", "*.pt.trace.json", "*.pt.trace.json.gz")
+SUPPORTED = ("PyTorch Profiler/Kineto JSON (.json, .json.gz), Nsight Systems SQLite "
+             "(nsys export --type sqlite), Nsight Compute CSV (ncu --csv), nvidia-smi "
+             "--query-gpu CSV, dcgm-exporter scrape or dcgmi dmon log, a directory of traces, "
+             "or a run directory")
+TRACE_GLOBS = ("*.json", "*.json.gz", "*.sqlite")
 SNIFF_BYTES = 4096
 
 Progress = Callable[[str], None]
@@ -32,6 +40,15 @@ class Inputs:
     traces: tuple[Trace, ...]
     described: tuple[dict[str, Any], ...]
     run_dirs: tuple[Path, ...] = field(default=())
+    ncu: pl.DataFrame | None = None  # Nsight Compute per-kernel rows (rightsize.traces.ncu)
+    gpu_samples: pl.DataFrame | None = None  # GPU_SAMPLES from runs and metric logs
+    host_samples: pl.DataFrame | None = None  # HOST_SAMPLES from run directories
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    step_range: str | None = None  # nsys: NVTX range name that marks a step
+    timezone: str | None = None  # nvidia-smi logs: the zone of their local timestamps
 
 
 def sniff(path: Path) -> bytes:
@@ -51,14 +68,21 @@ def sniff(path: Path) -> bytes:
 
 
 def detect(path: Path) -> str:
+    """The format of a file from its content: kineto, nsys, ncu or metrics-log."""
     head = sniff(path)
     if not head.strip():
         raise InputError(path, "the file is empty")
+    if head.startswith(b"SQLite format 3\x00"):
+        if nsys.looks_like_nsys(path, head):
+            return "nsys"
+        raise InputError(path, f"an SQLite file that is not an Nsight Systems export; "
+                               f"supported: {SUPPORTED}")
+    if ncu.looks_like_ncu(head):
+        return "ncu"
+    if looks_like_metrics_log(head):
+        return "metrics-log"
     if looks_like_kineto(head):
         return "kineto"
-    if head.startswith(b"SQLite format 3\x00"):
-        raise InputError(path, f"an SQLite file (Nsight Systems import is not available in this "
-                               f"version); supported: {SUPPORTED}")
     raise InputError(path, f"not a supported format; supported: {SUPPORTED}")
 
 
@@ -78,34 +102,68 @@ def expand(paths: list[Path]) -> list[tuple[Path, Path | None]]:
                 continue
             files = sorted({f for g in TRACE_GLOBS for f in p.glob(g) if f.is_file()})
             if not files:
-                raise InputError(p, "directory holds no trace files (*.json, *.json.gz)")
+                raise InputError(p, "directory holds no trace files (*.json, *.json.gz, *.sqlite)")
             out.extend((f, None) for f in files)
         else:
             out.append((p, None))
     return out
 
 
-def load(paths: list[str | Path], progress: Progress | None = None) -> Inputs:
+def load(paths: list[str | Path], progress: Progress | None = None,
+         options: ReadOptions = ReadOptions()) -> Inputs:
     """Read every input into the normalized schema."""
     files = expand([Path(p) for p in paths])
     traces: list[Trace] = []
     described: list[dict[str, Any]] = []
     run_dirs: list[Path] = []
+    ncu_frames: list[pl.DataFrame] = []
+    gpu_frames: list[pl.DataFrame] = []
+    host_frames: list[pl.DataFrame] = []
     for i, (f, run) in enumerate(files, 1):
         fmt = detect(f)
         label = f"[{i}/{len(files)}] {f.name}"
         if progress:
             progress(f"reading {label}")
         size = f.stat().st_size
-
-        def tick(done: int, events: int, label: str = label, size: int = size) -> None:
-            if progress:
-                progress(f"reading {label}: {done / 1e6:,.0f} MB, {events:,} events")
-
-        trace = read_kineto(f, tick if progress else None)
-        traces.append(trace)
-        described.append({"path": str(f), "format": fmt, "rank": trace.meta.rank,
-                          "events": trace.meta.event_count, "bytes": size})
+        entry: dict[str, Any] = {"path": str(f), "format": fmt, "bytes": size}
+        if fmt in ("kineto", "nsys"):
+            trace = _read_trace(f, fmt, label, progress, options)
+            traces.append(trace)
+            entry.update(rank=trace.meta.rank, events=trace.meta.event_count)
+        elif fmt == "ncu":
+            frame = ncu.read_ncu_csv(f)
+            ncu_frames.append(frame)
+            entry.update(kernels=frame.height)
+        else:
+            frame = read_metrics_log(f, timezone=options.timezone)
+            gpu_frames.append(frame)
+            entry.update(samples=frame.height)
+        described.append(entry)
         if run is not None and run not in run_dirs:
             run_dirs.append(run)
-    return Inputs(tuple(traces), tuple(described), tuple(run_dirs))
+    for run in run_dirs:
+        gpu, host = read_samples(run)
+        if gpu.height:
+            gpu_frames.append(gpu)
+        if host.height:
+            host_frames.append(host)
+    return Inputs(
+        traces=tuple(traces),
+        described=tuple(described),
+        run_dirs=tuple(run_dirs),
+        ncu=ncu.combine_ncu(ncu_frames) if ncu_frames else None,
+        gpu_samples=pl.concat(gpu_frames, how="vertical") if gpu_frames else None,
+        host_samples=pl.concat(host_frames, how="vertical") if host_frames else None,
+    )
+
+
+def _read_trace(f: Path, fmt: str, label: str, progress: Progress | None,
+                options: ReadOptions) -> Trace:
+    if fmt == "nsys":
+        return nsys.read_nsys(f, step_range=options.step_range)
+
+    def tick(done: int, events: int) -> None:
+        if progress:
+            progress(f"reading {label}: {done / 1e6:,.0f} MB, {events:,} events")
+
+    return read_kineto(f, tick if progress else None)
