@@ -59,6 +59,8 @@ LAUNCHER_MODULES = {
     "accelerate.commands.launch",
 }
 
+WORKER = "DataLoader worker"
+
 _CONFIG = dict(DEFAULTS)
 _STATE = None  # this process's _State once torch is imported
 _HOOKED = False  # whether the global hooks are installed in this process (inherited by fork)
@@ -240,7 +242,7 @@ class _State:
 
     def write_record(self, state):
         run_dir = _CONFIG.get("run_dir")
-        if not run_dir:
+        if not run_dir or self.skip_reason == WORKER:  # a worker leaves only its marker
             return
         torch = self.torch
         record = {
@@ -409,12 +411,16 @@ def _mark_dataloader_worker():
     state = _STATE
     if state is not None:
         state.mode = "off"
-        state.skip_reason = "DataLoader worker"
+        state.skip_reason = WORKER
         _remove_hooks(state, "optimizer", "forward_pre", "forward")
     run_dir = _CONFIG.get("run_dir")
     if run_dir:
+        procs = os.path.join(run_dir, "procs")
         try:
-            open(os.path.join(run_dir, "procs", f"{os.getpid()}.worker"), "w").close()
+            open(os.path.join(procs, f"{os.getpid()}.worker"), "w").close()
+            # a spawned worker announced itself on importing torch; it is only a worker
+            if os.path.exists(os.path.join(procs, f"{os.getpid()}.json")):
+                os.remove(os.path.join(procs, f"{os.getpid()}.json"))
         except OSError as exc:
             _warn(f"cannot mark DataLoader worker {os.getpid()}: {exc}")
 
