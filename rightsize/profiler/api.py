@@ -111,10 +111,14 @@ def _standalone(out: str | Path | None) -> Iterator[Path]:
 
 
 def _load_hook() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(_HOOK_MODULE, _BOOTSTRAP / f"{_HOOK_MODULE}.py")
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {_HOOK_MODULE} from {_BOOTSTRAP}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[_HOOK_MODULE] = module
-    spec.loader.exec_module(module)
+    """Load the injected modules by path (the bootstrap directory is not on ``sys.path``)."""
+    module = None
+    for name in ("_rightsize_state", _HOOK_MODULE):  # the hook imports the state module
+        spec = importlib.util.spec_from_file_location(name, _BOOTSTRAP / f"{name}.py")
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {name} from {_BOOTSTRAP}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    assert module is not None
     return module

@@ -122,9 +122,7 @@ def run_job(
     try:
         status = run_child(target.argv, env, on_start=on_start)
     finally:
-        sampled = samplers[0].stop() if samplers else None
-        if nvml is not None:
-            nvml.close()
+        sampled = _stop_sampling(samplers, nvml, warn)
     manifest["ended_at"] = now().isoformat()
     manifest["duration_s"] = round(time.monotonic() - t0, 3)
     manifest["exit"] = {
@@ -132,14 +130,32 @@ def run_job(
         "returncode": status.returncode,
         "signal": status.signal_name,
     }
-    _finish_manifest(run_dir, manifest, options, nvml_status, nvml, sampled)
-    manifest["status"] = "analyzing" if options.report else "done"
-    write_manifest(run_dir, manifest)
-    if options.report:
-        manifest["collectors"]["analysis"] = _analyze(run_dir, warn)
-        manifest["status"] = "done"
+    # From here on the job is over: nothing may replace its exit status with ours.
+    try:
+        _finish_manifest(run_dir, manifest, options, nvml_status, nvml, sampled)
+        manifest["status"] = "analyzing" if options.report else "done"
         write_manifest(run_dir, manifest)
+        if options.report:
+            manifest["collectors"]["analysis"] = _analyze(run_dir, warn)
+            manifest["status"] = "done"
+            write_manifest(run_dir, manifest)
+    except (OSError, ValueError) as exc:
+        warn(f"run directory left incomplete: {exc}")
     return RunResult(run_dir, status, manifest)
+
+
+def _stop_sampling(
+    samplers: list[Sampler], nvml: NvmlSampler | None, warn: Callable[[str], None]
+) -> SamplerResult | None:
+    """Stop the sampler and NVML; a failure here is a warning (the job already ran)."""
+    sampled = None
+    try:
+        sampled = samplers[0].stop() if samplers else None
+    except Exception as exc:  # noqa: BLE001 - the job's exit status must survive a write error
+        warn(f"samples not finalized: {exc!r}")
+    if nvml is not None:
+        nvml.close()
+    return sampled
 
 
 def _base_manifest(target: Target, options: RunOptions, started: datetime) -> dict[str, Any]:
@@ -271,6 +287,8 @@ def _analyze(run_dir: Path, warn: Callable[[str], None]) -> dict[str, Any]:
         doc = pipeline.analyze_paths([run_dir])
     except RightsizeError as exc:
         reason = f"analysis failed: {exc}"
+    except KeyboardInterrupt:
+        reason = f"analysis interrupted; run rightsize analyze {run_dir} later"
     except Exception as exc:  # noqa: BLE001 - a bug in analysis must not change the job's exit
         reason = f"analysis crashed: {exc.__class__.__name__}: {exc}"
     else:

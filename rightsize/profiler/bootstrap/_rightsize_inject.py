@@ -19,7 +19,7 @@ to ``<run_dir>/traces/rank{R}.pid{P}.pt.trace.json.gz`` exactly as torch exports
 happened is written to ``<run_dir>/procs/<pid>.json``. A failure here warns once on stderr and
 turns the profiler off; it never raises into the user's code.
 
-Configuration: the JSON in ``RIGHTSIZE_RUN`` (keys in :data:`DEFAULTS`).
+Configuration: the JSON in ``RIGHTSIZE_RUN`` (keys in ``_rightsize_state.DEFAULTS``).
 """
 
 import atexit
@@ -32,20 +32,8 @@ import sys
 import threading
 import time
 
-DEFAULTS = {
-    "run_dir": None,
-    "profiler": True,
-    "wait": 1,
-    "warmup": 1,
-    "active": 3,
-    "repeat": 1,
-    "record_shapes": True,
-    "profile_memory": True,
-    "with_stack": False,
-    "with_flops": True,
-    "window_delay_s": 1.0,
-    "window_s": 2.0,
-}
+from _rightsize_state import CONFIG, WORKER, State, remove_hooks, warn
+
 LAUNCHERS = {
     "torchrun",
     "accelerate",
@@ -59,10 +47,8 @@ LAUNCHER_MODULES = {
     "accelerate.commands.launch",
 }
 
-WORKER = "DataLoader worker"
-
-_CONFIG = dict(DEFAULTS)
-_STATE = None  # this process's _State once torch is imported
+_CONFIG = CONFIG  # shared with _rightsize_state
+_STATE = None  # this process's State once torch is imported
 _HOOKED = False  # whether the global hooks are installed in this process (inherited by fork)
 
 
@@ -99,10 +85,6 @@ class _TorchFinder:
         return spec
 
 
-def _warn(message):
-    sys.stderr.write(f"rightsize: {message}\n")
-
-
 def _skip_reason():
     if os.environ.get("RIGHTSIZE_SKIP"):
         return "RIGHTSIZE_SKIP is set"
@@ -119,170 +101,16 @@ def _skip_reason():
 def _on_torch(torch):
     global _STATE
     try:
-        _STATE = _State(torch, _skip_reason() or (None if _CONFIG["profiler"] else "--no-profiler"))
+        _STATE = State(torch, _skip_reason() or (None if _CONFIG["profiler"] else "--no-profiler"))
         if _STATE.mode != "off":
             _install_hooks(torch)
     except Exception as exc:  # noqa: BLE001 - the import of torch must succeed whatever happens
-        _warn(f"profiler disabled in pid {os.getpid()}: {exc!r}")
+        warn(f"profiler disabled in pid {os.getpid()}: {exc!r}")
         if _STATE is not None:
             _STATE.fail(exc)
 
 
-class _State:
-    """What the profiler is doing in this process."""
-
-    def __init__(self, torch, skip_reason, announce=True):
-        self.torch = torch
-        self.pid = os.getpid()
-        self.rank = int(os.environ.get("RANK") or 0)
-        self.mode = "off" if skip_reason else "auto"  # auto|optimizer|time|manual|off
-        self.skip_reason = skip_reason
-        self.prof = None
-        self.block = False  # inside rightsize.profile()
-        self.done = False
-        self.windows = 0
-        self.traces = []
-        self.steps = 0
-        self.first_optimizer = None
-        self.optimizer_seen = False
-        self.depth = 0
-        self.first_forward_s = None
-        self.window_end_s = None
-        self.notes = []
-        self.handles = {}
-        self.lock = threading.RLock()
-        if announce:
-            self.write_record("running")
-
-    # -- profiler life cycle ---------------------------------------------------------------
-    def start(self, scheduled):
-        from torch.profiler import ProfilerAction, profile, schedule
-
-        if scheduled:
-            sched = schedule(
-                wait=_CONFIG["wait"],
-                warmup=_CONFIG["warmup"],
-                active=_CONFIG["active"],
-                repeat=_CONFIG["repeat"],
-            )
-        else:
-
-            def sched(step):
-                return ProfilerAction.RECORD
-
-        self.prof = profile(
-            schedule=sched,
-            on_trace_ready=self.on_trace_ready,
-            record_shapes=_CONFIG["record_shapes"],
-            profile_memory=_CONFIG["profile_memory"],
-            with_stack=_CONFIG["with_stack"],
-            with_flops=_CONFIG["with_flops"],
-        )
-        self.prof.start()
-
-    def advance(self):
-        self.prof.step()
-        self.steps += 1
-        if _CONFIG["repeat"] > 0 and self.windows >= _CONFIG["repeat"] and not self.block:
-            self.stop()
-            self.done = True
-            _remove_hooks(self, "optimizer", "forward_pre", "forward")
-
-    def stop(self):
-        prof, self.prof = self.prof, None
-        if prof is not None:
-            prof.stop()
-
-    def on_trace_ready(self, prof):
-        self.windows += 1
-        name = _trace_name(self.rank, self.pid, self.windows)
-        traces = os.path.join(_CONFIG["run_dir"], "traces")
-        tmp_dir = os.path.join(traces, ".tmp")
-        os.makedirs(tmp_dir, exist_ok=True)
-        tmp = os.path.join(tmp_dir, name)
-        try:
-            prof.export_chrome_trace(tmp)
-            os.replace(tmp, os.path.join(traces, name))
-            self.traces.append(name)
-        except Exception as exc:  # noqa: BLE001 - a failed export must not break the job
-            self.note(f"trace export failed: {exc!r}")
-        self.write_record("running")
-
-    def fail(self, exc):
-        self.note(f"profiler turned off after an error: {exc!r}")
-        _warn(f"profiler turned off in pid {os.getpid()}: {exc!r}")
-        self.mode = "off"
-        _remove_hooks(self, "optimizer", "forward_pre", "forward")
-        try:
-            self.stop()
-        except Exception as stop_exc:  # noqa: BLE001 - the job must not be harmed
-            self.note(f"stopping the profiler also failed: {stop_exc!r}")
-
-    def finish(self, why):
-        """At exit or on SIGTERM: stop, export what was recorded, write the record."""
-        if os.getpid() != self.pid:
-            return
-        with self.lock:
-            if self.prof is not None:
-                self.note(f"profiler stopped at {why} after {self.steps} steps")
-                try:
-                    self.stop()
-                except Exception as exc:  # noqa: BLE001 - the job must not be harmed
-                    self.note(f"stopping the profiler at {why} failed: {exc!r}")
-            if not self.traces and self.mode == "auto":
-                self.note(
-                    "no trace: no optimizer step, and no module call "
-                    f"{_CONFIG['window_delay_s']} s after the first one"
-                )
-            self.write_record("ended")
-
-    # -- bookkeeping ---------------------------------------------------------------------
-    def note(self, text):
-        self.notes.append(text)
-
-    def write_record(self, state):
-        run_dir = _CONFIG.get("run_dir")
-        if not run_dir or self.skip_reason == WORKER:  # a worker leaves only its marker
-            return
-        torch = self.torch
-        record = {
-            "pid": self.pid,
-            "ppid": os.getppid(),
-            "rank": self.rank,
-            "local_rank": _env_int("LOCAL_RANK"),
-            "world_size": _env_int("WORLD_SIZE"),
-            "argv": list(getattr(sys, "orig_argv", sys.argv)),
-            "python": sys.version.split()[0],
-            "torch": getattr(torch, "__version__", None),
-            "cuda": getattr(getattr(torch, "version", None), "cuda", None),
-            "state": state,
-            "step_detection": None if self.mode in ("auto", "off") else self.mode,
-            "skipped": self.skip_reason,
-            "profiler_steps": self.steps,
-            "traces": list(self.traces),
-            "notes": list(self.notes),
-        }
-        path = os.path.join(run_dir, "procs", f"{self.pid}.json")
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path + ".tmp", "w", encoding="utf-8") as fh:
-                json.dump(record, fh, indent=1)
-            os.replace(path + ".tmp", path)
-        except OSError as exc:
-            _warn(f"cannot write {path}: {exc}")
-
-
-def _env_int(name):
-    value = os.environ.get(name)
-    return int(value) if value and value.isdigit() else None
-
-
-def _trace_name(rank, pid, window):
-    suffix = "" if window == 1 else f".w{window}"  # same rule as rightsize.rundir.trace_name
-    return f"rank{rank}.pid{pid}{suffix}.pt.trace.json.gz"
-
-
-# -- hooks (module-level functions, so a forked child's fresh _State takes them over) --------
+# -- hooks (module-level functions, so a forked child's fresh State takes them over) --------
 def _guarded(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -308,7 +136,7 @@ def _on_optimizer_step(state, optimizer, args, kwargs):
         return  # a second optimizer (GAN, multi-optimizer) does not add steps
     if state.mode == "auto":
         state.mode = "optimizer"
-        _remove_hooks(state, "forward_pre", "forward")
+        remove_hooks(state, "forward_pre", "forward")
         state.start(scheduled=True)
         state.write_record("running")
     else:
@@ -334,7 +162,7 @@ def _on_forward_pre(state, module, args):
         if now_s >= state.window_end_s:
             state.stop()
             state.done = True
-            _remove_hooks(state, "forward_pre", "forward", "optimizer")
+            remove_hooks(state, "forward_pre", "forward", "optimizer")
             state.write_record("running")
         else:
             state.prof.step()
@@ -345,13 +173,6 @@ def _on_forward(module, args, output):
     state = _STATE
     if state is not None and state.depth > 0:
         state.depth -= 1
-
-
-def _remove_hooks(state, *names):
-    for name in names:
-        handle = state.handles.pop(name, None)
-        if handle is not None:
-            handle.remove()
 
 
 def _install_hooks(torch):
@@ -412,7 +233,7 @@ def _mark_dataloader_worker():
     if state is not None:
         state.mode = "off"
         state.skip_reason = WORKER
-        _remove_hooks(state, "optimizer", "forward_pre", "forward")
+        remove_hooks(state, "optimizer", "forward_pre", "forward")
     run_dir = _CONFIG.get("run_dir")
     if run_dir:
         procs = os.path.join(run_dir, "procs")
@@ -422,7 +243,7 @@ def _mark_dataloader_worker():
             if os.path.exists(os.path.join(procs, f"{os.getpid()}.json")):
                 os.remove(os.path.join(procs, f"{os.getpid()}.json"))
         except OSError as exc:
-            _warn(f"cannot mark DataLoader worker {os.getpid()}: {exc}")
+            warn(f"cannot mark DataLoader worker {os.getpid()}: {exc}")
 
 
 def _after_fork_in_child():
@@ -434,7 +255,7 @@ def _after_fork_in_child():
     # recording (the child's copy of that session cannot be driven safely).
     busy = parent.prof is not None or parent.mode == "off"
     reason = (parent.skip_reason or "forked while the parent was profiling") if busy else None
-    child = _State(parent.torch, reason, announce=False)
+    child = State(parent.torch, reason, announce=False)
     child.optimizer_seen = parent.optimizer_seen
     child.handles = dict(parent.handles)
     _STATE = child
@@ -470,7 +291,7 @@ def step():
                 if state.mode == "time":
                     state.stop()
                 state.mode = "manual"
-                _remove_hooks(state, "forward_pre", "forward", "optimizer")
+                remove_hooks(state, "forward_pre", "forward", "optimizer")
             if state.prof is None:
                 state.start(scheduled=True)
                 state.write_record("running")
@@ -489,7 +310,7 @@ def begin_block():
         with state.lock:
             state.stop()
             state.mode = "manual"
-            _remove_hooks(state, "forward_pre", "forward", "optimizer")
+            remove_hooks(state, "forward_pre", "forward", "optimizer")
             state.start(scheduled=False)
             state.block = True
     except Exception as exc:  # noqa: BLE001 - the job must not be harmed

@@ -1,0 +1,196 @@
+"""Per-process profiler state of the injected hook (see ``_rightsize_inject``).
+
+:class:`State` owns the ``torch.profiler.profile`` of one process: starting it on a schedule or
+for a block, exporting each finished window to ``<run_dir>/traces`` exactly as torch writes it,
+and keeping ``<run_dir>/procs/<pid>.json`` up to date. Stdlib only besides torch, because it
+runs in the user's interpreter.
+"""
+
+import json
+import os
+import sys
+import threading
+
+DEFAULTS = {
+    "run_dir": None,
+    "profiler": True,
+    "wait": 1,
+    "warmup": 1,
+    "active": 3,
+    "repeat": 1,
+    "record_shapes": True,
+    "profile_memory": True,
+    "with_stack": False,
+    "with_flops": True,
+    "window_delay_s": 1.0,
+    "window_s": 2.0,
+}
+WORKER = "DataLoader worker"
+
+# the settings of this process: DEFAULTS updated from RIGHTSIZE_RUN by arm()
+CONFIG = dict(DEFAULTS)
+
+
+def warn(message):
+    sys.stderr.write(f"rightsize: {message}\n")
+
+
+def remove_hooks(state, *names):
+    for name in names:
+        handle = state.handles.pop(name, None)
+        if handle is not None:
+            handle.remove()
+
+
+class State:
+    """What the profiler is doing in this process."""
+
+    def __init__(self, torch, skip_reason, announce=True):
+        self.torch = torch
+        self.pid = os.getpid()
+        self.rank = int(os.environ.get("RANK") or 0)
+        self.mode = "off" if skip_reason else "auto"  # auto|optimizer|time|manual|off
+        self.skip_reason = skip_reason
+        self.prof = None
+        self.block = False  # inside rightsize.profile()
+        self.done = False
+        self.windows = 0
+        self.traces = []
+        self.steps = 0
+        self.first_optimizer = None
+        self.optimizer_seen = False
+        self.depth = 0
+        self.first_forward_s = None
+        self.window_end_s = None
+        self.notes = []
+        self.handles = {}
+        self.lock = threading.RLock()
+        if announce:
+            self.write_record("running")
+
+    # -- profiler life cycle ---------------------------------------------------------------
+    def start(self, scheduled):
+        from torch.profiler import ProfilerAction, profile, schedule
+
+        if scheduled:
+            sched = schedule(
+                wait=CONFIG["wait"],
+                warmup=CONFIG["warmup"],
+                active=CONFIG["active"],
+                repeat=CONFIG["repeat"],
+            )
+        else:
+
+            def sched(step):
+                return ProfilerAction.RECORD
+
+        self.prof = profile(
+            schedule=sched,
+            on_trace_ready=self.on_trace_ready,
+            record_shapes=CONFIG["record_shapes"],
+            profile_memory=CONFIG["profile_memory"],
+            with_stack=CONFIG["with_stack"],
+            with_flops=CONFIG["with_flops"],
+        )
+        self.prof.start()
+
+    def advance(self):
+        self.prof.step()
+        self.steps += 1
+        if CONFIG["repeat"] > 0 and self.windows >= CONFIG["repeat"] and not self.block:
+            self.stop()
+            self.done = True
+            remove_hooks(self, "optimizer", "forward_pre", "forward")
+
+    def stop(self):
+        prof, self.prof = self.prof, None
+        if prof is not None:
+            prof.stop()
+
+    def on_trace_ready(self, prof):
+        self.windows += 1
+        name = _trace_name(self.rank, self.pid, self.windows)
+        traces = os.path.join(CONFIG["run_dir"], "traces")
+        tmp_dir = os.path.join(traces, ".tmp")
+        os.makedirs(tmp_dir, exist_ok=True)
+        tmp = os.path.join(tmp_dir, name)
+        try:
+            prof.export_chrome_trace(tmp)
+            os.replace(tmp, os.path.join(traces, name))
+            self.traces.append(name)
+        except Exception as exc:  # noqa: BLE001 - a failed export must not break the job
+            self.note(f"trace export failed: {exc!r}")
+        self.write_record("running")
+
+    def fail(self, exc):
+        self.note(f"profiler turned off after an error: {exc!r}")
+        warn(f"profiler turned off in pid {os.getpid()}: {exc!r}")
+        self.mode = "off"
+        remove_hooks(self, "optimizer", "forward_pre", "forward")
+        try:
+            self.stop()
+        except Exception as stop_exc:  # noqa: BLE001 - the job must not be harmed
+            self.note(f"stopping the profiler also failed: {stop_exc!r}")
+
+    def finish(self, why):
+        """At exit or on SIGTERM: stop, export what was recorded, write the record."""
+        if os.getpid() != self.pid:
+            return
+        with self.lock:
+            if self.prof is not None:
+                self.note(f"profiler stopped at {why} after {self.steps} steps")
+                try:
+                    self.stop()
+                except Exception as exc:  # noqa: BLE001 - the job must not be harmed
+                    self.note(f"stopping the profiler at {why} failed: {exc!r}")
+            if not self.traces and self.mode == "auto":
+                self.note(
+                    "no trace: no optimizer step, and no module call "
+                    f"{CONFIG['window_delay_s']} s after the first one"
+                )
+            self.write_record("ended")
+
+    # -- bookkeeping ---------------------------------------------------------------------
+    def note(self, text):
+        self.notes.append(text)
+
+    def write_record(self, state):
+        run_dir = CONFIG.get("run_dir")
+        if not run_dir or self.skip_reason == WORKER:  # a worker leaves only its marker
+            return
+        torch = self.torch
+        record = {
+            "pid": self.pid,
+            "ppid": os.getppid(),
+            "rank": self.rank,
+            "local_rank": _env_int("LOCAL_RANK"),
+            "world_size": _env_int("WORLD_SIZE"),
+            "argv": list(getattr(sys, "orig_argv", sys.argv)),
+            "python": sys.version.split()[0],
+            "torch": getattr(torch, "__version__", None),
+            "cuda": getattr(getattr(torch, "version", None), "cuda", None),
+            "state": state,
+            "step_detection": None if self.mode in ("auto", "off") else self.mode,
+            "skipped": self.skip_reason,
+            "profiler_steps": self.steps,
+            "traces": list(self.traces),
+            "notes": list(self.notes),
+        }
+        path = os.path.join(run_dir, "procs", f"{self.pid}.json")
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path + ".tmp", "w", encoding="utf-8") as fh:
+                json.dump(record, fh, indent=1)
+            os.replace(path + ".tmp", path)
+        except OSError as exc:
+            warn(f"cannot write {path}: {exc}")
+
+
+def _env_int(name):
+    value = os.environ.get(name)
+    return int(value) if value and value.isdigit() else None
+
+
+def _trace_name(rank, pid, window):
+    suffix = "" if window == 1 else f".w{window}"  # same rule as rightsize.rundir.trace_name
+    return f"rank{rank}.pid{pid}{suffix}.pt.trace.json.gz"
