@@ -71,8 +71,20 @@ class _RunCommand(click.Command):
     type=click.IntRange(0),
     help="Cycles (0 = until exit).",
 )
-@click.option("--window-delay-s", default=1.0, show_default=True, type=click.FloatRange(0))
-@click.option("--window-s", default=2.0, show_default=True, type=click.FloatRange(0, min_open=True))
+@click.option(
+    "--window-delay-s",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="No optimizer: open the time window this long after the first module call.",
+)
+@click.option(
+    "--window-s",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="No optimizer: record this long.",
+)
 @click.option(
     "--sample-interval-s",
     default=0.1,
