@@ -109,6 +109,7 @@ class State:
 
     def on_trace_ready(self, prof):
         self.windows += 1
+        self.rank = self._dist_rank()
         name = _trace_name(self.rank, self.pid, self.windows)
         traces = os.path.join(CONFIG["run_dir"], "traces")
         tmp_dir = os.path.join(traces, ".tmp")
@@ -121,6 +122,16 @@ class State:
         except Exception as exc:  # noqa: BLE001 - a failed export must not break the job
             self.note(f"trace export failed: {exc!r}")
         self.write_record("running")
+
+    def _dist_rank(self):
+        """The process group's rank when one is up (mp.spawn jobs may not set RANK)."""
+        dist = getattr(self.torch, "distributed", None)
+        try:
+            if dist is not None and dist.is_available() and dist.is_initialized():
+                return int(dist.get_rank())
+        except (RuntimeError, ValueError) as exc:
+            self.note(f"rank from torch.distributed unavailable: {exc!r}")
+        return self.rank
 
     def fail(self, exc):
         self.note(f"profiler turned off after an error: {exc!r}")
