@@ -1,87 +1,114 @@
-"""Terminal rendering of the analysis document: verdict-first, compact, colors only on a TTY.
+"""The terminal renderer: verdict first, compact, colors only when the caller says (a TTY).
 
-Input: the ``rightsize analyze`` JSON document (``rightsize.reports.json_doc``). Output: text.
+Input: a :class:`~rightsize.reports.model.ReportModel` (or, through :func:`render_text`, the
+``rightsize analyze`` document). Output: text. :func:`render_summary` is the few lines printed
+at the end of ``run``/``analyze``/``report``: verdict, top three pieces of evidence, recommended
+GPU, report path. :func:`render_model` adds the details (``--format text``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+from rightsize.reports import fmt
+from rightsize.reports.model import ReportModel, build_model
+
 _BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
+Style = Callable[[str], str]
 
 
-def _fmt(v: Any, unit: str = "", nd: int = 1) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:,.{nd}f}{unit}"
-    return f"{v}{unit}"
+def _styles(color: bool) -> tuple[Style, Style]:
+    if not color:
+        return (lambda s: s), (lambda s: s)
+    return (lambda s: f"{_BOLD}{s}{_RESET}"), (lambda s: f"{_DIM}{s}{_RESET}")
 
 
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "n/a"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:,.2f} {unit}"
-    return f"{n} B"
+def render_text(doc: Mapping[str, Any], color: bool = False) -> str:
+    """``rightsize analyze --format text``: the summary, then the details."""
+    return render_model(build_model(doc), color=color)
 
 
-def render_text(doc: dict[str, Any], color: bool = False) -> str:
-    b = (lambda s: f"{_BOLD}{s}{_RESET}") if color else (lambda s: s)
-    dim = (lambda s: f"{_DIM}{s}{_RESET}") if color else (lambda s: s)
-    m = doc["metrics"]
-    st = doc["steps"]
-    lines: list[str] = []
-    diag = doc.get("diagnosis")
-    if diag:
-        lines.append(b(f"Verdict: {diag['bound']}-bound") +
-                     f" (confidence {diag['confidence']:.2f})")
-        for ev in diag.get("evidence", [])[:3]:
-            lines.append(f"  - {ev}")
-        lines.append("")
-    primary = next((d for d in doc["devices"] if d.get("primary")), None)
-    dev = f"{primary['name']} (device {primary['index']})" if primary else "no GPU activity"
-    lines.append(b("Device: ") + dev)
-    lines.append(b("Steps: ") + f"{st['count']} ({st['source']}), mean {_fmt(st['mean_ms'], ' ms', 2)}"
-                 f", min {_fmt(st['min_ms'], ' ms', 2)}, max {_fmt(st['max_ms'], ' ms', 2)}")
-    lines.append(b("GPU: ") + f"utilization {_fmt(m['gpu_util_pct'], '%')}, "
-                 f"est. SM efficiency {_fmt(m['sm_efficiency_pct'], '%')}, "
-                 f"est. achieved occupancy {_fmt(m['achieved_occupancy_pct'], '%')}, "
-                 f"tensor-core kernels {_fmt(m['tensor_core_kernel_pct'], '%')} "
-                 f"({_fmt(m['tensor_core_kernel_pct_extended'], '%')} with newer names)")
-    if m["breakdown_ms"]:
-        bd = m["breakdown_ms"]
-        step = bd["step"] or 0.0
-        lines.append(b("Step time breakdown") + dim(" (TensorBoard plugin definition, mean per step)"))
-        for key in ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader",
-                    "cpu_exec", "other"):
-            pct = 100.0 * bd[key] / step if step else 0.0
-            bar = "#" * int(round(pct / 4))
-            lines.append(f"  {key:<14}{bd[key]:>12,.3f} ms {pct:6.1f}%  {bar}")
-    if m["hta"]:
-        h = m["hta"]
-        lines.append(b("GPU time") + dim(" (HTA temporal breakdown)") +
-                     f": idle {_fmt(h['idle_pct'], '%')}, compute {_fmt(h['compute_pct'], '%')},"
-                     f" non-compute {_fmt(h['non_compute_pct'], '%')}")
-    lines.append(b("Peak memory: ") + _bytes(m["peak_memory_bytes"]))
-    for c in m["memcpy"][:4]:
-        lines.append(f"  memcpy {c['direction']} {c['host_memory'] or ''}: {c['count']} copies, "
-                     f"{_bytes(c['bytes'])}, {_fmt(c['time_ms'], ' ms', 3)}, {_fmt(c['gbps'], ' GB/s')}")
-    if doc["top_kernels"]:
-        lines.append(b("Top kernels"))
-        for k in doc["top_kernels"][:5]:
-            lines.append(f"  {k['pct']:5.1f}%  {k['total_ms']:>10.3f} ms  {k['calls']:>6}x  "
-                         f"{_short(k['name'])}")
-    recs = doc.get("recommendations") or []
-    if recs:
-        lines.append(b("Recommendations"))
-        for r in recs[:5]:
-            lines.append(f"  - {r['title']}")
-    for note in doc.get("notes", []):
-        lines.append(dim(f"note: {note}"))
+def render_model(model: ReportModel, color: bool = False) -> str:
+    return render_summary(model, None, color=color) + "\n" + _details(model, color)
+
+
+def render_summary(model: ReportModel, report_path: str | Path | None = None,
+                   color: bool = False) -> str:
+    b, dim = _styles(color)
+    h = model.headline
+    lines = []
+    if h.bound:
+        verdict = f"Verdict: {h.bound}-bound"
+        extra = f" (confidence {fmt.num(h.confidence)})"
+        if h.verdict:
+            extra += f"; GPU {h.verdict}"
+        lines.append(b(verdict) + extra)
+    elif h.verdict:
+        lines.append(b(f"Verdict: GPU {h.verdict}") + dim(" (no bottleneck diagnosis)"))
+    else:
+        lines.append(b("Verdict: n/a") + dim(" (no diagnosis in this analysis)"))
+    for ev in model.evidence.items[:3]:
+        lines.append(f"  - {ev}")
+    device = h.device_name or "no GPU in the trace"
+    lines.append(b("Now: ") + f"{device}, {fmt.ms(h.step_ms)} per step"
+                 + (f", {fmt.usd(h.usd_per_1k_steps_now)} per 1k steps"
+                    if h.usd_per_1k_steps_now is not None else ""))
+    if h.recommended_gpu:
+        gpu = (f"{h.recommended_gpus} x {h.recommended_gpu}" if h.recommended_gpus > 1
+               else h.recommended_gpu)
+        lines.append(b("Recommended GPU: ") + f"{gpu}, {fmt.ms(h.projected_step_ms)} per step, "
+                     f"{fmt.usd(h.usd_per_1k_steps_recommended)} per 1k steps"
+                     + (f" (saves {fmt.pct(h.savings_pct)})" if h.savings_pct else ""))
+    else:
+        lines.append(b("Recommended GPU: ") + (h.reason or "n/a (no sizing in this analysis)"))
+    if report_path is not None:
+        lines.append(b("Report: ") + str(report_path))
     return "\n".join(lines) + "\n"
 
 
-def _short(name: str, width: int = 90) -> str:
-    return name if len(name) <= width else name[: width - 3] + "..."
+def _details(model: ReportModel, color: bool) -> str:
+    b, dim = _styles(color)
+    doc = model.doc
+    m = doc.get("metrics") or {}
+    st = doc.get("steps") or {}
+    lines = [b("Steps: ") + f"{st.get('count', 0)} ({st.get('source', 'none')}), mean "
+             f"{fmt.ms(st.get('mean_ms'))}, min {fmt.ms(st.get('min_ms'))}, "
+             f"max {fmt.ms(st.get('max_ms'))}"]
+    lines.append(b("GPU: ") + f"utilization {fmt.pct(m.get('gpu_util_pct'))}, "
+                 f"est. SM efficiency {fmt.pct(m.get('sm_efficiency_pct'))}, "
+                 f"est. achieved occupancy {fmt.pct(m.get('achieved_occupancy_pct'))}, "
+                 f"tensor-core kernels {fmt.pct(m.get('tensor_core_kernel_pct'))} "
+                 f"({fmt.pct(m.get('tensor_core_kernel_pct_extended'))} with newer names)")
+    if model.evidence.shares:
+        lines.append(b("Exclusive shares: ") + ", ".join(
+            f"{s.name} {fmt.pct(s.pct)}" for s in model.evidence.shares))
+    bd = model.breakdown
+    if bd.rows:
+        lines.append(b("Step time breakdown") + dim(" (TensorBoard plugin definition, mean per "
+                                                    "step)"))
+        for r in bd.rows:
+            pct = r.pct or 0.0
+            lines.append(f"  {r.key:<14}{r.ms:>12,.3f} ms {pct:6.1f}%  {'#' * round(pct / 4)}")
+    if bd.hta:
+        lines.append(b("GPU time") + dim(" (HTA temporal breakdown)") + ": " + ", ".join(
+            f"{v.name.replace('_', '-')} {v.value}" for v in bd.hta))
+    mem = model.memory
+    cap = f" of {fmt.nbytes(mem.capacity_bytes)}" if mem.capacity_bytes else ""
+    lines.append(b("Peak memory: ") + fmt.nbytes(mem.peak_allocated_bytes) + cap)
+    for c in (m.get("memcpy") or [])[:4]:
+        lines.append(f"  memcpy {c['direction']} {c['host_memory'] or ''}: {c['count']} copies, "
+                     f"{fmt.nbytes(c['bytes'])}, {fmt.ms(c['time_ms'], 3)}, "
+                     f"{fmt.num(c['gbps'], 1)} GB/s")
+    if model.kernels:
+        lines.append(b("Top kernels"))
+        for k in model.kernels[:5]:
+            kind = f"  [{k.kind}]" if k.kind else ""
+            lines.append(f"  {fmt.pct(k.pct):>6}  {fmt.ms(k.total_ms, 3):>12}  {k.calls:>6}x  "
+                         f"{fmt.short(k.name, 90)}{kind}")
+    if model.recommendations:
+        lines.append(b("Recommendations"))
+        lines.extend(f"  - {r.title}" for r in model.recommendations[:5])
+    lines.extend(dim(f"note: {n}") for n in model.provenance.notes)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,68 @@
+"""Number formatting shared by the html and text renderers: one spelling for each unit.
+
+Input: plain numbers (``None`` meaning unknown). Output: short strings; unknown is ``n/a``,
+never 0.
+"""
+
+from __future__ import annotations
+
+NA = "n/a"
+
+
+def ms(v: float | None, nd: int = 2) -> str:
+    if v is None:
+        return NA
+    if abs(v) >= 1000:
+        return f"{v / 1000:,.{nd}f} s"
+    return f"{v:,.{nd}f} ms"
+
+
+def us(v: float | None) -> str:
+    return NA if v is None else f"{v:,.1f} µs"
+
+
+def pct(v: float | None, nd: int = 1) -> str:
+    return NA if v is None else f"{v:,.{nd}f}%"
+
+
+def nbytes(n: float | None) -> str:
+    if n is None:
+        return NA
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:,.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def usd(v: float | None) -> str:
+    if v is None:
+        return NA
+    return f"${v:,.2f}" if abs(v) >= 0.1 else f"${v:,.4f}"
+
+
+def num(v: float | int | None, nd: int = 2) -> str:
+    if v is None:
+        return NA
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return f"{v:,.{nd}f}"
+
+
+def value(v: object) -> str:
+    """Any JSON scalar or short list, as text (thresholds, tool versions)."""
+    if v is None:
+        return NA
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, list | tuple):
+        return ", ".join(value(x) for x in v)
+    return str(v)
+
+
+def short(name: str, width: int = 120) -> str:
+    """Long templated kernel names, cut in the middle of nowhere: the full name goes in a title."""
+    return name if len(name) <= width else name[: width - 1] + "…"

@@ -1,0 +1,155 @@
+"""The report model: everything a report shows, built purely from the analysis document.
+
+Input: the ``rightsize analyze --format json`` document (``rightsize.reports.json_doc``, plus the
+``diagnosis``, ``recommendations``, ``sizing`` and ``timeline`` keys when the analysis has them)
+and, for a run directory, its ``manifest.json``. Output: a frozen :class:`ReportModel` that the
+html, json and text renderers (``rightsize.reports.render``) all take. No I/O, no analysis: a
+missing section becomes an empty one with the reason, never an error.
+
+Sizes are capped here so that every renderer stays small: top-k tables, a downsampled timeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rightsize.reports import fmt
+from rightsize.reports import sections as parts
+from rightsize.reports.sections import (
+    Breakdown,
+    Evidence,
+    Headline,
+    InputRow,
+    KernelRow,
+    Memory,
+    NamedValue,
+    OpRow,
+    Provenance,
+    Recommendation,
+    SizingView,
+    Timeline,
+)
+
+TOP_KERNELS = 15
+TOP_OPS = 15
+
+
+@dataclass(frozen=True, slots=True)
+class ReportModel:
+    """One report: sections for the renderers, ``doc`` verbatim for the JSON contract."""
+
+    title: str
+    version: str  # of the rightsize that analyzed
+    headline: Headline
+    evidence: Evidence
+    breakdown: Breakdown
+    timeline: Timeline
+    kernels: tuple[KernelRow, ...]
+    ops: tuple[OpRow, ...]
+    memory: Memory
+    sizing: SizingView
+    recommendations: tuple[Recommendation, ...]
+    provenance: Provenance
+    doc: Mapping[str, Any] = field(repr=False)
+
+    def charts(self) -> dict[str, Any]:
+        """The data the page's charts draw, as plain JSON types (into JavaScript via tojson)."""
+        return {
+            "breakdown": {"labels": [r.label for r in self.breakdown.rows],
+                          "ms": [r.ms for r in self.breakdown.rows]},
+            "shares": {"labels": [s.name for s in self.evidence.shares],
+                       "pct": [s.pct for s in self.evidence.shares]},
+            "timeline": {"t_ms": list(self.timeline.t_ms),
+                         "trace_busy_pct": _opt_list(self.timeline.trace_busy_pct),
+                         "nvml_gpu_util_pct": _opt_list(self.timeline.nvml_gpu_util_pct)},
+            "sizing": [{"label": c.label, "step_ms": c.projected_step_ms,
+                        "usd_per_1k_steps": c.usd_per_1k_steps, "current": c.current,
+                        "recommended": c.recommended, "fits": c.fits_memory is not False}
+                       for c in self.sizing.chart_points],
+        }
+
+
+def _opt_list(values: Sequence[float | None] | None) -> list[float | None] | None:
+    return None if values is None else list(values)
+
+
+def build_model(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None = None) -> ReportModel:
+    """The report of one analysis document (and the manifest of its run directory, if any)."""
+    diagnosis = doc.get("diagnosis") or None
+    sizing = doc.get("sizing") or None
+    signals = parts.signal_index(diagnosis)
+    return ReportModel(
+        title=_title(doc, manifest),
+        version=str((doc.get("tool") or {}).get("version", "unknown")),
+        headline=parts.headline(doc, diagnosis, sizing),
+        evidence=parts.evidence(doc, diagnosis),
+        breakdown=parts.breakdown(doc),
+        timeline=parts.timeline(doc.get("timeline") or None),
+        kernels=tuple(parts.kernel_row(k, signals) for k in doc.get("top_kernels", [])[:TOP_KERNELS]),
+        ops=tuple(parts.op_row(o, signals) for o in doc.get("top_ops", [])[:TOP_OPS]),
+        memory=parts.memory(doc),
+        sizing=parts.sizing_view(sizing, doc),
+        recommendations=tuple(parts.recommendation(r) for r in doc.get("recommendations") or []),
+        provenance=provenance(doc, manifest),
+        doc=doc,
+    )
+
+
+def _title(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> str:
+    if manifest:
+        argv = (manifest.get("command") or {}).get("argv") or []
+        if argv:
+            return "rightsize: " + " ".join(str(a) for a in argv)
+    inputs = doc.get("inputs") or []
+    if inputs:
+        name = str(inputs[0].get("path", "")).rstrip("/").rsplit("/", 1)[-1]
+        more = f" (+{len(inputs) - 1} more)" if len(inputs) > 1 else ""
+        return f"rightsize: {name}{more}"
+    return "rightsize report"
+
+
+def provenance(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> Provenance:
+    """Where the numbers come from: inputs, versions, definitions, and what was missing."""
+    inputs = tuple(InputRow(str(i.get("path")), str(i.get("format")), i.get("bytes"),
+                            i.get("events")) for i in doc.get("inputs") or [])
+    tool = doc.get("tool") or {}
+    tools = [NamedValue(str(tool.get("name", "rightsize")), str(tool.get("version")))]
+    run: list[NamedValue] = []
+    if manifest:
+        env = manifest.get("environment") or {}
+        tools += [NamedValue(k, fmt.value(v)) for k, v in env.items()
+                  if isinstance(v, str | int | float) and v is not None]
+        cmd = manifest.get("command") or {}
+        if cmd.get("argv"):
+            run.append(NamedValue("command", " ".join(str(a) for a in cmd["argv"])))
+        for key in ("cwd", "started_at", "ended_at", "duration_s"):
+            if manifest.get(key) is not None:
+                run.append(NamedValue(key, fmt.value(manifest[key])))
+        exit_ = manifest.get("exit") or {}
+        if exit_:
+            run.append(NamedValue("exit", f"signal {exit_['signal']}" if exit_.get("signal")
+                                  else f"code {exit_.get('code')}"))
+    definitions = tuple(NamedValue(k, str(v)) for k, v in (doc.get("definitions") or {}).items())
+    return Provenance(inputs, tuple(tools), tuple(run), definitions,
+                      tuple(_missing(doc, manifest)), tuple(str(n) for n in doc.get("notes") or []))
+
+
+def _missing(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> list[str]:
+    out = []
+    for name, c in ((manifest or {}).get("collectors") or {}).items():
+        if isinstance(c, Mapping) and c.get("status") not in ("collected", "written", None):
+            out.append(f"{name}: {c.get('status')} ({c.get('reason') or 'no reason recorded'})")
+    if not doc.get("devices"):
+        out.append("GPU: no GPU activity in the trace (a CPU-only run)")
+    if not (doc.get("steps") or {}).get("count"):
+        out.append("steps: none found, so no per-step numbers")
+    for key, what in (("diagnosis", "bottleneck diagnosis"), ("sizing", "GPU sizing"),
+                      ("timeline", "utilization timeline")):
+        if not doc.get(key):
+            out.append(f"{what}: not in this analysis")
+    tl = doc.get("timeline") or {}
+    if tl and tl.get("nvml_gpu_util_pct") is None:
+        out.append("NVML samples: none (no NVIDIA driver, or not a `rightsize run`)")
+    return out

@@ -1,0 +1,118 @@
+"""The renderer interface: html, json and text, each taking the same report model.
+
+Input: the analysis document (and the run manifest) -> :func:`rightsize.reports.model.build_model`.
+Output: a string per format, or a file written by :func:`write_report`, which never replaces an
+existing file unless ``force`` (it raises :class:`~rightsize.errors.OutputExistsError`).
+``json`` is the documented ``rightsize analyze`` contract: the analysis document itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from rightsize.errors import OutputExistsError, RightsizeError
+from rightsize.reports.model import ReportModel, build_model
+
+DEFAULT_HTML = "rightsize-report.html"  # beside the user when the inputs are trace files
+
+
+class Renderer(Protocol):
+    """Turns a report model into the text of one output format."""
+
+    name: str
+    suffix: str
+
+    def render(self, model: ReportModel, *, color: bool = False) -> str: ...
+
+
+class HtmlRenderer:
+    name, suffix = "html", ".html"
+
+    def render(self, model: ReportModel, *, color: bool = False) -> str:
+        from rightsize.reports.html import render_html  # jinja2 only when a page is made
+
+        return render_html(model)
+
+
+class JsonRenderer:
+    name, suffix = "json", ".json"
+
+    def render(self, model: ReportModel, *, color: bool = False) -> str:
+        return json.dumps(model.doc, indent=2, allow_nan=False) + "\n"
+
+
+class TextRenderer:
+    name, suffix = "text", ".txt"
+
+    def render(self, model: ReportModel, *, color: bool = False) -> str:
+        from rightsize.reports.text import render_model
+
+        return render_model(model, color=color)
+
+
+RENDERERS: dict[str, Renderer] = {r.name: r for r in (HtmlRenderer(), JsonRenderer(),
+                                                      TextRenderer())}
+
+
+def renderer(fmt: str) -> Renderer:
+    try:
+        return RENDERERS[fmt]
+    except KeyError:
+        raise RightsizeError(f"unknown report format {fmt!r} "
+                             f"(choose from {', '.join(RENDERERS)})") from None
+
+
+def format_for(path: str | Path) -> str:
+    """The format a file name asks for: .json, .txt/.text, else html."""
+    suffix = Path(path).suffix.lower()
+    return {".json": "json", ".txt": "text", ".text": "text"}.get(suffix, "html")
+
+
+def render(doc: Mapping[str, Any], fmt: str = "html", manifest: Mapping[str, Any] | None = None,
+           color: bool = False) -> str:
+    return renderer(fmt).render(build_model(doc, manifest), color=color)
+
+
+def write_report(doc: Mapping[str, Any], path: str | Path, force: bool = False,
+                 manifest: Mapping[str, Any] | None = None, fmt: str | None = None) -> Path:
+    """Render ``doc`` to ``path`` (format from ``fmt``, else from the suffix) and return it.
+
+    The file appears whole or not at all (written beside it, then renamed).
+    """
+    target = Path(path)
+    if target.exists() and not force:
+        raise OutputExistsError(target)
+    text = render(doc, fmt or format_for(target), manifest)
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise RightsizeError(f"cannot write {target}: {exc.strerror or exc}") from None
+    return target
+
+
+def default_html_path(paths: list[Path], output: Path | None = None) -> Path:
+    """Where a report goes when nobody said: beside ``-o``, in the one run directory, or
+    ``./rightsize-report.html``."""
+    from rightsize.rundir import REPORT_HTML, is_run_dir
+
+    if output is not None:
+        return output.parent / REPORT_HTML
+    if len(paths) == 1 and is_run_dir(paths[0]):
+        return Path(paths[0]) / REPORT_HTML
+    return Path(DEFAULT_HTML)
+
+
+def summary(doc: Mapping[str, Any], report_path: str | Path | None = None,
+            manifest: Mapping[str, Any] | None = None, color: bool = False) -> str:
+    """The compact terminal summary for the end of ``run``/``analyze``/``report``."""
+    from rightsize.reports.text import render_summary
+
+    return render_summary(build_model(doc, manifest), report_path, color=color)

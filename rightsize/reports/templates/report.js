@@ -1,0 +1,91 @@
+/* Draws the report's charts with the inlined Chart.js. Data comes only from the |tojson block. */
+(function () {
+  "use strict";
+  var RS = {{ charts|tojson }};
+  if (typeof Chart === "undefined") { return; }
+  Chart.defaults.animation = false;
+  Chart.defaults.maintainAspectRatio = false;
+  Chart.defaults.font.size = 11;
+  var PALETTE = ["#2f6fde", "#e07b00", "#1f8a4c", "#8e44ad", "#c0392b", "#16a2b8", "#7f8c8d",
+                 "#d4ac0d"];
+  var drawn = 0;
+  function make(id, config) {
+    var el = document.getElementById(id);
+    if (!el) { return; }
+    new Chart(el, config);
+    drawn += 1;
+  }
+  function num(v, nd) { return v === null || v === undefined ? "n/a" : v.toFixed(nd); }
+
+  if (RS.breakdown.labels.length) {
+    make("chart-breakdown", {
+      type: "bar",
+      data: { labels: RS.breakdown.labels,
+              datasets: [{ label: "ms per step", data: RS.breakdown.ms,
+                           backgroundColor: PALETTE }] },
+      options: { indexAxis: "y", plugins: { legend: { display: false } },
+                 scales: { x: { title: { display: true, text: "ms per step" } } } }
+    });
+  }
+  if (RS.shares.labels.length) {
+    make("chart-shares", {
+      type: "bar",
+      data: { labels: ["step"],
+              datasets: RS.shares.labels.map(function (name, i) {
+                return { label: name, data: [RS.shares.pct[i]],
+                         backgroundColor: PALETTE[i % PALETTE.length] };
+              }) },
+      options: { indexAxis: "y",
+                 scales: { x: { stacked: true, max: 100, title: { display: true, text: "% of step" } },
+                           y: { stacked: true, display: false } },
+                 plugins: { legend: { position: "bottom" } } }
+    });
+  }
+  var tl = RS.timeline;
+  if (tl.t_ms.length) {
+    var sets = [];
+    function series(values, label, color) {
+      if (!values) { return; }
+      sets.push({ label: label, borderColor: color, backgroundColor: color, pointRadius: 0,
+                  borderWidth: 1.5, spanGaps: false,
+                  data: tl.t_ms.map(function (t, i) { return { x: t / 1000, y: values[i] }; }) });
+    }
+    series(tl.trace_busy_pct, "trace: GPU busy %", PALETTE[0]);
+    series(tl.nvml_gpu_util_pct, "NVML: GPU utilization %", PALETTE[1]);
+    make("chart-timeline", {
+      type: "line", data: { datasets: sets },
+      options: { parsing: false, normalized: true,
+                 scales: { x: { type: "linear", title: { display: true, text: "time (s)" } },
+                           y: { min: 0, max: 100, title: { display: true, text: "%" } } } }
+    });
+  }
+  if (RS.sizing.length) {
+    function group(filter, label, color, radius) {
+      return { label: label, backgroundColor: color, borderColor: color, pointRadius: radius,
+               data: RS.sizing.filter(filter).map(function (c) {
+                 return { x: c.step_ms, y: c.usd_per_1k_steps, name: c.label };
+               }) };
+    }
+    make("chart-sizing", {
+      type: "scatter",
+      data: { datasets: [
+        group(function (c) { return c.recommended; }, "recommended", PALETTE[2], 7),
+        group(function (c) { return c.current && !c.recommended; }, "now", PALETTE[1], 7),
+        group(function (c) { return c.fits && !c.current && !c.recommended; }, "fits memory", PALETTE[0], 4),
+        group(function (c) { return !c.fits && !c.current && !c.recommended; }, "does not fit", "#aab2bf", 3)
+      ] },
+      options: {
+        scales: { x: { type: "logarithmic", title: { display: true, text: "projected step time (ms)" } },
+                  y: { type: "logarithmic", title: { display: true, text: "$ per 1k steps" } } },
+        plugins: { tooltip: { callbacks: { label: function (ctx) {
+          var p = ctx.raw;
+          return p.name + ": " + num(p.x, 2) + " ms, $" + num(p.y, 4) + " per 1k steps";
+        } } } }
+      }
+    });
+  }
+  window.addEventListener("beforeprint", function () {
+    Object.values(Chart.instances).forEach(function (c) { c.resize(); });
+  });
+  document.body.setAttribute("data-charts", String(drawn));
+})();
