@@ -157,7 +157,7 @@ def test_scan_handles_elements_split_across_chunks_and_tricky_strings(tmp_path):
     doc = b.document()
     data = json.dumps(doc, indent=2).encode()
     scan = jsonscan.Scan(io.BytesIO(data), chunk_bytes=97)
-    lines = b"\n".join(scan.batches()).split(b"\n")
+    lines = b"\n".join(b.ndjson for b in scan.batches()).split(b"\n")
     assert [json.loads(x)["name"] for x in lines] == [e["name"] for e in doc["traceEvents"]]
     assert json.loads(scan.envelope)["deviceProperties"][0]["numSms"] == 132
 
@@ -184,3 +184,22 @@ def test_two_step_trace_round_trip(tmp_path):
     assert t.cpu_ops.filter(t.cpu_ops["name"] == "aten::mm")["input_dims"][0] == \
         "[[64, 128], [128, 256]]"
     assert (t.meta.rank, t.meta.world_size) == (0, 2)
+
+
+def test_fast_path_falls_back_when_the_indentation_misleads(tmp_path):
+    # "\n  },\n  {" also occurs inside the first event's args here: the fast split cuts that
+    # event, polars rejects the pieces, and the structural scan splits the batch again.
+    doc = (b'{"traceEvents": [\n  {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, '
+           b'"tid": 1, "ts": 1, "dur": 2, "args": {"l": [{"x": 1\n  },\n  {"x": 2}]}\n  },\n'
+           b'  {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 3, "dur": 1}'
+           b'\n]}')
+    scan = jsonscan.Scan(io.BytesIO(doc))
+    fast = [b for b in scan.batches() if b.raw is not None]
+    assert len(fast) == 1
+    assert fast[0].count == 2  # the fast split cut the first event in two
+    assert scan.resplit(fast[0]).count(b"\n") == 0  # it is one whole event
+    path = tmp_path / "odd.json"
+    path.write_bytes(doc)
+    trace = read_kineto(path)
+    assert trace.cpu_ops["name"].to_list() == ["a", "b"]
+    assert trace.meta.event_count == 2

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
@@ -30,6 +30,24 @@ _CLOSE = (0x7D, 0x5D)  # } ]
 _COMMA = 0x2C
 _NEWLINES = bytes.maketrans(b"\r\n", b"  ")
 _KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*$')
+
+
+_MARK = b"}\x01{"  # "\x01" cannot occur in valid JSON: a safe placeholder for a line break
+
+
+class Batch(NamedTuple):
+    ndjson: bytes  # whole events, one per line
+    raw: bytes | None  # the document bytes they came from (fast path only)
+    count: int  # events in the batch (for a fast-path batch: as the fast split counted them)
+
+
+def _separator(buf: bytes) -> bytes | None:
+    """``\n<indent>},\n<indent>{`` when the first event sits alone on its line, else None."""
+    m = re.match(rb"([ \t\r\n]*)\{", buf)
+    if m is None or b"\n" not in m.group(1):
+        return None
+    indent = m.group(1)[m.group(1).rfind(b"\n") + 1:]
+    return b"\n" + indent + b"},\n" + indent + b"{"
 
 
 class ScanError(ValueError):
@@ -52,18 +70,42 @@ class Scan:
         """The document with its event array emptied (valid JSON once the scan is done)."""
         return bytes(self._head) + bytes(self._tail)
 
-    def batches(self) -> Iterator[bytes]:
-        """Yield NDJSON bytes: whole events, one per line, in file order."""
-        element_depth = self._find_array()
+    def batches(self) -> Iterator[Batch]:
+        """Yield batches of whole events as NDJSON (one event per line), in file order.
+
+        Fast path: a pretty-printed trace (Kineto's own layout, ``json.dump(indent=...)``) puts
+        each event at one indentation, so the byte pattern ``\n<indent>},\n<indent>{`` can only
+        be a separator between events (raw newlines never occur inside JSON strings). Such
+        batches carry their raw bytes: should polars reject a line (a document indented some
+        other way), :meth:`resplit` splits them again with the structural scan.
+        """
+        self._element_depth = self._find_array()
         pending = b""
+        sep: bytes | None = None
+        first = True
         while True:
             data = self._read()
             if not data and not pending:
                 raise ScanError("truncated: the event array is never closed")
             buf = pending + data
-            done, batch, rest = self._split(buf, element_depth)
+            if first:
+                sep = _separator(buf)
+                first = False
+            if sep is not None and data:
+                cut = buf.rfind(sep)
+                if cut >= 0:
+                    cut += len(sep) - 1  # just past the "}," before the next "{"
+                    raw = buf[:cut]
+                    body = raw.replace(sep, _MARK).translate(_NEWLINES).replace(b"\x01", b"\n")
+                    body = body.lstrip(b" \t\r\n,").rstrip(b" \t\r\n,")
+                    count = body.count(b"\n") + 1
+                    self.events += count
+                    yield Batch(body, raw, count)
+                    pending = buf[cut:]
+                    continue
+            done, batch, rest = self._split(buf, self._element_depth)
             if batch:
-                yield batch
+                yield Batch(batch, None, batch.count(b"\n") + 1)
             if done:
                 self._tail += rest
                 self._tail += self._read_all()
@@ -72,6 +114,15 @@ class Scan:
                 raise ScanError(f"truncated: the file ends inside the event array after "
                                 f"{self.events} events")
             pending = rest
+
+    def resplit(self, batch: Batch) -> bytes:
+        """NDJSON of a fast-path batch by the structural scan (the fast path's fallback)."""
+        assert batch.raw is not None
+        self.events -= batch.count  # _split counts the events again, correctly
+        done, ndjson, rest = self._split(batch.raw + b"\n", self._element_depth)
+        if rest.strip(b" \t\r\n,"):
+            raise ScanError("malformed event array (an element is not a JSON object)")
+        return ndjson
 
     # -- internals ---------------------------------------------------------------------------
 

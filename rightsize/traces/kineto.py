@@ -29,7 +29,7 @@ import polars as pl
 
 from rightsize.errors import InputError
 from rightsize.traces import kineto_frames as kf
-from rightsize.traces.jsonscan import Scan, ScanError
+from rightsize.traces.jsonscan import Batch, Scan, ScanError
 from rightsize.traces.schema import Trace, TraceMeta
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -74,15 +74,15 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
     # Scanning (numpy) and parsing (polars) both release the GIL: parse batch N on a worker
     # thread while the next batch is scanned. At most two batches are held at once.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending: Future[pl.DataFrame] | None = None
+        pending: tuple[Future[pl.DataFrame], Batch] | None = None
         for batch in scan.batches():
             if pending is not None:
-                _collect(pending.result(), parts, cats)
-            pending = pool.submit(_parse_batch, batch)
+                _collect(_result(scan, *pending), parts, cats)
+            pending = (pool.submit(_parse_batch, batch.ndjson), batch)
             if progress is not None:
                 progress(scan.bytes_read, scan.events)
         if pending is not None:
-            _collect(pending.result(), parts, cats)
+            _collect(_result(scan, *pending), parts, cats)
     try:
         envelope = json.loads(scan.envelope)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -99,8 +99,18 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
     return Trace(meta=meta, **frames)
 
 
-def _parse_batch(batch: bytes) -> pl.DataFrame:
-    return pl.read_ndjson(io.BytesIO(batch), schema=kf.EVENT_SCHEMA)
+def _parse_batch(ndjson: bytes) -> pl.DataFrame:
+    return pl.read_ndjson(io.BytesIO(ndjson), schema=kf.EVENT_SCHEMA)
+
+
+def _result(scan: Scan, future: Future[pl.DataFrame], batch: Batch) -> pl.DataFrame:
+    """The parsed batch; a fast-path batch polars rejects is split again the careful way."""
+    try:
+        return future.result()
+    except pl.exceptions.PolarsError:
+        if batch.raw is None:
+            raise
+    return _parse_batch(scan.resplit(batch))
 
 
 def _collect(events: pl.DataFrame, parts: dict[str, list[pl.DataFrame]], cats: set[str]) -> None:

@@ -22,7 +22,7 @@ S = pl.String()
 ARG_FIELDS = (
     "External id", "external id", "correlation", "device", "stream", "grid", "block",
     "blocks per SM", "warps per SM", "est. achieved occupancy %", "theoretical occupancy %",
-    "registers per thread", "shared memory", "bytes", "Input Dims", "Input type",
+    "registers per thread", "shared memory", "bytes", "Input Dims", "Input type", "Concrete Inputs",
     "Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved",
 )
 EVENT_SCHEMA: dict[str, pl.DataType] = {
@@ -194,6 +194,7 @@ def _cpu_ops(df: pl.DataFrame) -> pl.DataFrame:
         external_id=_external_id(),
         input_dims=_arg("Input Dims"),
         input_types=_arg("Input type"),
+        concrete_inputs=_arg("Concrete Inputs"),
     )
     return schema.conform("cpu_ops", df)
 

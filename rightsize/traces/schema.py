@@ -79,6 +79,7 @@ CPU_OPS: dict[str, pl.DataType] = {
     "external_id": pl.Int64(),
     "input_dims": pl.String(),  # JSON text of "Input Dims" when record_shapes was on
     "input_types": pl.String(),  # JSON text of "Input type"
+    "concrete_inputs": pl.String(),  # JSON text of "Concrete Inputs" (scalars: stride, padding)
 }
 
 # User annotations projected onto the GPU timeline (Kineto "gpu_user_annotation").
