@@ -37,11 +37,14 @@ def report(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     Arguments are run directories written by `rightsize run` or anything `rightsize analyze`
     reads. A run directory's analysis.json is reused when it is current.
     """
+    from rightsize.errors import OutputExistsError
     from rightsize.reports import render
 
-    doc, manifest = _analysis(list(paths), quiet)
     if output is None and fmt == "html":
         output = render.default_html_path(list(paths))
+    if output is not None and output.exists() and not force:
+        raise OutputExistsError(output)  # before a long analysis, not after
+    doc, manifest = _analysis(list(paths), quiet)
     if output is None:
         color = sys.stdout.isatty()
         click.echo(render.render(doc, fmt, manifest, color=color), nl=False)

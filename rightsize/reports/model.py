@@ -101,7 +101,9 @@ def _title(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> str:
     if manifest:
         argv = (manifest.get("command") or {}).get("argv") or []
         if argv:
-            return "rightsize: " + " ".join(str(a) for a in argv)
+            first = str(argv[0]).rsplit("/", 1)[-1]  # /venv/bin/python3 -> python3
+            shown = [first if first.startswith("python") else str(argv[0]), *argv[1:]]
+            return "rightsize: " + " ".join(str(a) for a in shown)
     inputs = doc.get("inputs") or []
     if inputs:
         name = str(inputs[0].get("path", "")).rstrip("/").rsplit("/", 1)[-1]
@@ -120,7 +122,7 @@ def provenance(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> Pr
     if manifest:
         env = manifest.get("environment") or {}
         tools += [NamedValue(k, fmt.value(v)) for k, v in env.items()
-                  if isinstance(v, str | int | float) and v is not None]
+                  if v is None or isinstance(v, str | int | float)]
         cmd = manifest.get("command") or {}
         if cmd.get("argv"):
             run.append(NamedValue("command", " ".join(str(a) for a in cmd["argv"])))
