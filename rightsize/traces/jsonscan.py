@@ -32,13 +32,12 @@ _NEWLINES = bytes.maketrans(b"\r\n", b"  ")
 _KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*$')
 
 
-_MARK = b"}\x01{"  # "\x01" cannot occur in valid JSON: a safe placeholder for a line break
 
 
 class Batch(NamedTuple):
     ndjson: bytes  # whole events, one per line
     raw: bytes | None  # the document bytes they came from (fast path only)
-    count: int  # events in the batch (for a fast-path batch: as the fast split counted them)
+    count: int  # events in the batch; -1 for a fast-path batch (the parser counts them)
 
 
 def _separator(buf: bytes) -> bytes | None:
@@ -62,7 +61,7 @@ class Scan:
         self._chunk_bytes = chunk_bytes
         self._head = bytearray()  # document bytes up to and including the array's "["
         self._tail = bytearray()  # document bytes from the array's "]" on
-        self.events = 0
+        self.events = 0  # events split by the structural scan (fast-path batches are not counted)
         self.bytes_read = 0
 
     @property
@@ -82,6 +81,7 @@ class Scan:
         self._element_depth = self._find_array()
         pending = b""
         sep: bytes | None = None
+        flat_sep = b""
         first = True
         while True:
             data = self._read()
@@ -90,18 +90,19 @@ class Scan:
             buf = pending + data
             if first:
                 sep = _separator(buf)
+                flat_sep = sep.translate(_NEWLINES) if sep else b""
                 first = False
             if sep is not None and data:
-                cut = buf.rfind(sep)
-                if cut >= 0:
-                    cut += len(sep) - 1  # just past the "}," before the next "{"
-                    raw = buf[:cut]
-                    body = raw.replace(sep, _MARK).translate(_NEWLINES).replace(b"\x01", b"\n")
-                    body = body.lstrip(b" \t\r\n,").rstrip(b" \t\r\n,")
-                    count = body.count(b"\n") + 1
-                    self.events += count
-                    yield Batch(body, raw, count)
-                    pending = buf[cut:]
+                at = buf.rfind(sep)
+                if at >= 0:
+                    end = at + (len(sep) - 5) // 2 + 2  # just past the last whole event's "}"
+                    raw = buf[:end]
+                    # Newlines become spaces first, so a separator is then " <indent>}, <indent>{".
+                    body = raw.translate(_NEWLINES).replace(flat_sep, b"}\n{")
+                    if body[:1] != b"{":  # the array's start, or after a structural split
+                        body = body.lstrip(b" \t\r\n,")
+                    yield Batch(body, raw, -1)
+                    pending = buf[at + len(sep) - 1:]  # from the next event's "{"
                     continue
             done, batch, rest = self._split(buf, self._element_depth)
             if batch:
@@ -117,8 +118,8 @@ class Scan:
 
     def resplit(self, batch: Batch) -> bytes:
         """NDJSON of a fast-path batch by the structural scan (the fast path's fallback)."""
-        assert batch.raw is not None
-        self.events -= batch.count  # _split counts the events again, correctly
+        if batch.raw is None:
+            return batch.ndjson
         done, ndjson, rest = self._split(batch.raw + b"\n", self._element_depth)
         if rest.strip(b" \t\r\n,"):
             raise ScanError("malformed event array (an element is not a JSON object)")

@@ -71,18 +71,19 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
     scan = Scan(stream)
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in kf.EVENT_FRAMES}
     cats: set[str] = set()
-    # Scanning (numpy) and parsing (polars) both release the GIL: parse batch N on a worker
-    # thread while the next batch is scanned. At most two batches are held at once.
+    n_events = 0
+    # Splitting (bytes/numpy) and parsing (polars, no GIL) overlap: batch N is parsed on a
+    # worker thread while batch N+1 is split. At most two batches are held at once.
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending: tuple[Future[pl.DataFrame], Batch] | None = None
         for batch in scan.batches():
             if pending is not None:
-                _collect(_result(scan, *pending), parts, cats)
+                n_events += _collect(_result(scan, *pending), parts, cats)
             pending = (pool.submit(_parse_batch, batch.ndjson), batch)
             if progress is not None:
-                progress(scan.bytes_read, scan.events)
+                progress(scan.bytes_read, n_events)
         if pending is not None:
-            _collect(_result(scan, *pending), parts, cats)
+            n_events += _collect(_result(scan, *pending), parts, cats)
     try:
         envelope = json.loads(scan.envelope)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -91,9 +92,9 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
         envelope = {}
     if not isinstance(envelope, dict):
         raise InputError(path, "not a Chrome/Kineto trace (top level is not an object)")
-    if scan.events == 0:
+    if n_events == 0:
         raise InputError(path, "the trace has no events (traceEvents is empty)")
-    meta = _meta(path, envelope, cats, scan.events)
+    meta = _meta(path, envelope, cats, n_events)
     frames = kf.finish(parts, envelope, meta)
     _check_required(path, frames)
     return Trace(meta=meta, **frames)
@@ -113,11 +114,12 @@ def _result(scan: Scan, future: Future[pl.DataFrame], batch: Batch) -> pl.DataFr
     return _parse_batch(scan.resplit(batch))
 
 
-def _collect(events: pl.DataFrame, parts: dict[str, list[pl.DataFrame]], cats: set[str]) -> None:
+def _collect(events: pl.DataFrame, parts: dict[str, list[pl.DataFrame]], cats: set[str]) -> int:
     cats.update(c for c in events["cat"].unique().to_list() if c is not None)
     for name, df in kf.split_events(events).items():
         if df.height:
             parts[name].append(df)
+    return events.height
 
 
 def _meta(path: Path, env: dict[str, Any], cats: set[str], n_events: int) -> TraceMeta:
