@@ -53,42 +53,38 @@ def total(iv: Intervals) -> int:
     return int((iv[1] - iv[0]).sum())
 
 
-def _membership(iv: Intervals, points: np.ndarray) -> np.ndarray:
-    """For a normalized list: is each point inside [start, end)?"""
-    starts, ends = iv
-    if len(starts) == 0:
-        return np.zeros(len(points), dtype=bool)
-    idx = np.searchsorted(starts, points, side="right") - 1
-    inside = idx >= 0
-    inside[inside] = points[inside] < ends[idx[inside]]
-    return inside
-
-
-def _combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool) -> Intervals:
-    """Elementary segments where (in a) == keep_a and (in b) == keep_b, merged."""
-    points = np.unique(np.concatenate([a[0], a[1], b[0], b[1]]))
-    if len(points) < 2:
-        return empty()
-    seg_s = points[:-1]
-    seg_e = points[1:]
-    sel = (_membership(a, seg_s) == keep_a) & (_membership(b, seg_s) == keep_b)
-    return union((seg_s[sel], seg_e[sel]))
-
-
 def intersect(a: Intervals, b: Intervals) -> Intervals:
-    """a ∩ b for normalized lists."""
-    if len(a[0]) == 0 or len(b[0]) == 0:
+    """a ∩ b for normalized lists: each a-interval against the b-intervals it overlaps."""
+    (a_s, a_e), (b_s, b_e) = a, b
+    if len(a_s) == 0 or len(b_s) == 0:
         return empty()
-    return _combine(a, b, True, True)
+    lo = np.searchsorted(b_e, a_s, side="right")  # first b ending after a starts
+    hi = np.searchsorted(b_s, a_e, side="left")  # b's starting before a ends
+    counts = np.maximum(hi - lo, 0)
+    if counts.sum() == 0:
+        return empty()
+    ai = np.repeat(np.arange(len(a_s)), counts)
+    # index of each pair's b: lo[ai] + position within the run of that a
+    offsets = np.arange(len(ai)) - np.repeat(np.cumsum(counts) - counts, counts)
+    bi = lo[ai] + offsets
+    s = np.maximum(a_s[ai], b_s[bi])
+    e = np.minimum(a_e[ai], b_e[bi])
+    keep = e > s
+    return s[keep], e[keep]
 
 
 def subtract(a: Intervals, b: Intervals) -> Intervals:
-    """a \\ b for normalized lists."""
+    """a \\ b for normalized lists: a ∩ (the gaps of b)."""
     if len(a[0]) == 0:
         return empty()
     if len(b[0]) == 0:
         return a
-    return _combine(a, b, True, False)
+    lo = min(int(a[0][0]), int(b[0][0]))
+    hi = max(int(a[1][-1]), int(b[1][-1]))
+    gaps_s = np.concatenate([[lo], b[1]])
+    gaps_e = np.concatenate([b[0], [hi]])
+    keep = gaps_e > gaps_s
+    return intersect(a, (gaps_s[keep], gaps_e[keep]))
 
 
 def clip(iv: Intervals, lo: int, hi: int) -> Intervals:
