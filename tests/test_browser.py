@@ -20,9 +20,17 @@ from tests.conftest import SAMPLES, shared_path
 from tests.tracebuilder import BASE_NS, TraceBuilder
 
 CHROMIUM = Path(os.environ.get("RIGHTSIZE_CHROMIUM", "/usr/bin/chromium"))
-ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run", "--disable-default-apps",
-        "--disable-sync", "--metrics-recording-only"]
+ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-default-apps",
+    "--disable-sync",
+    "--metrics-recording-only",
+]
 PAYLOAD = "</script><img src=x onerror=alert(1)>"
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
@@ -40,8 +48,15 @@ def browser():
 
 def rightsize(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    return subprocess.run([sys.executable, "-m", "rightsize", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rightsize", *map(str, args)],
+        cwd=cwd,
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 class Page:
@@ -103,8 +118,11 @@ def test_sample_run_report(browser, tmp_path):
 
 
 def test_shared_trace_report(browser, tmp_path):
-    trace = shared_path("traces", "kineto",
-                        "kineto-tb_plugin-resnet50_num_workers_0-worker0.1623143089861.pt.trace.json.gz")
+    trace = shared_path(
+        "traces",
+        "kineto",
+        "kineto-tb_plugin-resnet50_num_workers_0-worker0.1623143089861.pt.trace.json.gz",
+    )
     res = rightsize("report", trace, "-q", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     shot = tmp_path / "resnet.png"
@@ -123,8 +141,11 @@ def test_full_document_charts(browser, tmp_path):
     from rightsize.reports.render import write_report
     from tests.report_docs import with_everything
 
-    doc = json.loads((SAMPLES / "runs" / "train_compute-cpu" / "analysis.json").read_text()) \
-        if (SAMPLES / "runs" / "train_compute-cpu" / "analysis.json").is_file() else None
+    doc = (
+        json.loads((SAMPLES / "runs" / "train_compute-cpu" / "analysis.json").read_text())
+        if (SAMPLES / "runs" / "train_compute-cpu" / "analysis.json").is_file()
+        else None
+    )
     if doc is None:
         pytest.skip("no recorded sample run")
     out = write_report(with_everything(doc), tmp_path / "full.html")
@@ -148,10 +169,15 @@ def hostile_run(run_dir: Path, op: str, kernel: str, script: str) -> Path:
         b.launch("cudaLaunchKernel", t0 + 110, 10.0, corr=10 + n, ext=n)
         b.kernel(kernel, t0 + 150, 500.0, corr=10 + n, ext=n, blocks=1.0, occ=40)
     b.write(run_dir / "traces" / "rank0.pid1.pt.trace.json.gz", gz=True)
-    write_manifest(run_dir, {"tool": {"name": "rightsize"}, "status": "done",
-                             "command": {"kind": "script", "argv": ["python", script, "<b>bold</b>"]},
-                             "collectors": {"nvml": {"status": "missing",
-                                                     "reason": "no driver <i>here</i>"}}})
+    write_manifest(
+        run_dir,
+        {
+            "tool": {"name": "rightsize"},
+            "status": "done",
+            "command": {"kind": "script", "argv": ["python", script, "<b>bold</b>"]},
+            "collectors": {"nvml": {"status": "missing", "reason": "no driver <i>here</i>"}},
+        },
+    )
     return run_dir
 
 

@@ -15,15 +15,24 @@ import pytest
 from tests.conftest import REPO, SAMPLES, shared_path
 
 SAMPLE_RUNS = sorted(p for p in (SAMPLES / "runs").glob("*") if (p / "manifest.json").is_file())
-SHARED_TRACES = ["tracelens-h100-gaunernst_bert-small-uncased__1016001.json.gz",
-                 "hta-cpu_only-rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"]
+SHARED_TRACES = [
+    "tracelens-h100-gaunernst_bert-small-uncased__1016001.json.gz",
+    "hta-cpu_only-rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+]
 TYPES = {"int": int, "object": dict, "list": list, "list of str": list}
 
 
 def rightsize(*args, cwd=None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    return subprocess.run([sys.executable, "-m", "rightsize", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rightsize", *map(str, args)],
+        cwd=cwd,
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def _contract() -> tuple[dict[str, tuple[str, str]], dict[str, str]]:

@@ -50,12 +50,17 @@ def test_names_are_escaped_in_the_source():
 def test_a_report_from_a_huge_analysis_stays_small():
     """Top-k tables and a downsampled timeline: a 1 GB trace's analysis is bounded like this."""
     doc = with_everything(BASE)
-    doc["top_kernels"] = [{**doc["top_kernels"][0], "name": f"k{i}" + "x" * 4000}
-                          for i in range(5000)]
+    doc["top_kernels"] = [
+        {**doc["top_kernels"][0], "name": f"k{i}" + "x" * 4000} for i in range(5000)
+    ]
     doc["top_ops"] = [{**doc["top_ops"][0], "name": f"op{i}" + "y" * 4000} for i in range(5000)]
     n = 2_000_000
-    doc["timeline"] = {"bucket_ms": 0.1, "t_ms": [i * 0.1 for i in range(n)],
-                       "trace_busy_pct": [50.0] * n, "nvml_gpu_util_pct": [60.0] * n}
+    doc["timeline"] = {
+        "bucket_ms": 0.1,
+        "t_ms": [i * 0.1 for i in range(n)],
+        "trace_busy_pct": [50.0] * n,
+        "nvml_gpu_util_pct": [60.0] * n,
+    }
     doc["sizing"]["candidates"] = doc["sizing"]["candidates"] * 500
     page = render(doc, "html")
     assert len(page.encode()) < 2_000_000
@@ -77,8 +82,14 @@ def test_empty_states_render():
     from tests.test_report_model import CPU_ONLY
 
     page = render(CPU_ONLY, "html")
-    for text in ("No diagnosis in this analysis", "No steps found", "No GPU kernels",
-                 "No sizing in this analysis", "No utilization timeline", "No memory events"):
+    for text in (
+        "No diagnosis in this analysis",
+        "No steps found",
+        "No GPU kernels",
+        "No sizing in this analysis",
+        "No utilization timeline",
+        "No memory events",
+    ):
         assert text in page
     assert "<canvas" not in page
 
@@ -87,15 +98,36 @@ def test_empty_states_render():
 def test_wheel_ships_templates_and_chart_library(tmp_path):
     try:
         import hatchling  # noqa: F401
+
         isolation = ["--no-isolation"]  # offline and fast when the backend is at hand
     except ImportError:
         isolation = []
     pytest.importorskip("build", reason="the test extra's `build` is not installed")
-    res = subprocess.run([sys.executable, "-m", "build", "--wheel", *isolation, "--outdir",
-                          str(tmp_path), str(REPO)], capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            *isolation,
+            "--outdir",
+            str(tmp_path),
+            str(REPO),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     [wheel] = tmp_path.glob("rightsize-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for rel in ("templates/report.html.j2", "templates/macros.html.j2", "templates/style.css",
-                "templates/report.js", "static/chart.umd.min.js", "static/chart.js.LICENSE.md"):
+    for rel in (
+        "templates/report.html.j2",
+        "templates/macros.html.j2",
+        "templates/style.css",
+        "templates/report.js",
+        "static/chart.umd.min.js",
+        "static/chart.js.LICENSE.md",
+    ):
         assert f"rightsize/reports/{rel}" in names, rel

@@ -17,31 +17,88 @@ from tests.report_docs import with_everything
 KERNEL = "void at::native::vectorized_elementwise_kernel<4, AddFunctor>()"
 
 BASE = {
-    "schema_version": 1, "tool": {"name": "rightsize", "version": "0.1.0"},
-    "inputs": [{"path": "/x/a.pt.trace.json.gz", "format": "kineto", "bytes": 10, "rank": 0,
-                "events": 5}],
-    "devices": [{"index": 0, "rank": 0, "name": "NVIDIA H100 80GB HBM3", "sm_count": 132,
-                 "memory_bytes": 80 << 30, "compute_capability": "9.0", "primary": True,
-                 "metrics": {}}],
-    "steps": {"count": 2, "mean_ms": 10.0, "min_ms": 9.0, "max_ms": 11.0,
-              "source": "profiler_step", "device_aware": True, "dropped": 0, "names": []},
-    "metrics": {"device": 0, "gpu_util_pct": 40.0, "sm_efficiency_pct": None,
-                "achieved_occupancy_pct": None, "tensor_core_kernel_pct": 0.0,
-                "tensor_core_kernel_pct_extended": 0.0,
-                "breakdown_ms": {"kernel": 4.0, "memcpy": 1.0, "memset": 0.0,
-                                 "communication": 0.0, "runtime": 1.0, "dataloader": 3.0,
-                                 "cpu_exec": 1.0, "other": 0.0, "step": 10.0},
-                "hta": None, "peak_memory_bytes": 8 << 30, "peak_reserved_bytes": None,
-                "memory": [], "memcpy": [], "communication": None, "launch": None},
-    "top_kernels": [{"name": f"{KERNEL}{i}", "calls": 3, "total_ms": 1.0, "mean_us": 2.0,
-                     "max_us": 3.0, "pct": 5.0} for i in range(20)],
+    "schema_version": 1,
+    "tool": {"name": "rightsize", "version": "0.1.0"},
+    "inputs": [
+        {"path": "/x/a.pt.trace.json.gz", "format": "kineto", "bytes": 10, "rank": 0, "events": 5}
+    ],
+    "devices": [
+        {
+            "index": 0,
+            "rank": 0,
+            "name": "NVIDIA H100 80GB HBM3",
+            "sm_count": 132,
+            "memory_bytes": 80 << 30,
+            "compute_capability": "9.0",
+            "primary": True,
+            "metrics": {},
+        }
+    ],
+    "steps": {
+        "count": 2,
+        "mean_ms": 10.0,
+        "min_ms": 9.0,
+        "max_ms": 11.0,
+        "source": "profiler_step",
+        "device_aware": True,
+        "dropped": 0,
+        "names": [],
+    },
+    "metrics": {
+        "device": 0,
+        "gpu_util_pct": 40.0,
+        "sm_efficiency_pct": None,
+        "achieved_occupancy_pct": None,
+        "tensor_core_kernel_pct": 0.0,
+        "tensor_core_kernel_pct_extended": 0.0,
+        "breakdown_ms": {
+            "kernel": 4.0,
+            "memcpy": 1.0,
+            "memset": 0.0,
+            "communication": 0.0,
+            "runtime": 1.0,
+            "dataloader": 3.0,
+            "cpu_exec": 1.0,
+            "other": 0.0,
+            "step": 10.0,
+        },
+        "hta": None,
+        "peak_memory_bytes": 8 << 30,
+        "peak_reserved_bytes": None,
+        "memory": [],
+        "memcpy": [],
+        "communication": None,
+        "launch": None,
+    },
+    "top_kernels": [
+        {
+            "name": f"{KERNEL}{i}",
+            "calls": 3,
+            "total_ms": 1.0,
+            "mean_us": 2.0,
+            "max_us": 3.0,
+            "pct": 5.0,
+        }
+        for i in range(20)
+    ],
     "top_ops": [{"name": "aten::add", "calls": 3, "host_ms": 1.0, "gpu_ms": 2.0, "kernels": 3}],
-    "ranks": [], "definitions": {"breakdown_ms": "TensorBoard plugin"}, "notes": ["a note"],
+    "ranks": [],
+    "definitions": {"breakdown_ms": "TensorBoard plugin"},
+    "notes": ["a note"],
 }
-CPU_ONLY = {**copy.deepcopy(BASE), "devices": [], "top_kernels": [], "top_ops": [],
-            "steps": {**BASE["steps"], "count": 0, "mean_ms": None},
-            "metrics": {**BASE["metrics"], "breakdown_ms": None, "peak_memory_bytes": None,
-                        "gpu_util_pct": None}}
+CPU_ONLY = {
+    **copy.deepcopy(BASE),
+    "devices": [],
+    "top_kernels": [],
+    "top_ops": [],
+    "steps": {**BASE["steps"], "count": 0, "mean_ms": None},
+    "metrics": {
+        **BASE["metrics"],
+        "breakdown_ms": None,
+        "peak_memory_bytes": None,
+        "gpu_util_pct": None,
+    },
+}
 
 
 def test_current_document_has_every_section_with_empty_states():
@@ -69,13 +126,21 @@ def test_cpu_only_run_without_steps():
 
 def test_full_document():
     doc = with_everything(BASE, name=KERNEL + "3")
-    m = build_model(doc, manifest={"command": {"argv": ["/venv/bin/python3", "t.py", "--x"]},
-                                   "environment": {"torch": "2.13.0", "cuda": None},
-                                   "collectors": {"nvml": {"status": "missing",
-                                                           "reason": "no driver"}}})
+    m = build_model(
+        doc,
+        manifest={
+            "command": {"argv": ["/venv/bin/python3", "t.py", "--x"]},
+            "environment": {"torch": "2.13.0", "cuda": None},
+            "collectors": {"nvml": {"status": "missing", "reason": "no driver"}},
+        },
+    )
     h = m.headline
     assert (h.bound, h.confidence, h.verdict, h.recommended_gpu) == (
-        "dataloader", 0.72, "over-provisioned", "L4")
+        "dataloader",
+        0.72,
+        "over-provisioned",
+        "L4",
+    )
     assert h.projected_step_ms == 190.0 and h.savings_pct == 61.5
     assert h.usd_per_1k_steps_now == pytest.approx(2.48 * 177.6 / 3600)
     assert m.title == "rightsize: python3 t.py --x"
@@ -104,7 +169,8 @@ def test_summary_is_verdict_evidence_gpu_and_path():
     assert [x for x in lines if x.startswith("  - ")] == [
         "  - data loader wait is 33% of the step (threshold 5%)",
         "  - GPU idle 39% of the span, mostly host wait",
-        "  - memcpy HtoD from pageable memory at 10 GB/s"]
+        "  - memcpy HtoD from pageable memory at 10 GB/s",
+    ]
     assert lines[-2].startswith("Recommended GPU: L4, 190.00 ms per step")
     assert "(saves 61.5%)" in lines[-2] and lines[-1] == "Report: runs/x/report.html"
     colored = render_summary(m, None, color=True)

@@ -23,15 +23,27 @@ Examples:
 
 @click.command(epilog=EPILOG)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["html", "json", "text"]), default="html",
-              show_default=True, help="html: one self-contained page that works offline.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write here. Default for html: RUN_DIR/report.html for one run directory, "
-                   "else ./rightsize-report.html; json and text go to standard output.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["html", "json", "text"]),
+    default="html",
+    show_default=True,
+    help="html: one self-contained page that works offline.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write here. Default for html: RUN_DIR/report.html for one run directory, "
+    "else ./rightsize-report.html; json and text go to standard output.",
+)
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary on the terminal.")
-def report(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
-           quiet: bool) -> None:
+def report(
+    paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool, quiet: bool
+) -> None:
     """Report on RUN_DIR_OR_TRACE...: verdict, evidence, sizing, charts.
 
     Arguments are run directories written by `rightsize run` or anything `rightsize analyze`
@@ -56,8 +68,10 @@ def report(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
         click.echo(render.summary(doc, written, manifest, color=sys.stdout.isatty()), nl=False)
     else:
         click.echo(f"wrote {written}", err=True)
-    click.echo(f"next: {_open_command(written) if fmt == 'html' else _text_command(paths)}",
-               err=fmt != "html")
+    click.echo(
+        f"next: {_open_command(written) if fmt == 'html' else _text_command(paths)}",
+        err=fmt != "html",
+    )
 
 
 def _analysis(paths: list[Path], quiet: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:

@@ -40,7 +40,7 @@ def usd(v: float | None) -> str:
     return f"${v:,.2f}" if abs(v) >= 0.1 else f"${v:,.4f}"
 
 
-def num(v: float | int | None, nd: int = 2) -> str:
+def num(v: float | None, nd: int = 2) -> str:
     if v is None:
         return NA
     if isinstance(v, bool):

@@ -32,8 +32,16 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(ms=fmt.ms, us=fmt.us, pct=fmt.pct, nbytes=fmt.nbytes, usd=fmt.usd,
-                       num=fmt.num, value=fmt.value, short=fmt.short)
+    env.filters.update(
+        ms=fmt.ms,
+        us=fmt.us,
+        pct=fmt.pct,
+        nbytes=fmt.nbytes,
+        usd=fmt.usd,
+        num=fmt.num,
+        value=fmt.value,
+        short=fmt.short,
+    )
     return env
 
 
@@ -45,8 +53,9 @@ def chart_library() -> Markup:
     except OSError as exc:
         raise RightsizeError(f"rightsize is installed without its report assets ({exc})") from None
     # The source-map comment would point DevTools at a file the page does not have.
-    text = "\n".join(line for line in text.splitlines()
-                     if not line.startswith("//# sourceMappingURL="))
+    text = "\n".join(
+        line for line in text.splitlines() if not line.startswith("//# sourceMappingURL=")
+    )
     if "</script" in text.lower() or "<!--" in text:
         raise RightsizeError(f"{CHART_JS} cannot be inlined: it contains a script end tag")
     return Markup(text)

@@ -15,22 +15,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rightsize.reports import fmt
+from rightsize.reports import fmt, tables
 from rightsize.reports import sections as parts
 from rightsize.reports.sections import (
     Breakdown,
     Evidence,
     Headline,
     InputRow,
-    KernelRow,
-    Memory,
     NamedValue,
-    OpRow,
     Provenance,
-    Recommendation,
-    SizingView,
     Timeline,
 )
+from rightsize.reports.tables import KernelRow, Memory, OpRow, Recommendation, SizingView
 
 TOP_KERNELS = 15
 TOP_OPS = 15
@@ -57,17 +53,30 @@ class ReportModel:
     def charts(self) -> dict[str, Any]:
         """The data the page's charts draw, as plain JSON types (into JavaScript via tojson)."""
         return {
-            "breakdown": {"labels": [r.label for r in self.breakdown.rows],
-                          "ms": [r.ms for r in self.breakdown.rows]},
-            "shares": {"labels": [s.name for s in self.evidence.shares],
-                       "pct": [s.pct for s in self.evidence.shares]},
-            "timeline": {"t_ms": list(self.timeline.t_ms),
-                         "trace_busy_pct": _opt_list(self.timeline.trace_busy_pct),
-                         "nvml_gpu_util_pct": _opt_list(self.timeline.nvml_gpu_util_pct)},
-            "sizing": [{"label": c.label, "step_ms": c.projected_step_ms,
-                        "usd_per_1k_steps": c.usd_per_1k_steps, "current": c.current,
-                        "recommended": c.recommended, "fits": c.fits_memory is not False}
-                       for c in self.sizing.chart_points],
+            "breakdown": {
+                "labels": [r.label for r in self.breakdown.rows],
+                "ms": [r.ms for r in self.breakdown.rows],
+            },
+            "shares": {
+                "labels": [s.name for s in self.evidence.shares],
+                "pct": [s.pct for s in self.evidence.shares],
+            },
+            "timeline": {
+                "t_ms": list(self.timeline.t_ms),
+                "trace_busy_pct": _opt_list(self.timeline.trace_busy_pct),
+                "nvml_gpu_util_pct": _opt_list(self.timeline.nvml_gpu_util_pct),
+            },
+            "sizing": [
+                {
+                    "label": c.label,
+                    "step_ms": c.projected_step_ms,
+                    "usd_per_1k_steps": c.usd_per_1k_steps,
+                    "current": c.current,
+                    "recommended": c.recommended,
+                    "fits": c.fits_memory is not False,
+                }
+                for c in self.sizing.chart_points
+            ],
         }
 
 
@@ -79,7 +88,7 @@ def build_model(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None = Non
     """The report of one analysis document (and the manifest of its run directory, if any)."""
     diagnosis = doc.get("diagnosis") or None
     sizing = doc.get("sizing") or None
-    signals = parts.signal_index(diagnosis)
+    signals = tables.signal_index(diagnosis)
     return ReportModel(
         title=_title(doc, manifest),
         version=str((doc.get("tool") or {}).get("version", "unknown")),
@@ -87,11 +96,13 @@ def build_model(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None = Non
         evidence=parts.evidence(doc, diagnosis),
         breakdown=parts.breakdown(doc),
         timeline=parts.timeline(doc.get("timeline") or None),
-        kernels=tuple(parts.kernel_row(k, signals) for k in doc.get("top_kernels", [])[:TOP_KERNELS]),
-        ops=tuple(parts.op_row(o, signals) for o in doc.get("top_ops", [])[:TOP_OPS]),
-        memory=parts.memory(doc),
-        sizing=parts.sizing_view(sizing, doc),
-        recommendations=tuple(parts.recommendation(r) for r in doc.get("recommendations") or []),
+        kernels=tuple(
+            tables.kernel_row(k, signals) for k in doc.get("top_kernels", [])[:TOP_KERNELS]
+        ),
+        ops=tuple(tables.op_row(o, signals) for o in doc.get("top_ops", [])[:TOP_OPS]),
+        memory=tables.memory(doc),
+        sizing=tables.sizing_view(sizing, doc),
+        recommendations=tuple(tables.recommendation(r) for r in doc.get("recommendations") or []),
         provenance=provenance(doc, manifest),
         doc=doc,
     )
@@ -114,15 +125,20 @@ def _title(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> str:
 
 def provenance(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> Provenance:
     """Where the numbers come from: inputs, versions, definitions, and what was missing."""
-    inputs = tuple(InputRow(str(i.get("path")), str(i.get("format")), i.get("bytes"),
-                            i.get("events")) for i in doc.get("inputs") or [])
+    inputs = tuple(
+        InputRow(str(i.get("path")), str(i.get("format")), i.get("bytes"), i.get("events"))
+        for i in doc.get("inputs") or []
+    )
     tool = doc.get("tool") or {}
     tools = [NamedValue(str(tool.get("name", "rightsize")), str(tool.get("version")))]
     run: list[NamedValue] = []
     if manifest:
         env = manifest.get("environment") or {}
-        tools += [NamedValue(k, fmt.value(v)) for k, v in env.items()
-                  if v is None or isinstance(v, str | int | float)]
+        tools += [
+            NamedValue(k, fmt.value(v))
+            for k, v in env.items()
+            if v is None or isinstance(v, str | int | float)
+        ]
         cmd = manifest.get("command") or {}
         if cmd.get("argv"):
             run.append(NamedValue("command", " ".join(str(a) for a in cmd["argv"])))
@@ -131,11 +147,23 @@ def provenance(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> Pr
                 run.append(NamedValue(key, fmt.value(manifest[key])))
         exit_ = manifest.get("exit") or {}
         if exit_:
-            run.append(NamedValue("exit", f"signal {exit_['signal']}" if exit_.get("signal")
-                                  else f"code {exit_.get('code')}"))
+            run.append(
+                NamedValue(
+                    "exit",
+                    f"signal {exit_['signal']}"
+                    if exit_.get("signal")
+                    else f"code {exit_.get('code')}",
+                )
+            )
     definitions = tuple(NamedValue(k, str(v)) for k, v in (doc.get("definitions") or {}).items())
-    return Provenance(inputs, tuple(tools), tuple(run), definitions,
-                      tuple(_missing(doc, manifest)), tuple(str(n) for n in doc.get("notes") or []))
+    return Provenance(
+        inputs,
+        tuple(tools),
+        tuple(run),
+        definitions,
+        tuple(_missing(doc, manifest)),
+        tuple(str(n) for n in doc.get("notes") or []),
+    )
 
 
 def _missing(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> list[str]:
@@ -147,8 +175,11 @@ def _missing(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> list
         out.append("GPU: no GPU activity in the trace (a CPU-only run)")
     if not (doc.get("steps") or {}).get("count"):
         out.append("steps: none found, so no per-step numbers")
-    for key, what in (("diagnosis", "bottleneck diagnosis"), ("sizing", "GPU sizing"),
-                      ("timeline", "utilization timeline")):
+    for key, what in (
+        ("diagnosis", "bottleneck diagnosis"),
+        ("sizing", "GPU sizing"),
+        ("timeline", "utilization timeline"),
+    ):
         if not doc.get(key):
             out.append(f"{what}: not in this analysis")
     tl = doc.get("timeline") or {}

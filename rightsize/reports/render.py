@@ -54,16 +54,18 @@ class TextRenderer:
         return render_model(model, color=color)
 
 
-RENDERERS: dict[str, Renderer] = {r.name: r for r in (HtmlRenderer(), JsonRenderer(),
-                                                      TextRenderer())}
+RENDERERS: dict[str, Renderer] = {
+    r.name: r for r in (HtmlRenderer(), JsonRenderer(), TextRenderer())
+}
 
 
 def renderer(fmt: str) -> Renderer:
     try:
         return RENDERERS[fmt]
     except KeyError:
-        raise RightsizeError(f"unknown report format {fmt!r} "
-                             f"(choose from {', '.join(RENDERERS)})") from None
+        raise RightsizeError(
+            f"unknown report format {fmt!r} (choose from {', '.join(RENDERERS)})"
+        ) from None
 
 
 def format_for(path: str | Path) -> str:
@@ -72,13 +74,22 @@ def format_for(path: str | Path) -> str:
     return {".json": "json", ".txt": "text", ".text": "text"}.get(suffix, "html")
 
 
-def render(doc: Mapping[str, Any], fmt: str = "html", manifest: Mapping[str, Any] | None = None,
-           color: bool = False) -> str:
+def render(
+    doc: Mapping[str, Any],
+    fmt: str = "html",
+    manifest: Mapping[str, Any] | None = None,
+    color: bool = False,
+) -> str:
     return renderer(fmt).render(build_model(doc, manifest), color=color)
 
 
-def write_report(doc: Mapping[str, Any], path: str | Path, force: bool = False,
-                 manifest: Mapping[str, Any] | None = None, fmt: str | None = None) -> Path:
+def write_report(
+    doc: Mapping[str, Any],
+    path: str | Path,
+    force: bool = False,
+    manifest: Mapping[str, Any] | None = None,
+    fmt: str | None = None,
+) -> Path:
     """Render ``doc`` to ``path`` (format from ``fmt``, else from the suffix) and return it.
 
     The file appears whole or not at all (written beside it, then renamed).
@@ -110,8 +121,12 @@ def default_html_path(paths: list[Path], output: Path | None = None) -> Path:
     return Path(DEFAULT_HTML)
 
 
-def summary(doc: Mapping[str, Any], report_path: str | Path | None = None,
-            manifest: Mapping[str, Any] | None = None, color: bool = False) -> str:
+def summary(
+    doc: Mapping[str, Any],
+    report_path: str | Path | None = None,
+    manifest: Mapping[str, Any] | None = None,
+    color: bool = False,
+) -> str:
     """The compact terminal summary for the end of ``run``/``analyze``/``report``."""
     from rightsize.reports.text import render_summary
 

@@ -34,8 +34,9 @@ def render_model(model: ReportModel, color: bool = False) -> str:
     return render_summary(model, None, color=color) + "\n" + _details(model, color)
 
 
-def render_summary(model: ReportModel, report_path: str | Path | None = None,
-                   color: bool = False) -> str:
+def render_summary(
+    model: ReportModel, report_path: str | Path | None = None, color: bool = False
+) -> str:
     b, dim = _styles(color)
     h = model.headline
     lines = []
@@ -52,15 +53,26 @@ def render_summary(model: ReportModel, report_path: str | Path | None = None,
     for ev in model.evidence.items[:3]:
         lines.append(f"  - {ev}")
     device = h.device_name or "no GPU in the trace"
-    lines.append(b("Now: ") + f"{device}, {fmt.ms(h.step_ms)} per step"
-                 + (f", {fmt.usd(h.usd_per_1k_steps_now)} per 1k steps"
-                    if h.usd_per_1k_steps_now is not None else ""))
+    lines.append(
+        b("Now: ")
+        + f"{device}, {fmt.ms(h.step_ms)} per step"
+        + (
+            f", {fmt.usd(h.usd_per_1k_steps_now)} per 1k steps"
+            if h.usd_per_1k_steps_now is not None
+            else ""
+        )
+    )
     if h.recommended_gpu:
-        gpu = (f"{h.recommended_gpus} x {h.recommended_gpu}" if h.recommended_gpus > 1
-               else h.recommended_gpu)
-        lines.append(b("Recommended GPU: ") + f"{gpu}, {fmt.ms(h.projected_step_ms)} per step, "
-                     f"{fmt.usd(h.usd_per_1k_steps_recommended)} per 1k steps"
-                     + (f" (saves {fmt.pct(h.savings_pct)})" if h.savings_pct else ""))
+        gpu = (
+            f"{h.recommended_gpus} x {h.recommended_gpu}"
+            if h.recommended_gpus > 1
+            else h.recommended_gpu
+        )
+        lines.append(
+            b("Recommended GPU: ") + f"{gpu}, {fmt.ms(h.projected_step_ms)} per step, "
+            f"{fmt.usd(h.usd_per_1k_steps_recommended)} per 1k steps"
+            + (f" (saves {fmt.pct(h.savings_pct)})" if h.savings_pct else "")
+        )
     else:
         lines.append(b("Recommended GPU: ") + (h.reason or "n/a (no sizing in this analysis)"))
     if report_path is not None:
@@ -73,40 +85,55 @@ def _details(model: ReportModel, color: bool) -> str:
     doc = model.doc
     m = doc.get("metrics") or {}
     st = doc.get("steps") or {}
-    lines = [b("Steps: ") + f"{st.get('count', 0)} ({st.get('source', 'none')}), mean "
-             f"{fmt.ms(st.get('mean_ms'))}, min {fmt.ms(st.get('min_ms'))}, "
-             f"max {fmt.ms(st.get('max_ms'))}"]
-    lines.append(b("GPU: ") + f"utilization {fmt.pct(m.get('gpu_util_pct'))}, "
-                 f"est. SM efficiency {fmt.pct(m.get('sm_efficiency_pct'))}, "
-                 f"est. achieved occupancy {fmt.pct(m.get('achieved_occupancy_pct'))}, "
-                 f"tensor-core kernels {fmt.pct(m.get('tensor_core_kernel_pct'))} "
-                 f"({fmt.pct(m.get('tensor_core_kernel_pct_extended'))} with newer names)")
+    lines = [
+        b("Steps: ") + f"{st.get('count', 0)} ({st.get('source', 'none')}), mean "
+        f"{fmt.ms(st.get('mean_ms'))}, min {fmt.ms(st.get('min_ms'))}, "
+        f"max {fmt.ms(st.get('max_ms'))}"
+    ]
+    lines.append(
+        b("GPU: ") + f"utilization {fmt.pct(m.get('gpu_util_pct'))}, "
+        f"est. SM efficiency {fmt.pct(m.get('sm_efficiency_pct'))}, "
+        f"est. achieved occupancy {fmt.pct(m.get('achieved_occupancy_pct'))}, "
+        f"tensor-core kernels {fmt.pct(m.get('tensor_core_kernel_pct'))} "
+        f"({fmt.pct(m.get('tensor_core_kernel_pct_extended'))} with newer names)"
+    )
     if model.evidence.shares:
-        lines.append(b("Exclusive shares: ") + ", ".join(
-            f"{s.name} {fmt.pct(s.pct)}" for s in model.evidence.shares))
+        lines.append(
+            b("Exclusive shares: ")
+            + ", ".join(f"{s.name} {fmt.pct(s.pct)}" for s in model.evidence.shares)
+        )
     bd = model.breakdown
     if bd.rows:
-        lines.append(b("Step time breakdown") + dim(" (TensorBoard plugin definition, mean per "
-                                                    "step)"))
+        lines.append(
+            b("Step time breakdown") + dim(" (TensorBoard plugin definition, mean per step)")
+        )
         for r in bd.rows:
             pct = r.pct or 0.0
             lines.append(f"  {r.key:<14}{r.ms:>12,.3f} ms {pct:6.1f}%  {'#' * round(pct / 4)}")
     if bd.hta:
-        lines.append(b("GPU time") + dim(" (HTA temporal breakdown)") + ": " + ", ".join(
-            f"{v.name.replace('_', '-')} {v.value}" for v in bd.hta))
+        lines.append(
+            b("GPU time")
+            + dim(" (HTA temporal breakdown)")
+            + ": "
+            + ", ".join(f"{v.name.replace('_', '-')} {v.value}" for v in bd.hta)
+        )
     mem = model.memory
     cap = f" of {fmt.nbytes(mem.capacity_bytes)}" if mem.capacity_bytes else ""
     lines.append(b("Peak memory: ") + fmt.nbytes(mem.peak_allocated_bytes) + cap)
     for c in (m.get("memcpy") or [])[:4]:
-        lines.append(f"  memcpy {c['direction']} {c['host_memory'] or ''}: {c['count']} copies, "
-                     f"{fmt.nbytes(c['bytes'])}, {fmt.ms(c['time_ms'], 3)}, "
-                     f"{fmt.num(c['gbps'], 1)} GB/s")
+        lines.append(
+            f"  memcpy {c['direction']} {c['host_memory'] or ''}: {c['count']} copies, "
+            f"{fmt.nbytes(c['bytes'])}, {fmt.ms(c['time_ms'], 3)}, "
+            f"{fmt.num(c['gbps'], 1)} GB/s"
+        )
     if model.kernels:
         lines.append(b("Top kernels"))
         for k in model.kernels[:5]:
             kind = f"  [{k.kind}]" if k.kind else ""
-            lines.append(f"  {fmt.pct(k.pct):>6}  {fmt.ms(k.total_ms, 3):>12}  {k.calls:>6}x  "
-                         f"{fmt.short(k.name, 90)}{kind}")
+            lines.append(
+                f"  {fmt.pct(k.pct):>6}  {fmt.ms(k.total_ms, 3):>12}  {k.calls:>6}x  "
+                f"{fmt.short(k.name, 90)}{kind}"
+            )
     if model.recommendations:
         lines.append(b("Recommendations"))
         lines.extend(f"  - {r.title}" for r in model.recommendations[:5])
