@@ -58,14 +58,14 @@ def report(
         raise OutputExistsError(output)  # before a long analysis, not after
     doc, manifest = _analysis(list(paths), quiet)
     if output is None:
-        color = sys.stdout.isatty()
+        color = _color()
         click.echo(render.render(doc, fmt, manifest, color=color), nl=False)
         return
     written = render.write_report(doc, output, force, manifest, fmt=fmt)
     if quiet:
         return
     if fmt == "html":
-        click.echo(render.summary(doc, written, manifest, color=sys.stdout.isatty()), nl=False)
+        click.echo(render.summary(doc, written, manifest, color=_color()), nl=False)
     else:
         click.echo(f"wrote {written}", err=True)
     click.echo(
@@ -110,6 +110,13 @@ def _stored_analysis(run_dir: Path) -> dict[str, Any] | None:
     if isinstance(doc, dict) and doc.get("schema_version") == SCHEMA_VERSION:
         return doc
     return None
+
+
+def _color() -> bool:
+    """Colors on a terminal only, and not when NO_COLOR is set (no-color.org)."""
+    import os
+
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
 def _open_command(path: Path) -> str:
