@@ -10,21 +10,32 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rightsize.analyzers.catalog import Catalog
+    from rightsize.analyzers.sizing import Constraints
 
 Progress = Callable[[str], None]
 
 
 def analyze_paths(paths: list[str | Path], progress: Progress | None = None,
-                  step_range: str | None = None, timezone: str | None = None) -> dict[str, Any]:
+                  step_range: str | None = None, timezone: str | None = None,
+                  catalog: Catalog | None = None,
+                  constraints: Constraints | None = None) -> dict[str, Any]:
     """Read ``paths`` (trace files, per-rank directories, run directories, Nsight exports,
-    GPU metric logs) and analyze them."""
-    from rightsize.analyzers.summary import analyze
+    GPU metric logs) and analyze them; ``catalog`` defaults to the shipped GPU catalog."""
+    from rightsize.analyzers.catalog import load_catalog
+    from rightsize.analyzers.sizing import Constraints
+    from rightsize.analyzers.summary import Context, analyze
     from rightsize.reports.json_doc import document
     from rightsize.traces.loader import ReadOptions, load
 
     inputs = load(list(paths), progress, ReadOptions(step_range=step_range, timezone=timezone))
     if progress:
         progress("analyzing")
-    analysis = analyze(list(inputs.traces))
+    context = Context(catalog=catalog if catalog is not None else load_catalog(),
+                      ncu=inputs.ncu, gpu_samples=inputs.gpu_samples,
+                      constraints=constraints if constraints is not None else Constraints())
+    analysis = analyze(list(inputs.traces), context)
     return document(analysis, list(inputs.described))

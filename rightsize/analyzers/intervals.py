@@ -48,6 +48,13 @@ def union(iv: Intervals) -> Intervals:
     return out_s[keep], out_e[keep]
 
 
+def union_all(*lists: Intervals) -> Intervals:
+    """The union of several interval lists."""
+    if not lists:
+        return empty()
+    return union((np.concatenate([x[0] for x in lists]), np.concatenate([x[1] for x in lists])))
+
+
 def total(iv: Intervals) -> int:
     """Sum of lengths (of a normalized list)."""
     return int((iv[1] - iv[0]).sum())

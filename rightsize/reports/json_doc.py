@@ -77,6 +77,9 @@ def document(analysis: Analysis, inputs: list[dict[str, Any]]) -> dict[str, Any]
         "devices": [d for r in analysis.ranks for d in _devices(r)],
         "steps": _steps(primary) if primary else _NO_STEPS,
         "metrics": _metrics(primary) if primary else _NO_METRICS,
+        "diagnosis": _diagnosis(primary) if primary else None,
+        "recommendations": [r.to_json() for r in primary.recommendations] if primary else [],
+        "sizing": primary.sizing.to_json() if primary and primary.sizing else None,
         "top_kernels": _top_kernels(primary) if primary else [],
         "top_ops": _top_ops(primary) if primary else [],
         "ranks": [_rank(r) for r in analysis.ranks],
@@ -185,12 +188,45 @@ def _launch(r: RankAnalysis) -> dict[str, Any]:
 
 
 def _top_kernels(r: RankAnalysis) -> list[dict[str, Any]]:
+    cls: dict[str, tuple[str, str]] = {}
+    if r.work is not None and r.diagnosis is not None and r.diagnosis.device == "gpu":
+        for row in r.work.select("name", "work", "signal").unique("name").iter_rows():
+            cls[row[0]] = (row[1], row[2])
     return [
         {"name": k["name"], "calls": k["calls"], "total_ms": _ms(k["total_ns"]),
          "mean_us": _r(k["mean_ns"] / 1000, 3), "max_us": _r(k["max_ns"] / 1000, 3),
-         "pct": _r(k["pct"])}
+         "pct": _r(k["pct"]), "class": cls.get(k["name"], (None, None))[0],
+         "signal": cls.get(k["name"], (None, None))[1]}
         for k in _records(r.top_kernels)
     ]
+
+
+def _diagnosis(r: RankAnalysis) -> dict[str, Any] | None:
+    d = r.diagnosis
+    if d is None:
+        return None
+    groups: list[dict[str, Any]] = []
+    if r.work is not None and r.work.height:
+        key = "group" if "group" in r.work.columns else "name"
+        g = (r.work.group_by(key, "work", "signal").agg(pl.col("dur_ns").sum(), calls=pl.len())
+             .sort(["dur_ns", key], descending=[True, False]).head(15))
+        groups = [{"group": row[key], "class": row["work"], "signal": row["signal"],
+                   "time_ms": _ms(row["dur_ns"]), "calls": row["calls"]} for row in g.to_dicts()]
+    return {
+        "bound": d.bound.value if d.bound else None,
+        "confidence": d.confidence,
+        "device": d.device,
+        "shares_pct": {k: _r(v, 2) for k, v in d.shares_pct.items()},
+        "evidence": list(d.evidence),
+        "signals": groups,
+        "signal_pct": {k: _r(v, 2) for k, v in d.signal_pct.items()},
+        "thresholds": d.thresholds.as_dict(),
+        "utilization": d.utilization,
+        "device_match": None if r.device_match is None else {
+            "reported": r.device_match.reported_name,
+            "catalog": r.device_match.gpu.name if r.device_match.gpu else None,
+            "note": r.device_match.note},
+    }
 
 
 def _top_ops(r: RankAnalysis) -> list[dict[str, Any]]:
