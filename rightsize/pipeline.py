@@ -22,7 +22,8 @@ Progress = Callable[[str], None]
 def analyze_paths(paths: list[str | Path], progress: Progress | None = None,
                   step_range: str | None = None, timezone: str | None = None,
                   catalog: Catalog | None = None,
-                  constraints: Constraints | None = None) -> dict[str, Any]:
+                  constraints: Constraints | None = None,
+                  samples_per_step: int | None = None) -> dict[str, Any]:
     """Read ``paths`` (trace files, per-rank directories, run directories, Nsight exports,
     GPU metric logs) and analyze them; ``catalog`` defaults to the shipped GPU catalog."""
     from rightsize.analyzers.catalog import load_catalog
@@ -36,6 +37,7 @@ def analyze_paths(paths: list[str | Path], progress: Progress | None = None,
         progress("analyzing")
     context = Context(catalog=catalog if catalog is not None else load_catalog(),
                       ncu=inputs.ncu, gpu_samples=inputs.gpu_samples,
-                      constraints=constraints if constraints is not None else Constraints())
+                      constraints=constraints if constraints is not None else Constraints(),
+                      samples_per_step=samples_per_step)
     analysis = analyze(list(inputs.traces), context)
     return document(analysis, list(inputs.described))

@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import subprocess
+import tempfile
 import sys
 
 import pytest
@@ -20,7 +21,9 @@ BREAKDOWN = {"kernel", "memcpy", "memset", "communication", "runtime", "dataload
 
 
 def rightsize(*args, cwd=None):
+    """The real CLI in a subprocess, by default in a fresh directory (reports land there)."""
     env = dict(os.environ, PYTHONWARNINGS="ignore")
+    cwd = cwd or tempfile.mkdtemp(prefix="rightsize-cli-")
     return subprocess.run([sys.executable, "-m", "rightsize", *map(str, args)],
                           capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
 
@@ -68,7 +71,9 @@ def test_text_output(trace_file):
     assert res.returncode == 0, res.stderr
     assert "GPU: utilization 42.5%" in res.stdout
     assert "dataloader" in res.stdout
-    assert res.stderr == ""  # quick work on a non-terminal prints no progress
+    # Quick work on a non-terminal prints no progress: only where the report went and what next.
+    lines = res.stderr.splitlines()
+    assert lines[0] == "report: rightsize-report.html" and lines[1].startswith("next: ")
 
 
 def test_output_file_is_never_overwritten_without_force(tmp_path, trace_file):
@@ -79,7 +84,8 @@ def test_output_file_is_never_overwritten_without_force(tmp_path, trace_file):
     assert out.read_text() == "precious"
     res = rightsize("analyze", trace_file, "--format", "json", "-o", out, "--force")
     assert res.returncode == 0 and json.loads(out.read_text())["schema_version"] == 1
-    assert "next: rightsize analyze" in res.stderr
+    assert f"report: {tmp_path / 'report.html'}" in res.stderr
+    assert (tmp_path / "report.html").stat().st_size > 10_000
 
 
 def test_directory_of_rank_traces(tmp_path):
@@ -159,3 +165,47 @@ def test_gzip_compressed_trace_file(tmp_path):
     path.write_bytes(gzip.compress(raw))
     res = rightsize("analyze", path, "--format", "json", "-q")
     assert res.returncode == 0 and json.loads(res.stdout)["steps"]["count"] == 2
+
+
+def test_second_analyze_keeps_the_existing_report(tmp_path, trace_file):
+    assert rightsize("analyze", trace_file, cwd=tmp_path).returncode == 0
+    page = tmp_path / "rightsize-report.html"
+    first = page.read_bytes()
+    res = rightsize("analyze", trace_file, cwd=tmp_path)
+    assert res.returncode == 0
+    assert "kept the existing report rightsize-report.html (pass --force" in res.stderr
+    assert page.read_bytes() == first
+
+
+def test_mixed_inputs_trace_ncu_and_metrics_log(tmp_path, trace_file):
+    ncu = shared_path("traces", "ncu", "llmperfopt-dsocr-kernel_0002-gemv-ncu.details.csv")
+    smi = tmp_path / "smi.csv"
+    smi.write_text("timestamp, index, utilization.gpu [%], memory.used [MiB]\n"
+                   "2023/11/14 22:13:20.000, 0, 40 %, 1000 MiB\n")
+    res = rightsize("analyze", trace_file, ncu, smi, "--format", "json", "-q", "--no-report")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert [i["format"] for i in doc["inputs"]] == ["kineto", "ncu", "metrics-log"]
+    assert doc["inputs"][1]["kernels"] == 1 and doc["inputs"][2]["samples"] == 1
+
+
+@pytest.mark.parametrize("name,content,problem", [
+    ("a.sqlite", b"SQLite format 3\x00" + b"\x00" * 200, "SQLite"),
+    ("b.csv", b"name,value\nx,1\n", "not a supported format"),
+    ("c.sqlite", b"", "empty"),
+])
+def test_other_formats_bad_input(tmp_path, name, content, problem):
+    path = tmp_path / name
+    path.write_bytes(content)
+    res = rightsize("analyze", path)
+    assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1
+    assert problem in res.stderr and path.read_bytes() == content
+
+
+def test_truncated_nsys_export_is_one_line_and_unchanged(tmp_path):
+    src = shared_path("traces", "nsys", "fuser-8fa9ec2-h100-report1.sqlite").read_bytes()
+    path = tmp_path / "cut.sqlite"
+    path.write_bytes(src[: len(src) // 3])
+    res = rightsize("analyze", path)
+    assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in res.stderr and path.read_bytes() == src[: len(src) // 3]

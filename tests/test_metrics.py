@@ -112,3 +112,13 @@ def test_summary_has_no_notes_for_complete_trace(trace):
     r = analyze_trace(trace)
     assert r.primary_device == 0
     assert r.notes == ()
+
+
+def test_timeline_buckets(trace):
+    from rightsize.analyzers.timeline import timeline
+    tl = timeline(trace.kernels, BASE_NS + 1000 * US, BASE_NS + 3000 * US)
+    assert tl.bucket_ns == 10 * US and len(tl.trace_busy_pct) == 200
+    assert sum(tl.trace_busy_pct) == pytest.approx(8500.0)  # 850 µs busy of 2000
+    assert (tl.trace_busy_pct[24], tl.trace_busy_pct[25], tl.trace_busy_pct[79],
+            tl.trace_busy_pct[80]) == (0.0, 100.0, 100.0, 0.0)
+    assert tl.nvml_gpu_util_pct is None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from rightsize.analyzers import advise, hta, kernels, sizing, tb_plugin
+from rightsize.analyzers.timeline import Timeline, timeline
 from rightsize.analyzers.catalog import Catalog, DeviceMatch
 from rightsize.analyzers.steps import StepOptions, Steps, find_steps
 from rightsize.analyzers.verdict import Diagnosis, diagnose
@@ -27,6 +28,7 @@ class Context:
     gpu_samples: pl.DataFrame | None = None  # NVML / DCGM / nvidia-smi samples
     constraints: sizing.Constraints = sizing.Constraints()
     step_options: StepOptions = StepOptions()
+    samples_per_step: int | None = None  # for throughput targets and cost per 1k samples
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,7 @@ class RankAnalysis:
     work: pl.DataFrame | None = None  # classified device work (kernels, or CPU leaf ops)
     recommendations: tuple[advise.Recommendation, ...] = ()
     sizing: sizing.Sizing | None = None
+    timeline: Timeline | None = None
 
     @property
     def rank(self) -> int | None:
@@ -130,7 +133,8 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
                                                 temporal, temporal_idle)))
         if context.catalog is not None:
             try:
-                plan = sizing.project(_workload(trace, steps, diag, work, primary, peak),
+                plan = sizing.project(_workload(trace, steps, diag, work, primary, peak,
+                                                context.samples_per_step),
                                       context.catalog, context.constraints)
             except sizing.SizingError as exc:
                 notes.append(f"no sizing: {exc}")
@@ -155,6 +159,8 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
         work=work,
         recommendations=recs,
         sizing=plan,
+        timeline=timeline(prim_kernels, int(steps.start_ns[0]), int(steps.end_ns[-1]),
+                          context.gpu_samples, primary) if steps.count else None,
     )
 
 
@@ -216,7 +222,8 @@ def _measures(trace: Trace, diag: Diagnosis, work: pl.DataFrame,
 
 
 def _workload(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,
-              device: int | None, peak: int | None) -> sizing.Workload:
+              device: int | None, peak: int | None,
+              samples_per_step: int | None) -> sizing.Workload:
     step_ms = diag.step_ns / steps.count / 1e6
     shares_ms = {k: step_ms * v / 100.0 for k, v in diag.shares_pct.items()}
     flops = bytes_ = None
@@ -229,7 +236,7 @@ def _workload(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,
         current_device_name=_device_name(trace, device),
         current_sm_count=_device_prop(trace, device, "sm_count"),
         current_memory_bytes=_device_prop(trace, device, "memory_bytes"),
-        flops_per_step=flops, bytes_per_step=bytes_,
+        flops_per_step=flops, bytes_per_step=bytes_, samples_per_step=samples_per_step,
         training=bool(trace.cpu_ops.filter(pl.col("name").str.starts_with("Optimizer.step")
                                            | pl.col("name").str.contains("Backward")).height),
     )

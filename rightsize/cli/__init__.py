@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 
 import click
@@ -80,4 +81,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(1)
+    except Exception as exc:  # a bug, not bad input: still one line unless debugging
+        if os.environ.get("RIGHTSIZE_DEBUG"):
+            raise
+        click.echo(f"rightsize: internal error: {type(exc).__name__}: {exc} "
+                   "(set RIGHTSIZE_DEBUG=1 for the traceback, and please report it)", err=True)
+        sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
+from rightsize.cli.gpus import catalog_option, load_catalog_for_cli
 from rightsize.cli.output import Progress, write_output
+from rightsize.errors import OutputExistsError
 
 
 @click.command()
@@ -22,9 +24,25 @@ from rightsize.cli.output import Progress, write_output
                    "like 'step N' or 'ProfilerStep#N').")
 @click.option("--timezone", metavar="TZ", default=None,
               help="nvidia-smi logs: the time zone of their timestamps (default UTC).")
+@catalog_option
+@click.option("--target-step-ms", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Sizing: only recommend GPUs projected to reach this step time.")
+@click.option("--target-throughput", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Sizing: samples per second to reach (needs --samples-per-step).")
+@click.option("--samples-per-step", type=click.IntRange(min=1), default=None,
+              help="Samples (or tokens) one step processes, for throughput and cost per 1k.")
+@click.option("--max-usd-per-hour", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Sizing: price cap for all GPUs of a candidate together.")
+@click.option("--headroom", type=click.FloatRange(min=0, max=0.9), default=0.10,
+              show_default=True, help="Sizing: fraction of GPU memory kept free above the peak.")
+@click.option("--provider", default=None, help="Sizing: price GPUs from this provider only.")
+@click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages on stderr.")
 def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
-            step_range: str | None, timezone: str | None, quiet: bool) -> None:
+            step_range: str | None, timezone: str | None, catalog_path: Path | None,
+            target_step_ms: float | None, target_throughput: float | None,
+            samples_per_step: int | None, max_usd_per_hour: float | None, headroom: float,
+            provider: str | None, no_report: bool, quiet: bool) -> None:
     """Analyze PyTorch Profiler traces: what holds the job back.
 
     PATHS are PyTorch Profiler traces (.json, .json.gz), directories of per-rank traces, run
@@ -32,15 +50,28 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     (ncu --csv) and GPU metric logs (nvidia-smi --query-gpu CSV, dcgm-exporter, dcgmi dmon),
     in any mix. The format is detected from the content.
 
+    An HTML report is written too: beside -o, into a run directory, or to
+    ./rightsize-report.html (an existing report is kept unless --force).
+
     \b
     Examples:
       rightsize analyze trace.pt.trace.json.gz
       rightsize analyze traces/ --format json -o analysis.json
+      rightsize analyze report1.sqlite ncu.csv --target-step-ms 50
     """
+    from rightsize.analyzers.sizing import Constraints
     from rightsize.pipeline import analyze_paths
 
+    if target_throughput is not None and samples_per_step is None:
+        raise click.UsageError("--target-throughput needs --samples-per-step")
+    catalog = load_catalog_for_cli(catalog_path)
+    constraints = Constraints(target_step_ms=target_step_ms, target_throughput=target_throughput,
+                              max_usd_per_hour=max_usd_per_hour, headroom_fraction=headroom,
+                              provider=provider)
     progress = Progress(enabled=not quiet)
-    doc = analyze_paths(list(paths), progress, step_range=step_range, timezone=timezone)
+    doc = analyze_paths(list(paths), progress, step_range=step_range, timezone=timezone,
+                        catalog=catalog, constraints=constraints,
+                        samples_per_step=samples_per_step)
     progress.done()
     if fmt == "json":
         import json
@@ -51,6 +82,23 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     write_output(text, output, force)
     if output is not None and not quiet:
         click.echo(f"wrote {output}", err=True)
-        if fmt == "json":
-            click.echo(f"next: rightsize analyze {' '.join(map(str, paths))} --format text",
+    if not no_report:
+        _write_report(doc, list(paths), output, force, quiet)
+
+
+def _write_report(doc: dict, paths: list[Path], output: Path | None, force: bool,
+                  quiet: bool) -> None:
+    from rightsize.reports.render import default_html_path, write_report
+
+    target = default_html_path(paths, output)
+    try:
+        page = write_report(doc, target, force)
+    except OutputExistsError:
+        if not quiet:
+            click.echo(f"kept the existing report {target} (pass --force to replace it)",
                        err=True)
+        return
+    if not quiet:
+        click.echo(f"report: {page}", err=True)
+        click.echo(f"next: open {page} in a browser, or rightsize report "
+                   f"{' '.join(map(str, paths))} --format text", err=True)

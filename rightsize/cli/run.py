@@ -8,7 +8,9 @@ signal N ended it), whatever happened to the profiling.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -136,7 +138,32 @@ def run(ctx: click.Context, script: str, args: tuple[str, ...], **opts: object) 
         click.echo(f"rightsize: warning: {message}", err=True)
 
     result = run_job(target, options, warn)
-    for line in describe(result):
+    lines = describe(result)
+    first_next = next((i for i, line in enumerate(lines) if line.startswith("next:")), len(lines))
+    for line in lines[:first_next]:
+        click.echo(f"rightsize: {line}", err=True)
+    _report(result, warn)  # the verdict-first summary, before what to run next
+    for line in lines[first_next:]:
         click.echo(f"rightsize: {line}", err=True)
     sys.stdout.flush()
     ctx.exit(result.exit.exit_code)
+
+
+def _report(result: Any, warn: Callable[[str], None]) -> None:
+    """report.html and the verdict-first summary; never changes the job's exit code."""
+    import json
+
+    from rightsize.errors import RightsizeError
+    from rightsize.reports.render import summary, write_report
+    from rightsize.rundir import ANALYSIS, REPORT_HTML
+
+    if result.manifest["collectors"]["analysis"]["status"] != "written":
+        return
+    try:
+        doc = json.loads((result.run_dir / ANALYSIS).read_text())
+        page = write_report(doc, result.run_dir / REPORT_HTML, force=False,
+                            manifest=result.manifest)
+        click.echo(summary(doc, page, result.manifest, color=sys.stderr.isatty()), err=True,
+                   nl=False)
+    except (RightsizeError, OSError, ValueError) as exc:
+        warn(f"report not written: {exc}")

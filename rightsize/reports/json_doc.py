@@ -80,6 +80,7 @@ def document(analysis: Analysis, inputs: list[dict[str, Any]]) -> dict[str, Any]
         "diagnosis": _diagnosis(primary) if primary else None,
         "recommendations": [r.to_json() for r in primary.recommendations] if primary else [],
         "sizing": primary.sizing.to_json() if primary and primary.sizing else None,
+        "timeline": primary.timeline.to_json() if primary and primary.timeline else None,
         "top_kernels": _top_kernels(primary) if primary else [],
         "top_ops": _top_ops(primary) if primary else [],
         "ranks": [_rank(r) for r in analysis.ranks],

@@ -59,6 +59,8 @@ def header_problem(path: Path, head: bytes) -> str | None:
         return "truncated SQLite file (header incomplete)"
     page_size = int.from_bytes(head[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):  # a power of two from 512 to 65536
+        return f"corrupt SQLite header (page size {page_size})"
     pages = int.from_bytes(head[28:32], "big")
     counter_valid = head[24:28] == head[92:96]
     size = path.stat().st_size
