@@ -242,8 +242,17 @@ def finish(
         if base and "ts_ns" in df.columns:
             df = df.with_columns(pl.col("ts_ns") + base)
         frames[name] = df.sort("ts_ns", maintain_order=True) if name != "flows" else df
-    frames["devices"] = _devices(envelope)
+    frames["devices"] = _single_visible_device(_devices(envelope), frames["kernels"])
     return frames
+
+
+def _single_visible_device(devices: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
+    """With one visible GPU, deviceProperties numbers it 0 while kernels may carry the physical
+    index (e.g. HIP_VISIBLE_DEVICES=2 gives device 2): then the one entry is that device."""
+    used = kernels["device"].drop_nulls().unique()
+    if devices.height == 1 and used.len() == 1 and used[0] != devices["device"][0]:
+        return devices.with_columns(device=pl.lit(used[0], pl.Int32))
+    return devices
 
 
 def _devices(env: dict[str, Any]) -> pl.DataFrame:
