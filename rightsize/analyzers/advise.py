@@ -19,7 +19,7 @@ import polars as pl
 
 from rightsize.analyzers.catalog import Gpu, Precision
 from rightsize.analyzers.classify import Ridge
-from rightsize.analyzers.kernels import MODERN_TC, TB_PLUGIN_TC
+from rightsize.analyzers.kernels import MODERN_TC, TB_PLUGIN_TC, name_flag
 
 PRECISIONS = {p.value for p in Precision}
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
@@ -99,9 +99,7 @@ def fp32_matmul_pct(work: pl.DataFrame) -> float | None:
     if work.height == 0 or "precision" not in work.columns:
         return None
     total = int(work["dur_ns"].sum())
-    tc = pl.lit(False)
-    for pattern in TB_PLUGIN_TC + MODERN_TC:
-        tc = tc | pl.col("name").str.contains(pattern, literal=True)
+    tc = name_flag(work, TB_PLUGIN_TC + MODERN_TC)
     fp32 = work.filter((pl.col("work") == "compute") & (pl.col("precision") == "fp32") & ~tc)
     return 100.0 * int(fp32["dur_ns"].sum()) / total if total else None
 

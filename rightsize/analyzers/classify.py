@@ -69,13 +69,14 @@ def classify_kernels(
 
     ``counters``: rows (start_ns, end_ns, work) - a device-level class per time window.
     """
+    # Name-based columns are computed once per distinct kernel name.
     group, by_name = classify_names(pl.col("name"))
-    k = kernels.with_columns(group=group, name_work=by_name)
-    names = k["name"].unique().to_list()
+    names = kernels["name"].unique().to_list()
     keys = pl.DataFrame({"name": names,
                          "key": [normalize_kernel_name(n) for n in names]},
                         schema={"name": pl.String, "key": pl.String})
-    k = k.join(keys, on="name", how="left")
+    keys = keys.with_columns(group=group, name_work=by_name)
+    k = kernels.join(keys, on="name", how="left")
     k = k.with_columns(pl.coalesce("group", "key").alias("group"))
     # 1. Nsight Compute per kernel.
     k = k.with_columns(ncu_work=pl.lit(None, pl.String))

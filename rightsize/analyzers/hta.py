@@ -122,9 +122,12 @@ def kept_rows(trace: Trace, drop_last_step: bool = True) -> pl.DataFrame:
     return pl.concat([gpu, cpu])
 
 
-def temporal_breakdown(trace: Trace, drop_last_step: bool = True) -> Temporal | None:
-    """HTA ``get_temporal_breakdown`` for one rank; None without GPU activity."""
-    rows = kept_rows(trace, drop_last_step)
+def temporal_breakdown(trace: Trace, drop_last_step: bool = True,
+                       rows: pl.DataFrame | None = None) -> Temporal | None:
+    """HTA ``get_temporal_breakdown`` for one rank; None without GPU activity.
+
+    ``rows``: :func:`kept_rows` when the caller already has them."""
+    rows = kept_rows(trace, drop_last_step) if rows is None else rows
     k = rows.filter(pl.col("is_gpu") & (pl.col("stream") != -1))
     if k.height == 0:
         return None
@@ -146,9 +149,10 @@ def _union_us(df: pl.DataFrame) -> int:
 def idle_breakdown(
     trace: Trace, drop_last_step: bool = True,
     consecutive_kernel_delay_us: int = CONSECUTIVE_KERNEL_DELAY_US,
+    rows: pl.DataFrame | None = None,
 ) -> list[StreamIdle]:
     """HTA ``get_idle_time_breakdown`` per stream (host wait / kernel wait / other)."""
-    rows = kept_rows(trace, drop_last_step)
+    rows = kept_rows(trace, drop_last_step) if rows is None else rows
     launch = rows.filter(~pl.col("is_gpu") & (pl.col("correlation") >= 0)).group_by(
         "correlation").agg(ts_runtime=pl.col("ts").min())
     k = rows.filter(

@@ -51,6 +51,13 @@ def _contains_any(patterns: tuple[str, ...]) -> pl.Expr:
     return expr
 
 
+def name_flag(df: pl.DataFrame, patterns: tuple[str, ...]) -> pl.Series:
+    """Per row: does the name contain any of ``patterns``? (matched once per distinct name)"""
+    names = df.select(pl.col("name").unique())
+    flags = names.with_columns(flag=_contains_any(patterns))
+    return df.select("name").join(flags, on="name", how="left", maintain_order="left")["flag"]
+
+
 @dataclass(frozen=True, slots=True)
 class TensorCores:
     plugin_pct: float | None  # share of kernel time in TB_PLUGIN_TC kernels
@@ -61,8 +68,8 @@ def tensor_cores(kernels: pl.DataFrame) -> TensorCores:
     total = int(kernels["dur_ns"].sum()) if kernels.height else 0
     if total <= 0:
         return TensorCores(None, None)
-    plugin = kernels.filter(_contains_any(TB_PLUGIN_TC))["dur_ns"].sum()
-    ext = kernels.filter(_contains_any(TB_PLUGIN_TC + MODERN_TC))["dur_ns"].sum()
+    plugin = kernels.filter(name_flag(kernels, TB_PLUGIN_TC))["dur_ns"].sum()
+    ext = kernels.filter(name_flag(kernels, TB_PLUGIN_TC + MODERN_TC))["dur_ns"].sum()
     return TensorCores(100.0 * plugin / total, 100.0 * ext / total)
 
 

@@ -111,7 +111,8 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
         notes.append("kernels carry no 'blocks per SM' (e.g. AMD/ROCm): Est. SM efficiency is null")
     if primary is not None and not trace.kernels["occupancy_pct"].is_not_null().any():
         notes.append("kernels carry no occupancy estimate: Est. achieved occupancy is null")
-    temporal = hta.temporal_breakdown(trace)
+    hta_rows = hta.kept_rows(trace)
+    temporal = hta.temporal_breakdown(trace, rows=hta_rows)
     if trace.memory.height == 0:
         notes.append("no [memory] events (profile_memory was off): peak memory is null")
     comm = None
@@ -124,7 +125,7 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
     diag, work = diagnose(trace, steps, primary, ridge, context.ncu, context.gpu_samples)
     peak = _peak(kernels.memory_peaks(trace.memory), primary)
     memory_bytes = _device_prop(trace, primary, "memory_bytes")
-    temporal_idle = tuple(hta.idle_breakdown(trace))
+    temporal_idle = tuple(hta.idle_breakdown(trace, rows=hta_rows))
     recs: tuple[advise.Recommendation, ...] = ()
     plan = None
     if diag is not None:

@@ -72,10 +72,11 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in kf.EVENT_FRAMES}
     cats: set[str] = set()
     n_events = 0
-    # Splitting (bytes/numpy) and parsing (polars, no GIL) overlap: batch N is parsed on a
-    # worker thread while batch N+1 is split. At most two batches are held at once.
+    # Splitting (bytes/numpy, holds the GIL) and parsing + partitioning (polars, releases it)
+    # overlap: batch N is parsed on a worker thread while batch N+1 is split. At most two
+    # batches are held at once.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending: tuple[Future[pl.DataFrame], Batch] | None = None
+        pending: tuple[Future[Parsed], Batch] | None = None
         for batch in scan.batches():
             if pending is not None:
                 n_events += _collect(_result(scan, *pending), parts, cats)
@@ -100,11 +101,16 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
     return Trace(meta=meta, **frames)
 
 
-def _parse_batch(ndjson: bytes) -> pl.DataFrame:
-    return pl.read_ndjson(io.BytesIO(ndjson), schema=kf.EVENT_SCHEMA)
+Parsed = tuple[dict[str, pl.DataFrame], set[str], int]  # frames, categories, events
 
 
-def _result(scan: Scan, future: Future[pl.DataFrame], batch: Batch) -> pl.DataFrame:
+def _parse_batch(ndjson: bytes) -> Parsed:
+    events = pl.read_ndjson(io.BytesIO(ndjson), schema=kf.EVENT_SCHEMA)
+    cats = {c for c in events["cat"].unique().to_list() if c is not None}
+    return kf.split_events(events), cats, events.height
+
+
+def _result(scan: Scan, future: Future[Parsed], batch: Batch) -> Parsed:
     """The parsed batch; a fast-path batch polars rejects is split again the careful way."""
     try:
         return future.result()
@@ -114,12 +120,13 @@ def _result(scan: Scan, future: Future[pl.DataFrame], batch: Batch) -> pl.DataFr
     return _parse_batch(scan.resplit(batch))
 
 
-def _collect(events: pl.DataFrame, parts: dict[str, list[pl.DataFrame]], cats: set[str]) -> int:
-    cats.update(c for c in events["cat"].unique().to_list() if c is not None)
-    for name, df in kf.split_events(events).items():
+def _collect(parsed: Parsed, parts: dict[str, list[pl.DataFrame]], cats: set[str]) -> int:
+    frames, batch_cats, height = parsed
+    cats.update(batch_cats)
+    for name, df in frames.items():
         if df.height:
             parts[name].append(df)
-    return events.height
+    return height
 
 
 def _meta(path: Path, env: dict[str, Any], cats: set[str], n_events: int) -> TraceMeta:

@@ -115,29 +115,44 @@ def _dims_product(col: pl.Expr) -> pl.Expr:
 
 
 def split_events(events: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """One batch of raw events -> partial frames (times still relative, unnormalized base)."""
+    """One batch of raw events -> partial frames (times still relative to the trace's base).
+
+    The batch is partitioned once by what each event is (the args struct is wide: filtering the
+    whole batch once per frame would copy it many times).
+    """
     role = pl.col("cat").str.to_lowercase().replace_strict(CATS, default=None)
+    kind = (
+        pl.when(pl.col("name") == "[memory]").then(pl.lit("memory"))
+        .when(pl.col("ph") == "X").then(role.replace({"cpu_op": "host", "user_annotation": "host",
+                                                      "python_function": "host"}))
+        .when(pl.col("ph").is_in(["s", "f", "t"])).then(pl.lit("flow"))
+    )
     ev = events.with_columns(
+        kind=kind,
         role=role,
         ts_ns=us_series_to_ns(events["ts"]),
         dur_ns=us_series_to_ns(events["dur"]).clip(lower_bound=0),
     )
-    x = ev.filter(pl.col("ph") == "X")
-    is_step = pl.col("name").str.contains(_STEP)
-    host_roles = ["cpu_op", "user_annotation", "python_function"]
-    out: dict[str, pl.DataFrame] = {
-        "kernels": _kernels(x.filter(pl.col("role") == "kernel")),
-        "transfers": _transfers(x.filter(pl.col("role").is_in(["memcpy", "memset"]))),
-        "runtime": _runtime(x.filter(pl.col("role").is_in(["runtime", "driver"]))),
-        "cpu_ops": _cpu_ops(x.filter(pl.col("role").is_in(host_roles) & ~is_step)),
-        "steps": _steps(x.filter(pl.col("role").is_in(host_roles) & is_step)),
-        "gpu_annotations": _gpu_annotations(x.filter(pl.col("role") == "gpu_annotation")),
-        "syncs": _syncs(x.filter(pl.col("role") == "sync")),
-        "windows": schema.conform("windows", x.filter(pl.col("role") == "window")),
-        "memory": _memory(ev.filter(pl.col("name") == "[memory]")),
-        "flows": _flows(ev.filter(pl.col("ph").is_in(["s", "f", "t"]))),
+    parts = ev.partition_by("kind", as_dict=True, include_key=False)
+    empty = ev.drop("kind").clear()
+
+    def part(key: str) -> pl.DataFrame:
+        return parts.get((key,), empty)
+
+    host = part("host")
+    is_step = host["name"].str.contains(_STEP)
+    return {
+        "kernels": _kernels(part("kernel")),
+        "transfers": _transfers(pl.concat([part("memcpy"), part("memset")])),
+        "runtime": _runtime(pl.concat([part("runtime"), part("driver")])),
+        "cpu_ops": _cpu_ops(host.filter(~is_step)),
+        "steps": _steps(host.filter(is_step)),
+        "gpu_annotations": _gpu_annotations(part("gpu_annotation")),
+        "syncs": _syncs(part("sync")),
+        "windows": schema.conform("windows", part("window")),
+        "memory": _memory(part("memory")),
+        "flows": _flows(part("flow")),
     }
-    return out
 
 
 def _device_stream(df: pl.DataFrame) -> pl.DataFrame:
