@@ -203,3 +203,15 @@ def test_fast_path_falls_back_when_the_indentation_misleads(tmp_path):
     trace = read_kineto(path)
     assert trace.cpu_ops["name"].to_list() == ["a", "b"]
     assert trace.meta.event_count == 2
+
+
+def test_args_of_unexpected_types_fall_back_to_text(tmp_path):
+    doc = {"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2,
+         "args": {"device": "0", "stream": 7, "correlation": "12", "blocks per SM": "0.5"}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 0, "dur": 1, "args": {"correlation": 12.0}},
+    ]}
+    t = read_kineto(write(tmp_path, doc))
+    assert t.kernels.select("device", "correlation", "blocks_per_sm").row(0) == (0, 12, 0.5)
+    assert t.runtime["correlation"].to_list() == [12]

@@ -35,6 +35,9 @@ def rightsize(*args, cwd=None) -> subprocess.CompletedProcess[str]:
     )
 
 
+DIAGNOSIS_KEYS: set[str] = set()
+
+
 def _contract() -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
     """docs/json-contract.md: top-level key -> (type, meaning); metrics key -> meaning."""
     top: dict[str, tuple[str, str]] = {}
@@ -45,14 +48,18 @@ def _contract() -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
             table = "top"
         elif line.startswith("| key | meaning"):
             table = "metrics"
+        elif line.startswith("| diagnosis key"):
+            table = "diagnosis"
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if not line.startswith("| `") or table is None:
             continue
         for key in re.findall(r"`([^`]+)`", cells[0]):
             if table == "top":
                 top[key] = (cells[1], cells[2])
-            else:
+            elif table == "metrics":
                 metrics[key] = cells[1]
+            else:
+                DIAGNOSIS_KEYS.add(key)
     return top, metrics
 
 
@@ -90,6 +97,8 @@ def validate(doc: dict) -> None:
         assert key in doc["metrics"], f"missing metrics.{key}"
         if doc["metrics"][key] is not None:
             _check(doc["metrics"][key], meaning, f"metrics.{key}")
+    if doc["diagnosis"] is not None:
+        assert DIAGNOSIS_KEYS and DIAGNOSIS_KEYS <= doc["diagnosis"].keys()
     json.dumps(doc, allow_nan=False)  # strict JSON: no NaN/Infinity
 
 

@@ -80,6 +80,7 @@ class RankAnalysis:
 @dataclass(frozen=True, slots=True)
 class Analysis:
     ranks: tuple[RankAnalysis, ...]
+    counters: Diagnosis | None = None  # from GPU samples alone, when there is no trace
 
     @property
     def primary(self) -> RankAnalysis | None:
@@ -166,7 +167,12 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
 
 
 def analyze(traces: list[Trace], context: Context = Context()) -> Analysis:
-    return Analysis(tuple(analyze_trace(t, context) for t in traces))
+    ranks = tuple(analyze_trace(t, context) for t in traces)
+    counters = None
+    if not ranks and context.gpu_samples is not None:
+        from rightsize.analyzers.counters import diagnose_counters
+        counters = diagnose_counters(context.gpu_samples)
+    return Analysis(ranks, counters)
 
 
 def _device_prop(trace: Trace, device: int | None, col: str) -> int | None:

@@ -77,7 +77,7 @@ def document(analysis: Analysis, inputs: list[dict[str, Any]]) -> dict[str, Any]
         "devices": [d for r in analysis.ranks for d in _devices(r)],
         "steps": _steps(primary) if primary else _NO_STEPS,
         "metrics": _metrics(primary) if primary else _NO_METRICS,
-        "diagnosis": _diagnosis(primary) if primary else None,
+        "diagnosis": _diagnosis(primary) if primary else _counters(analysis),
         "recommendations": [r.to_json() for r in primary.recommendations] if primary else [],
         "sizing": primary.sizing.to_json() if primary and primary.sizing else None,
         "timeline": primary.timeline.to_json() if primary and primary.timeline else None,
@@ -200,6 +200,19 @@ def _top_kernels(r: RankAnalysis) -> list[dict[str, Any]]:
          "signal": cls.get(k["name"], (None, None))[1]}
         for k in _records(r.top_kernels)
     ]
+
+
+def _counters(analysis: Analysis) -> dict[str, Any] | None:
+    d = analysis.counters
+    if d is None:
+        return None
+    return {
+        "bound": d.bound.value if d.bound else None, "confidence": d.confidence,
+        "device": d.device, "shares_pct": {k: _r(v, 2) for k, v in d.shares_pct.items()},
+        "evidence": list(d.evidence), "signals": [], "signal_pct": {},
+        "thresholds": d.thresholds.as_dict(), "utilization": d.utilization,
+        "device_match": None,
+    }
 
 
 def _diagnosis(r: RankAnalysis) -> dict[str, Any] | None:

@@ -17,7 +17,6 @@ traces, CPU-only traces, ``computeProperties`` (2021) for ``deviceProperties``.
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import zlib
 from collections.abc import Callable
@@ -105,8 +104,13 @@ Parsed = tuple[dict[str, pl.DataFrame], set[str], int]  # frames, categories, ev
 
 
 def _parse_batch(ndjson: bytes) -> Parsed:
-    events = pl.read_ndjson(io.BytesIO(ndjson), schema=kf.EVENT_SCHEMA)
+    try:
+        events = pl.read_ndjson(ndjson, schema=kf.event_schema())
+    except pl.exceptions.PolarsError:  # an arg of another type somewhere: read all as text
+        events = pl.read_ndjson(ndjson, schema=kf.event_schema(typed=False))
     cats = {c for c in events["cat"].unique().to_list() if c is not None}
+    if cats & kf.LEGACY_CATS:  # 2021 trace: read again with the legacy arg spellings
+        events = pl.read_ndjson(ndjson, schema=kf.event_schema(legacy=True, typed=False))
     return kf.split_events(events), cats, events.height
 
 

@@ -1,7 +1,7 @@
 """Kineto events -> normalized frames: the category table and the unit conversions.
 
-Input: batches of raw events as polars frames (columns of :data:`EVENT_SCHEMA`, everything
-read as text so that mixed int/str pids and int/float timestamps survive). Output: the frames
+Input: batches of raw events as polars frames (columns of :func:`event_schema`: ids, names
+and times as text so that mixed int/str pids and int/float timestamps survive). Output: the frames
 of :mod:`rightsize.traces.schema`. ``split_events`` runs per batch (so unused columns are
 dropped early); ``finish`` concatenates and adds what needs the whole trace (the time base,
 device properties).
@@ -18,17 +18,39 @@ from rightsize.traces.schema import TraceMeta
 
 S = pl.String()
 
-# The args fields rightsize uses; every other arg is skipped by the reader.
+# The args fields rightsize uses; every other arg is skipped by the reader (each field read
+# costs parse time: launch geometry - grid, block, registers, shared memory, warps per SM - is
+# used by no metric, so Kineto traces leave those columns null).
 ARG_FIELDS = (
-    "External id", "external id", "correlation", "device", "stream", "grid", "block",
-    "blocks per SM", "warps per SM", "est. achieved occupancy %", "theoretical occupancy %",
-    "registers per thread", "shared memory", "bytes", "Input Dims", "Input type", "Concrete Inputs",
+    "External id", "correlation", "device", "stream", "blocks per SM",
+    "est. achieved occupancy %", "bytes", "Input Dims", "Input type", "Concrete Inputs",
     "Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved",
 )
-EVENT_SCHEMA: dict[str, pl.DataType] = {
-    "ph": S, "cat": S, "name": S, "pid": S, "tid": S, "ts": S, "dur": S, "id": S,
-    "args": pl.Struct({f: S for f in ARG_FIELDS}),
-}
+LEGACY_ARG_FIELDS = ("external id", "theoretical occupancy %")  # 2021 spellings
+_INT_ARGS = {"External id", "external id", "correlation", "device", "stream", "bytes",
+             "Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved"}
+_FLOAT_ARGS = {"blocks per SM", "est. achieved occupancy %", "theoretical occupancy %"}
+
+
+def event_schema(legacy: bool = False, typed: bool = True) -> dict[str, pl.DataType]:
+    """The schema events are parsed with.
+
+    ``typed``: numeric args as numbers (faster); a trace that writes one differently (a string,
+    a float id) fails it and is read with ``typed=False``, where everything is text: mixed
+    int/str pids and int/float timestamps survive either way, and nested lists (shapes) arrive
+    as their JSON text. ``legacy`` adds the 2021 spellings.
+    """
+    fields = ARG_FIELDS + (LEGACY_ARG_FIELDS if legacy else ())
+
+    def kind(f: str) -> pl.DataType:
+        if typed and f in _INT_ARGS:
+            return pl.Int64()
+        if typed and f in _FLOAT_ARGS:
+            return pl.Float64()
+        return S
+    return {"ph": S, "cat": S, "name": S, "pid": S, "tid": S, "ts": S, "dur": S, "id": S,
+            "args": pl.Struct({f: kind(f) for f in fields})}
+
 
 # Category names, current and 2021 legacy, folded to lower case -> role.
 CATS = {
@@ -107,19 +129,17 @@ def _digits(col: pl.Expr) -> pl.Expr:
     return col.str.extract(r"(-?\d+)", 1).cast(pl.Int64, strict=False)
 
 
-def _dims_product(col: pl.Expr) -> pl.Expr:
-    """[x, y, z] as text -> x*y*z."""
-    g = col.str.extract_groups(r"^\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]$")
-    return (g.struct.field("1").cast(pl.Int64) * g.struct.field("2").cast(pl.Int64)
-            * g.struct.field("3").cast(pl.Int64))
-
-
 def split_events(events: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """One batch of raw events -> partial frames (times still relative to the trace's base).
 
     The batch is partitioned once by what each event is (the args struct is wide: filtering the
     whole batch once per frame would copy it many times).
     """
+    present = {f.name for f in events.schema["args"].fields}  # type: ignore[attr-defined]
+    missing = [f for f in LEGACY_ARG_FIELDS if f not in present]
+    if missing:
+        events = events.with_columns(pl.col("args").struct.with_fields(
+            [pl.lit(None, pl.String).alias(f) for f in missing]))
     role = pl.col("cat").str.to_lowercase().replace_strict(CATS, default=None)
     kind = (
         pl.when(pl.col("name") == "[memory]").then(pl.lit("memory"))
@@ -166,15 +186,11 @@ def _device_stream(df: pl.DataFrame) -> pl.DataFrame:
 
 def _kernels(df: pl.DataFrame) -> pl.DataFrame:
     df = _device_stream(df).with_columns(
-        grid_blocks=_dims_product(_arg("grid")),
-        block_threads=_dims_product(_arg("block")),
         blocks_per_sm=_arg("blocks per SM").cast(pl.Float64, strict=False),
-        warps_per_sm=_arg("warps per SM").cast(pl.Float64, strict=False),
         occupancy_pct=pl.coalesce(
-            _arg("est. achieved occupancy %"), _arg("theoretical occupancy %")
-        ).cast(pl.Float64, strict=False),
-        registers_per_thread=_int(_arg("registers per thread")),
-        shared_memory_bytes=_int(_arg("shared memory")),
+            _arg("est. achieved occupancy %").cast(pl.Float64, strict=False),
+            _arg("theoretical occupancy %").cast(pl.Float64, strict=False),
+        ),
     )
     return schema.conform("kernels", df)
 
