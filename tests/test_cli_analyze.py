@@ -6,8 +6,8 @@ import gzip
 import json
 import os
 import subprocess
-import tempfile
 import sys
+import tempfile
 
 import pytest
 
@@ -25,7 +25,8 @@ def rightsize(*args, cwd=None):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     cwd = cwd or tempfile.mkdtemp(prefix="rightsize-cli-")
     return subprocess.run([sys.executable, "-m", "rightsize", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+                          capture_output=True, text=True, cwd=cwd, env=env, timeout=120,
+                          check=False)
 
 
 @pytest.fixture
@@ -106,8 +107,8 @@ BAD = {
     "gzip_garbage": ("g.json.gz", b"\x1f\x8b\x08\x00garbage-not-deflate", "gzip"),
     "json_not_a_trace": ("cfg.json", b'{"model": "bert", "layers": 12}', "no traceEvents array"),
     "empty_trace_events": ("e.json", b'{"traceEvents": []}', "no events"),
-    "events_missing_fields": ("m.json", b'{"traceEvents": [{"ph": "X", "cat": "kernel", '
-                              b'"name": "k", "pid": 0, "tid": 7}]}', "have no numeric 'ts'"),
+    "events_missing_fields": ("m.json", (b'{"traceEvents": [{"ph": "X", "cat": "kernel", '
+                              b'"name": "k", "pid": 0, "tid": 7}]}'), "have no numeric 'ts'"),
     "empty_file": ("z.json", b"", "empty"),
 }
 

@@ -140,7 +140,7 @@ def test_cpu_only_trace_splits_host_op_self_time(tmp_path):
                                           "Input type": ["float", "float", "float"]})
     b.op("aten::empty", 60, 5)  # tiny: dispatch overhead
     b.op("aten::relu", 600, 300, ext=3, **{"Input Dims": [[512, 512]], "Input type": ["float"]})
-    d, work = run(tmp_path, b)
+    d, _work = run(tmp_path, b)
     assert d.device == "cpu"
     # addmm self time 495 us compute; relu 300 memory; linear's own 100 us and the tiny op host.
     assert shares(d) == {"compute": 49.5, "memory": 30.0, "host": 10.5, "idle": 10.0}

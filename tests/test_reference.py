@@ -19,6 +19,7 @@ reads the traces HTA fails on.
 from __future__ import annotations
 
 import json
+
 import pytest
 
 from rightsize.analyzers import hta, tb_plugin

@@ -21,12 +21,12 @@ class TraceBuilder:
         self.extra: dict[str, Any] = {}
 
     def x(self, cat: str, name: str, ts: float, dur: float, pid: Any = HOST_PID,
-          tid: Any = HOST_TID, **args: Any) -> "TraceBuilder":
+          tid: Any = HOST_TID, **args: Any) -> TraceBuilder:
         self.events.append({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
                             "ts": ts, "dur": dur, "args": args})
         return self
 
-    def step(self, n: int, ts: float, dur: float) -> "TraceBuilder":
+    def step(self, n: int, ts: float, dur: float) -> TraceBuilder:
         return self.x("user_annotation", f"ProfilerStep#{n}", ts, dur)
 
     def op(self, name: str, ts: float, dur: float, ext: int | None = None, **args: Any):

@@ -59,8 +59,8 @@ def diagnose_counters(samples: pl.DataFrame,
         "compute": compute, "memory": memory, "pcie": pcie, "dataloader": None,
         "communication": None, "host": 100.0 - busy, "idle": None,
     }
-    evidence = [f"diagnosed from GPU counters alone ({g.height} samples of GPU {best}, no "
-                f"trace): confidence is capped at {COUNTERS_ONLY_MAX_CONFIDENCE}",
+    evidence = [(f"diagnosed from GPU counters alone ({g.height} samples of GPU {best}, no "
+                f"trace): confidence is capped at {COUNTERS_ONLY_MAX_CONFIDENCE}"),
                 f"mean utilization.gpu {busy:.1f}% (peak {g['gpu_util_pct'].max():.0f}%)"]
     if pcie is not None:
         evidence.append(f"host link carries {pcie:.1f}% of its capacity on average")

@@ -173,9 +173,7 @@ def _matmul(name: str, tensors: list[tuple[list[int], int]], size: int,
             precision: str | None) -> OpCost | None:
     shapes = [s for s, _ in tensors]
     bias = 0
-    if name == "aten::addmm" and len(shapes) >= 3:
-        bias, shapes = _numel(shapes[0]), shapes[1:3]
-    elif name == "aten::baddbmm" and len(shapes) >= 3:
+    if name == "aten::addmm" and len(shapes) >= 3 or name == "aten::baddbmm" and len(shapes) >= 3:
         bias, shapes = _numel(shapes[0]), shapes[1:3]
     elif name == "aten::linear" and len(shapes) >= 2:
         x, w = shapes[0], shapes[1]

@@ -7,14 +7,14 @@ Metrics that cannot be computed stay ``None`` and the reason is added to ``notes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
 from rightsize.analyzers import advise, hta, kernels, sizing, tb_plugin
-from rightsize.analyzers.timeline import Timeline, timeline
 from rightsize.analyzers.catalog import Catalog, DeviceMatch
 from rightsize.analyzers.steps import StepOptions, Steps, find_steps
+from rightsize.analyzers.timeline import Timeline, timeline
 from rightsize.analyzers.verdict import Diagnosis, diagnose
 from rightsize.traces.schema import Trace
 
@@ -26,8 +26,8 @@ class Context:
     catalog: Catalog | None = None  # GPU specs and prices (ridge points, sizing)
     ncu: pl.DataFrame | None = None  # Nsight Compute per-kernel rows
     gpu_samples: pl.DataFrame | None = None  # NVML / DCGM / nvidia-smi samples
-    constraints: sizing.Constraints = sizing.Constraints()
-    step_options: StepOptions = StepOptions()
+    constraints: sizing.Constraints = field(default_factory=sizing.Constraints)
+    step_options: StepOptions = field(default_factory=StepOptions)
     samples_per_step: int | None = None  # for throughput targets and cost per 1k samples
 
 

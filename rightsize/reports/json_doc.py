@@ -56,7 +56,7 @@ _NO_METRICS: dict[str, Any] = {
 }
 
 
-def _ms(ns: float | int | None) -> float | None:
+def _ms(ns: float | None) -> float | None:
     return None if ns is None else round(ns / NS_PER_MS, 6)
 
 

@@ -120,7 +120,7 @@ class Scan:
         """NDJSON of a fast-path batch by the structural scan (the fast path's fallback)."""
         if batch.raw is None:
             return batch.ndjson
-        done, ndjson, rest = self._split(batch.raw + b"\n", self._element_depth)
+        _done, ndjson, rest = self._split(batch.raw + b"\n", self._element_depth)
         if rest.strip(b" \t\r\n,"):
             raise ScanError("malformed event array (an element is not a JSON object)")
         return ndjson

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rightsize import rundir
-from rightsize.errors import InputError
 import polars as pl
 
+from rightsize import rundir
+from rightsize.errors import InputError
 from rightsize.traces import ncu, nsys
 from rightsize.traces.kineto import GZIP_MAGIC, looks_like_kineto, read_kineto
 from rightsize.traces.metrics_logs import looks_like_metrics_log, read_metrics_log
