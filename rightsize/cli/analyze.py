@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from rightsize.cli.gpus import catalog_option, load_catalog_for_cli
-from rightsize.cli.output import Progress, write_output
+from rightsize.cli.output import Progress, tune_allocator, write_output
 from rightsize.errors import OutputExistsError
 
 
@@ -68,6 +68,7 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     constraints = Constraints(target_step_ms=target_step_ms, target_throughput=target_throughput,
                               max_usd_per_hour=max_usd_per_hour, headroom_fraction=headroom,
                               provider=provider)
+    tune_allocator()
     progress = Progress(enabled=not quiet)
     doc = analyze_paths(list(paths), progress, step_range=step_range, timezone=timezone,
                         catalog=catalog, constraints=constraints,

@@ -73,3 +73,26 @@ def write_output(text: str, output: Path | None, force: bool) -> None:
 
 def _is_device(path: Path) -> bool:
     return str(path).startswith("/dev/")
+
+
+def tune_allocator() -> None:
+    """Keep the trace reader's 32 MiB batch buffers on glibc's heap in this CLI process.
+
+    Above the default mmap threshold every batch buffer is a fresh mmap that is unmapped when
+    freed, so its pages fault in again for the next batch (about a fifth of the system time on
+    a 1 GB trace). A 64 MiB threshold lets freed buffers be reused; peak RSS barely moves.
+    Only the CLI calls this (its own process); elsewhere, or without glibc, it does nothing.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    try:
+        libc = ctypes.CDLL(name)
+        libc.mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt): keep the defaults
+        return
