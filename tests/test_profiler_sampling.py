@@ -313,7 +313,9 @@ def test_a_failing_collector_is_dropped_and_recorded(tmp_path: Path) -> None:
     warnings: list[str] = []
     sampler = Sampler(tmp_path, HostSampler(os.getpid()), Broken(), warn=warnings.append)
     sampler.start()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 10  # at least two ticks, however slow the machine
+    while sampler._ticks < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
     result = sampler.stop()
     assert result.errors == {"nvml": "NVMLError_GpuIsLost: GPU is lost"}
     assert warnings == ["nvml sampling stopped: NVMLError_GpuIsLost: GPU is lost"]
