@@ -54,7 +54,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-DEFAULT_SOURCE = "/work/shared/traces/kineto/hta-trace_diff-control-control.json.gz"
+DEFAULT_SOURCE = str(Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto"
+                     / "hta-trace_diff-control-control.json.gz")
 
 # Keys whose integer values are identifiers that must stay unique per copy.
 ID_KEYS = (
