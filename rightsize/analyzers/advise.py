@@ -36,7 +36,7 @@ def ridge_for(gpu: Gpu) -> Ridge:
     """Precision -> FLOPs per byte at the ridge point of ``gpu`` (dense peak / bandwidth)."""
     def ridge(precision: str | None) -> float | None:
         p = precision if precision in PRECISIONS else "fp32"  # fp64 etc.: the fp32 rate
-        tflops, _ = gpu.tflops(p)  # type: ignore[arg-type]
+        tflops, _ = gpu.tflops(p)
         if not tflops or not gpu.memory_bandwidth_gbs:
             return None
         return tflops * 1e12 / (gpu.memory_bandwidth_gbs * 1e9)

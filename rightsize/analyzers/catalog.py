@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields, replace
 from enum import StrEnum
 from importlib import resources
+from typing import Any, TypeVar
 
 from rightsize.errors import RightsizeError
 
@@ -152,6 +153,8 @@ class CatalogFile:
     prices: tuple[Mapping[str, str], ...] = ()
 
 
+_T = TypeVar("_T", Gpu, Price)  # the row types _build makes
+
 _GPU_FIELDS = {f.name: f for f in fields(Gpu)}
 _PRICE_FIELDS = {f.name: f for f in fields(Price)}
 
@@ -171,10 +174,10 @@ def _convert(value: str | None, kind: object, where: str) -> object:
     return text
 
 
-def _build(cls: type, row: Mapping[str, str], origin: str, where: str,
-           base: object | None = None) -> object:
+def _build(cls: type[_T], row: Mapping[str, str], origin: str, where: str,
+           base: _T | None = None) -> _T:
     spec = _GPU_FIELDS if cls is Gpu else _PRICE_FIELDS
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}  # cells converted to each field's type by _convert
     for key, raw in row.items():
         if key in spec and key != "origin":
             converted = _convert(raw, spec[key].type, f"{where}, column {key}")
@@ -182,7 +185,7 @@ def _build(cls: type, row: Mapping[str, str], origin: str, where: str,
                 values[key] = converted
     values["origin"] = origin
     if base is not None:
-        return replace(base, **values)  # type: ignore[type-var]
+        return replace(base, **values)
     try:
         return cls(**values)
     except TypeError:
@@ -258,7 +261,8 @@ class Catalog:
         there are any (a negotiated price wins), else the cheapest shipped row."""
         rows = self.prices_for(gpu, provider)
         own = [p for p in rows if p.origin != "package"]
-        return (own or list(rows) or [None])[0]
+        best = own or list(rows)
+        return best[0] if best else None
 
     def match(self, name: str, memory_bytes: int | None = None,
               sm_count: int | None = None) -> DeviceMatch:
@@ -301,7 +305,7 @@ class Catalog:
             names = ", ".join(sorted({c[0].name for c in cands}))
             return DeviceMatch(name, None, f"{name!r} is ambiguous ({names}); give the memory"
                                " size or SM count")
-        gpu, alias = cands[0]
+        gpu, _ = cands[0]
         note = f"matched {name!r} to {gpu.name}"
         if sm_count and sm_of(cands[0]) and sm_of(cands[0]) != sm_count:
             note += f" (reports {sm_count} SMs, catalog says {sm_of(cands[0])})"
@@ -329,9 +333,9 @@ def _merge_gpus(base: list[Gpu], rows: Iterable[Mapping[str, str]], origin: str)
         idx = next((j for j, g in enumerate(out) if g.name.lower() == name.lower()), None)
         where = f"{origin}: GPU {name!r}"
         if idx is None:
-            out.append(_build(Gpu, row, origin, where))  # type: ignore[arg-type]
+            out.append(_build(Gpu, row, origin, where))
         else:
-            out[idx] = _build(Gpu, row, origin, where, base=out[idx])  # type: ignore[assignment]
+            out[idx] = _build(Gpu, row, origin, where, base=out[idx])
     return out
 
 
@@ -343,7 +347,7 @@ def load_catalog(user_files: Sequence[CatalogFile] = ()) -> Catalog:
     rows are added and preferred over shipped prices for their GPU.
     """
     gpus = _merge_gpus([], _rows(_read_data("gpus.csv")), "package")
-    prices: list[Price] = [_build(Price, r, "package", f"prices.csv row {i}")  # type: ignore[misc]
+    prices: list[Price] = [_build(Price, r, "package", f"prices.csv row {i}")
                            for i, r in enumerate(_rows(_read_data("prices.csv")), start=2)]
     aliases = [Alias(r["gpu"], r["pattern"],
                      float(r["reported_memory_gb"]) if r["reported_memory_gb"] else None,
@@ -353,10 +357,10 @@ def load_catalog(user_files: Sequence[CatalogFile] = ()) -> Catalog:
         gpus = _merge_gpus(gpus, f.gpus, f.origin)
         for i, row in enumerate(f.prices, start=2):
             price = _build(Price, row, f.origin, f"{f.origin}: price row {i}")
-            if not any(g.name == price.gpu for g in gpus):  # type: ignore[attr-defined]
+            if not any(g.name == price.gpu for g in gpus):
                 raise CatalogError(f"{f.origin}: price row {i} names GPU "
-                                   f"{price.gpu!r}, which is not in the catalog")  # type: ignore
-            prices.append(price)  # type: ignore[arg-type]
+                                   f"{price.gpu!r}, which is not in the catalog")
+            prices.append(price)
         for row in f.gpus:
             if row.get("match"):
                 aliases.append(Alias(row["name"].strip(), row["match"]))

@@ -22,6 +22,7 @@ Communication kernels (NCCL/RCCL) are always communication. Pure: nothing read o
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import polars as pl
 
@@ -145,11 +146,11 @@ def counter_windows(samples: pl.DataFrame, device: int, starts: list[int],
     rows = []
     for a, b in zip(starts, ends, strict=True):
         w = s.filter((pl.col("t_ns") >= a) & (pl.col("t_ns") < b))
-        dram = w["gpm_dram_bw_util_pct"].mean()
-        maths = [w[c].mean() for c in math_cols]
-        maths = [m for m in maths if m is not None]
+        dram = cast("float | None", w["gpm_dram_bw_util_pct"].mean())
+        means = [w[c].mean() for c in math_cols]
+        maths = [cast(float, m) for m in means if m is not None]
         if dram is None or not maths:
             continue
-        rows.append((a, b, "memory" if dram > max(maths) else "compute"))  # type: ignore[operator]
+        rows.append((a, b, "memory" if dram > max(maths) else "compute"))
     return pl.DataFrame(rows, schema={"start_ns": pl.Int64, "end_ns": pl.Int64,
                                       "work": pl.String}, orient="row")

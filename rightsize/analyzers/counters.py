@@ -21,6 +21,8 @@ The verdict follows the trace rule: busy >= 60% -> the larger of compute/memory;
 
 from __future__ import annotations
 
+from typing import cast
+
 import polars as pl
 
 from rightsize.analyzers.taxonomy import Bound
@@ -61,7 +63,8 @@ def diagnose_counters(samples: pl.DataFrame,
     }
     evidence = [(f"diagnosed from GPU counters alone ({g.height} samples of GPU {best}, no "
                 f"trace): confidence is capped at {COUNTERS_ONLY_MAX_CONFIDENCE}"),
-                f"mean utilization.gpu {busy:.1f}% (peak {g['gpu_util_pct'].max():.0f}%)"]
+                (f"mean utilization.gpu {busy:.1f}%"
+                 f" (peak {cast(float, g['gpu_util_pct'].max()):.0f}%)")]
     if pcie is not None:
         evidence.append(f"host link carries {pcie:.1f}% of its capacity on average")
     if pcie is not None and pcie > PCIE_BOUND_PCT:
@@ -81,7 +84,8 @@ def diagnose_counters(samples: pl.DataFrame,
     confidence = None if bound is None else round(
         COUNTERS_ONLY_MAX_CONFIDENCE * (0.5 + 0.5 * min(margin, 1.0)), 2)
     util = {"trace": None, "nvml": {"samples": g.height, "gpu_util_pct_mean": busy,
-                                    "gpu_util_pct_peak": float(g["gpu_util_pct"].max())}}
+                                    "gpu_util_pct_peak":
+                                        float(cast(float, g["gpu_util_pct"].max()))}}
     return Diagnosis(bound, confidence, shares, 0, "counters", {}, tuple(evidence), util,
                      thresholds)
 

@@ -101,18 +101,24 @@ def self_segments(ops: pl.DataFrame) -> pl.DataFrame:
             while stack and stack[-1][0] <= s:
                 end, top = stack.pop()
                 if t < end:
-                    rows.append(top), starts.append(t), ends.append(end)
+                    rows.append(top)
+                    starts.append(t)
+                    ends.append(end)
                 t = max(t, end)
             if stack:
                 e = min(e, stack[-1][0])
                 if t < s:
-                    rows.append(stack[-1][1]), starts.append(t), ends.append(s)
+                    rows.append(stack[-1][1])
+                    starts.append(t)
+                    ends.append(s)
             t = s
             stack.append((e, row))
         while stack:
             end, top = stack.pop()
             if t < end:
-                rows.append(top), starts.append(t), ends.append(end)
+                rows.append(top)
+                starts.append(t)
+                ends.append(end)
             t = max(t, end)
     return pl.DataFrame({"row": rows, "ts_ns": starts, "dur_ns": [b - a for a, b in
                                                                   zip(starts, ends, strict=True)]},

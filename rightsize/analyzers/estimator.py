@@ -298,7 +298,7 @@ def estimate(shape: ModelShape | None, setup: Setup, params: int | None = None) 
     if shape is None:
         notes.append("no layer shapes: activations and KV cache not estimated")
     if setup.mode is Mode.INFERENCE:
-        kv = kv_cache_bytes(shape, setup.seq, setup.batch, e) if shape else 0
+        kv: float = kv_cache_bytes(shape, setup.seq, setup.batch, e) if shape else 0
         if n > 1:
             weights, kv = weights / n, kv / n
             notes.append(f"tensor parallel over {n} GPUs: weights and KV cache split {n} ways")

@@ -19,6 +19,7 @@ Definitions follow HolisticTraceAnalysis 0.5.0 (``breakdown_analysis.py``,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -113,7 +114,7 @@ def kept_rows(trace: Trace, drop_last_step: bool = True) -> pl.DataFrame:
     step_starts = rows.filter(pl.col("kind") == "step")
     if not drop_last_step or step_starts["name"].n_unique() < 2:
         return rows
-    last = int(step_starts["ts"].max())
+    last = int(cast(int, step_starts["ts"].max()))
     cpu = rows.filter(~pl.col("is_gpu") & (pl.col("ts") < last))
     gpu = rows.filter(pl.col("is_gpu")).join(
         cpu.select("correlation").filter(pl.col("correlation") >= 0).unique(),
@@ -131,7 +132,7 @@ def temporal_breakdown(trace: Trace, drop_last_step: bool = True,
     k = rows.filter(pl.col("is_gpu") & (pl.col("stream") != -1))
     if k.height == 0:
         return None
-    span = int(k["end"].max()) - int(k["ts"].min())
+    span = int(cast(int, k["end"].max())) - int(cast(int, k["ts"].min()))
     busy = _union_us(k)
     compute = _union_us(k.filter(~pl.col("name").str.contains(NOT_COMPUTE)))
     idle = span - busy
@@ -196,10 +197,11 @@ def launch_stats(trace: Trace) -> LaunchStats:
     cut = LAUNCH_RUNTIME_CUTOFF_US
     return LaunchStats(
         launches=j.height,
-        median_launch_delay_us=float(j["delay_us"].median()),
-        p95_launch_delay_us=float(j["delay_us"].quantile(0.95, interpolation="linear")),
-        median_cpu_us=float(j["cpu_us"].median()),
-        median_gpu_us=float(j["gpu_us"].median()),
+        median_launch_delay_us=float(cast(float, j["delay_us"].median())),
+        p95_launch_delay_us=float(
+            cast(float, j["delay_us"].quantile(0.95, interpolation="linear"))),
+        median_cpu_us=float(cast(float, j["cpu_us"].median())),
+        median_gpu_us=float(cast(float, j["gpu_us"].median())),
         short_kernels=j.filter((pl.col("cpu_us") <= cut) & (pl.col("gpu_us") < pl.col("cpu_us"))).height,
         runtime_outliers=j.filter(pl.col("cpu_us") > cut).height,
         launch_delay_outliers=j.filter(pl.col("delay_us") > LAUNCH_DELAY_CUTOFF_US).height,

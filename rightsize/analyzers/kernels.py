@@ -18,6 +18,7 @@ dataclasses. Definitions:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -68,8 +69,8 @@ def tensor_cores(kernels: pl.DataFrame) -> TensorCores:
     total = int(kernels["dur_ns"].sum()) if kernels.height else 0
     if total <= 0:
         return TensorCores(None, None)
-    plugin = kernels.filter(name_flag(kernels, TB_PLUGIN_TC))["dur_ns"].sum()
-    ext = kernels.filter(name_flag(kernels, TB_PLUGIN_TC + MODERN_TC))["dur_ns"].sum()
+    plugin = cast(int, kernels.filter(name_flag(kernels, TB_PLUGIN_TC))["dur_ns"].sum())
+    ext = cast(int, kernels.filter(name_flag(kernels, TB_PLUGIN_TC + MODERN_TC))["dur_ns"].sum())
     return TensorCores(100.0 * plugin / total, 100.0 * ext / total)
 
 
@@ -144,13 +145,14 @@ def memory_peaks(memory: pl.DataFrame) -> list[MemoryPeak]:
     )
     for dev in sorted(mem["dev"].drop_nulls().unique().to_list()):
         d = mem.filter(pl.col("dev") == dev).sort("ts_ns", maintain_order=True)
-        alloc = d["total_allocated_bytes"].max()
+        alloc = cast("int | None", d["total_allocated_bytes"].max())
         if alloc is not None:
             out.append(MemoryPeak(int(dev), int(alloc), _opt_int(d["total_reserved_bytes"].max()),
                                   False))
         else:
             running = d["delta_bytes"].fill_null(0).cum_sum()
-            out.append(MemoryPeak(int(dev), int(max(running.max() or 0, 0)), None, True))
+            out.append(MemoryPeak(int(dev), int(max(cast("int | None", running.max()) or 0, 0)),
+                                  None, True))
     return out
 
 

@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from rightsize.analyzers.catalog import Catalog, Gpu, Precision
 from rightsize.analyzers.estimator import ASSUMPTIONS as MEMORY_ASSUMPTIONS
@@ -206,9 +206,10 @@ def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
     usd_1k = usd_h * step * 1000 / 3.6e6 if usd_h is not None and step is not None else None
     energy = gpu.tdp_w * gpus * step / 1000 if gpu.tdp_w and step is not None else None
     meets = step is not None
-    if meets and constraints.target_step_ms is not None:
+    if step is not None and constraints.target_step_ms is not None:
         meets = step <= constraints.target_step_ms
-    if meets and constraints.target_throughput is not None and workload.samples_per_step:
+    if (meets and step is not None and constraints.target_throughput is not None
+            and workload.samples_per_step):
         meets = workload.samples_per_step / (step / 1000) >= constraints.target_throughput
     if constraints.max_usd_per_hour is not None:
         meets = meets and usd_h is not None and usd_h <= constraints.max_usd_per_hour
@@ -256,9 +257,9 @@ def project(workload: Workload, catalog: Catalog, constraints: Constraints = Con
         pool.append(current)
     if workload.current_device_name is not None and current is None:
         # Shares cannot be scaled without the current GPU's specs: report, do not guess.
-        cands = tuple(_candidate(workload, constraints, catalog, None, g, 1)
-                      for g in pool) if workload.flops_per_step else ()
-        return Sizing(None, note, None, 1, None, None, cands,
+        listed = tuple(_candidate(workload, constraints, catalog, None, g, 1)
+                       for g in pool) if workload.flops_per_step else ()
+        return Sizing(None, note, None, 1, None, None, listed,
                       f"{note}; without its specs the measured step cannot be projected.")
     singles = [_candidate(workload, constraints, catalog, current, g, 1) for g in pool]
     best = _pick(singles)
@@ -269,7 +270,7 @@ def project(workload: Workload, catalog: Catalog, constraints: Constraints = Con
     elif best is None:  # nothing meets the targets: the fastest that fits
         fitting = [c for c in singles if c.fits_memory is not False
                    and c.projected_step_ms is not None]
-        best = min(fitting, key=lambda c: c.projected_step_ms) if fitting else None
+        best = min(fitting, key=lambda c: cast(float, c.projected_step_ms)) if fitting else None
     cur_cand = next((c for c in singles if current and c.gpu == current.name), None)
     return _judge(workload, constraints, current, note, cur_cand, best, tuple(cands))
 

@@ -22,6 +22,7 @@ defect, ``gpu_annotation_steps``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -91,18 +92,19 @@ def _fallback_span(trace: Trace) -> tuple[int, int, str] | None:
         # Nsight Systems has no host operators: without step ranges, one step is the GPU span.
         gpu = device_activities(trace)
         if gpu.height:
-            return (int(gpu["ts_ns"].min()), int((gpu["ts_ns"] + gpu["dur_ns"]).max()),
-                    "gpu_span")
+            return (int(cast(int, gpu["ts_ns"].min())),
+                    int(cast(int, (gpu["ts_ns"] + gpu["dur_ns"]).max())), "gpu_span")
     ops = trace.cpu_ops.filter(pl.col("cat") == "cpu_op")
     if ops.height:
-        return (int(ops["ts_ns"].min()), int((ops["ts_ns"] + ops["dur_ns"]).max()), "cpu_span")
+        return (int(cast(int, ops["ts_ns"].min())),
+                int(cast(int, (ops["ts_ns"] + ops["dur_ns"]).max())), "cpu_span")
     # No host operators (e.g. a trimmed inference trace): the span of everything recorded.
     # (The plugin uses an empty range here and reports a negative step time.)
     lo, hi = MAX_I64, MIN_I64
     for df in (trace.kernels, trace.transfers, trace.runtime, trace.cpu_ops):
         if df.height:
-            lo = min(lo, int(df["ts_ns"].min()))
-            hi = max(hi, int((df["ts_ns"] + df["dur_ns"]).max()))
+            lo = min(lo, int(cast(int, df["ts_ns"].min())))
+            hi = max(hi, int(cast(int, (df["ts_ns"] + df["dur_ns"]).max())))
     return (lo, hi, "trace_span") if lo <= hi else None
 
 

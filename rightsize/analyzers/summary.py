@@ -7,7 +7,9 @@ Metrics that cannot be computed stay ``None`` and the reason is added to ``notes
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import polars as pl
 
@@ -203,7 +205,7 @@ def _measures(trace: Trace, diag: Diagnosis, work: pl.DataFrame,
               temporal: hta.Temporal | None,
               idle: tuple[hta.StreamIdle, ...]) -> dict[str, float | None]:
     """The measured values the tuning rules compare with their thresholds."""
-    s = diag.shares_pct
+    s = cast(Mapping[str, float], diag.shares_pct)  # diagnose() measures every share
     span = temporal.span_us if temporal is not None else 0
     pageable = trace.transfers.filter(
         (pl.col("kind") == "memcpy")
@@ -232,7 +234,8 @@ def _workload(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,
               device: int | None, peak: int | None,
               samples_per_step: int | None) -> sizing.Workload:
     step_ms = diag.step_ns / steps.count / 1e6
-    shares_ms = {k: step_ms * v / 100.0 for k, v in diag.shares_pct.items()}
+    shares = cast(Mapping[str, float], diag.shares_pct)  # diagnose() measures every share
+    shares_ms = {k: step_ms * v / 100.0 for k, v in shares.items()}
     flops = bytes_ = None
     if device is None and "flops" in work.columns:  # CPU-only: sized from op-level work
         flops = float(work["flops"].fill_null(0).sum()) / steps.count

@@ -15,6 +15,7 @@ counters 0.9, roofline 0.85, names 0.7, unmatched names 0.5).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +60,7 @@ STALLS = ("pcie", "dataloader", "communication", "host")
 class Diagnosis:
     bound: Bound | None
     confidence: float | None
-    shares_pct: dict[str, float]
+    shares_pct: Mapping[str, float | None]  # None: not measured (counters-only diagnosis)
     step_ns: int  # summed step time the shares are of
     device: str  # "gpu" | "cpu"
     signal_pct: dict[str, float]  # share of classified work time decided by each signal

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from rightsize import __version__
 from rightsize.rundir import (
@@ -70,7 +71,7 @@ def _standalone(out: str | Path | None) -> Iterator[Path]:
     script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "python"
     stamp = started.astimezone().strftime("%Y%m%d-%H%M%S")
     run_dir = create_run_dir(out or default_run_dir(script or "python", stamp))
-    manifest = {
+    manifest: dict[str, Any] = {
         "tool": {"name": "rightsize", "version": __version__},
         "status": "running",
         "command": {"kind": "in-process", "argv": list(sys.orig_argv), "name": script},

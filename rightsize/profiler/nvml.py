@@ -21,7 +21,7 @@ import importlib
 import os
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 KIB_BYTES = 1024  # nvmlDeviceGetPcieThroughput reports KB/s
 MIB_BYTES = 1024 * 1024  # GPM PCIe metrics are MiB/s
@@ -183,7 +183,7 @@ class NvmlSampler:
 
     def _opt(self, fn: Any, *args: Any, key: tuple[int, str] | None = None) -> Any:
         """``fn(*args)``, or None when NVML says the field is not there; remembers why."""
-        nvml = self._nvml
+        nvml = cast(ModuleType, self._nvml)  # set by open()
         if key is not None and key in self._skip:
             return None
         try:
@@ -213,7 +213,7 @@ class NvmlSampler:
         return gpu_rows, proc_rows
 
     def _sample_gpu(self, index: int, uuid: str, handle: Any, t_ns: int) -> dict:
-        nvml = self._nvml
+        nvml = cast(ModuleType, self._nvml)  # set by open()
 
         def get(name: str, fn: Any, *args: Any) -> Any:
             return self._opt(fn, handle, *args, key=(index, name))
@@ -255,7 +255,7 @@ class NvmlSampler:
     def _job_processes(
         self, index: int, handle: Any, job_pids: set[int]
     ) -> list[tuple[int, int | None]] | None:
-        nvml = self._nvml
+        nvml = cast(ModuleType, self._nvml)  # set by open()
         procs = self._opt(nvml.nvmlDeviceGetComputeRunningProcesses, handle, key=(index, "procs"))
         if procs is None:
             return None
@@ -265,7 +265,7 @@ class NvmlSampler:
         samples = self._gpm.get(index)
         if samples is None or (index, "gpm_sample") in self._skip:
             return {}
-        nvml = self._nvml
+        nvml = cast(ModuleType, self._nvml)  # set by open()
         previous, current = samples
         if self._opt(nvml.nvmlGpmSampleGet, handle, current, key=(index, "gpm_sample")) is None:
             return {}

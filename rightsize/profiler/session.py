@@ -62,7 +62,7 @@ class RunOptions:
 
     def hook_config(self, run_dir: Path) -> dict[str, Any]:
         """The settings the injected hook reads from ``RIGHTSIZE_RUN``."""
-        keys = ("profiler", "wait", "warmup", "active", "repeat", "record_shapes")
+        keys: tuple[str, ...] = ("profiler", "wait", "warmup", "active", "repeat", "record_shapes")
         keys += ("profile_memory", "with_stack", "with_flops", "window_delay_s", "window_s")
         return {"run_dir": str(run_dir.resolve()), **{k: getattr(self, k) for k in keys}}
 
@@ -219,7 +219,7 @@ def _finish_manifest(
     errors = sampled.errors if sampled else {}
     gpu_rows = sampled.rows["gpu"] if sampled else 0
     if not nvml_status.available:
-        nvml_collector = {"status": "missing", "reason": nvml_status.reason}
+        nvml_collector: dict[str, Any] = {"status": "missing", "reason": nvml_status.reason}
     elif "nvml" in errors:
         nvml_collector = {"status": "failed", "reason": errors["nvml"], "rows": gpu_rows}
     else:

@@ -37,7 +37,8 @@ _KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*$')
 class Batch(NamedTuple):
     ndjson: bytes  # whole events, one per line
     raw: bytes | None  # the document bytes they came from (fast path only)
-    count: int  # events in the batch; -1 for a fast-path batch (the parser counts them)
+    # events in the batch; -1 for a fast-path batch (the parser counts them)
+    count: int  # type: ignore[assignment]  # the field shadows tuple.count
 
 
 def _separator(buf: bytes) -> bytes | None:
@@ -57,7 +58,7 @@ class Scan:
     """One pass over a trace document; iterate :meth:`batches` exactly once."""
 
     def __init__(self, stream: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> None:
-        self._stream = stream
+        self._stream: BinaryIO | _Prepend = stream
         self._chunk_bytes = chunk_bytes
         self._head = bytearray()  # document bytes up to and including the array's "["
         self._tail = bytearray()  # document bytes from the array's "]" on
@@ -270,7 +271,7 @@ def _real_quotes(arr: np.ndarray) -> np.ndarray:
 class _Prepend:
     """A read-only stream that first returns ``prefix``, then the rest of ``stream``."""
 
-    def __init__(self, prefix: bytes, stream: BinaryIO) -> None:
+    def __init__(self, prefix: bytes, stream: BinaryIO | _Prepend) -> None:
         self._prefix = prefix
         self._stream = stream
 

@@ -238,7 +238,7 @@ def _kind_expr(column: str, kinds: dict[int, str]) -> pl.Expr:
 
 def read_transfers(db: NsysDb, offset_ns: int) -> pl.DataFrame:
     """Memcpy rows (direction from copyKind, memory kinds from srcKind/dstKind) and memsets."""
-    schema = {
+    schema: dict[str, pl.DataType] = {
         "device": pl.Int32(),
         "stream": pl.Int64(),
         "start": pl.Int64(),
