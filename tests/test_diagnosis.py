@@ -177,3 +177,12 @@ def test_each_rule_fires_at_its_threshold(measure, value, rule):
     assert "source" not in fired.evidence and measure in fired.evidence
     at_threshold = next(r["threshold"] for r in rules() if r["id"] == rule)
     assert recommend({measure: float(at_threshold)}) == []
+
+
+def test_recommendations_ordered_by_verdict_then_impact():
+    from rightsize.analyzers.advise import recommend
+    m = {"dataloader_pct": 30.0, "gpu_util_pct": 40.0, "gpu_idle_pct": 60.0,
+         "pageable_copies": 12.0, "pcie_pct": 1.0}
+    assert [r.id for r in recommend(m)] == ["low-gpu-utilization", "dataloader-stall",
+                                            "pageable-copies"]
+    assert [r.id for r in recommend(m, "dataloader")][0] == "dataloader-stall"

@@ -79,9 +79,22 @@ def rules() -> tuple[dict[str, Any], ...]:
     return tuple(json.loads(text)["rules"])
 
 
-def recommend(measures: dict[str, float | None]) -> list[Recommendation]:
-    """The rules that fire on ``measures`` (missing measures never fire), strongest first."""
-    out: list[tuple[float, Recommendation]] = []
+# The rules that act on each verdict's own share: listed first when they fire.
+FOR_BOUND = {"dataloader": ("dataloader-stall",), "host": ("host-bound", "host-wait"),
+             "pcie": ("pcie-bound", "pageable-copies"),
+             "communication": ("exposed-communication",),
+             "memory": ("memory-bound-kernels",), "compute": ("fp32-without-tensor-cores",)}
+
+
+def recommend(measures: dict[str, float | None], bound: str | None = None) -> list[Recommendation]:
+    """The rules that fire on ``measures`` (missing measures never fire).
+
+    The rules for the verdict ``bound`` come first; then by impact (the share of the step the
+    action addresses, from the rule's ``impact`` measure), then by how far past its threshold
+    each rule is.
+    """
+    own = FOR_BOUND.get(bound or "", ())
+    out: list[tuple[float, float, Recommendation]] = []
     for rule in rules():
         value = measures.get(rule["measure"])
         if value is None or not _OPS[rule["op"]](value, rule["threshold"]):
@@ -89,9 +102,11 @@ def recommend(measures: dict[str, float | None]) -> list[Recommendation]:
         evidence = (f"{rule['measure']} = {value:.1f} {rule['unit']} "
                     f"({rule['op']} {rule['threshold']}; {rule['source']})")
         strength = abs(value - rule["threshold"]) / max(abs(rule["threshold"]), 1.0)
-        out.append((strength, Recommendation(rule["id"], rule["title"],
-                                             rule["detail"].format(value=value), evidence)))
-    return [r for _, r in sorted(out, key=lambda x: -x[0])]
+        impact = measures.get(rule.get("impact", "")) or 0.0
+        out.append((impact, strength, Recommendation(rule["id"], rule["title"],
+                                                     rule["detail"].format(value=value),
+                                                     evidence)))
+    return [r for _, _, r in sorted(out, key=lambda x: (x[2].id not in own, -x[0], -x[1]))]
 
 
 def fp32_matmul_pct(work: pl.DataFrame) -> float | None:

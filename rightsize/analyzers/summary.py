@@ -134,7 +134,8 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
     if diag is not None:
         dev = next((d for d in devices if d.device == primary), None)
         recs = tuple(advise.recommend(_measures(trace, diag, work, dev, peak, memory_bytes,
-                                                temporal, temporal_idle)))
+                                                temporal, temporal_idle),
+                                      diag.bound.value if diag.bound else None))
         if context.catalog is not None:
             try:
                 plan = sizing.project(_workload(trace, steps, diag, work, primary, peak,
@@ -215,6 +216,8 @@ def _measures(trace: Trace, diag: Diagnosis, work: pl.DataFrame,
     return {
         "dataloader_pct": s["dataloader"],
         "gpu_util_pct": dev.gpu_util_pct if dev is not None else None,
+        "gpu_idle_pct": 100.0 - dev.gpu_util_pct if dev is not None and dev.gpu_util_pct
+        is not None else None,
         "communication_pct": s["communication"],
         "memory_of_device_pct": 100.0 * peak / memory_bytes if peak and memory_bytes else None,
         "fp32_matmul_pct": advise.fp32_matmul_pct(work) if diag.device == "gpu" else None,
