@@ -48,5 +48,6 @@ def test_dataloader_bound_run_is_not_helped_by_a_bigger_gpu():
     s = doc["sizing"]
     assert s["current"] == "V100 32GB SXM2"
     fastest = min(c["projected_step_ms"] for c in s["candidates"] if c["projected_step_ms"])
-    # A third of the step is data loading, which no GPU shortens.
+    # A third of the step is data loading, which no GPU shortens; the reason says so.
     assert fastest > 0.33 * doc["steps"]["mean_ms"]
+    assert "waits for the data loader, which a bigger GPU will not shrink" in s["reason"]

@@ -93,6 +93,7 @@ class Workload:
     bytes_per_step: float | None = None
     training: bool = True  # words for multi-GPU proposals (FSDP vs tensor parallel)
     gpus: int = 1  # devices the measured run used (cost counts all of them)
+    bound: str | None = None  # the diagnosis verdict (Bound value), when there is one
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +297,7 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
     stall = sum(shares.get(str(s), 0.0) for s in (Share.DATALOADER, Share.HOST, Share.IDLE))
     stall_frac = stall / workload.step_ms
     words = []
-    if stall_frac >= THRESHOLDS.stall_fraction:
+    if stall_frac >= THRESHOLDS.stall_fraction or workload.bound in ("dataloader", "host"):
         words.append(_stall_words(shares, workload.step_ms))
     if best is None:
         words.append("no catalog GPU fits the peak memory with the requested headroom, even"
