@@ -185,4 +185,4 @@ def test_recommendations_ordered_by_verdict_then_impact():
          "pageable_copies": 12.0, "pcie_pct": 1.0}
     assert [r.id for r in recommend(m)] == ["low-gpu-utilization", "dataloader-stall",
                                             "pageable-copies"]
-    assert [r.id for r in recommend(m, "dataloader")][0] == "dataloader-stall"
+    assert recommend(m, "dataloader")[0].id == "dataloader-stall"
