@@ -92,36 +92,29 @@ def self_segments(ops: pl.DataFrame) -> pl.DataFrame:
     """
     o = ops.with_row_index("row").with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns")).sort(
         ["pid", "tid", "ts_ns", "end_ns"], descending=[False, False, False, True])
-    rows, starts, ends = [], [], []
+    segments: list[tuple[int, int, int]] = []  # (row, start, end)
     for (_, _), g in o.group_by(["pid", "tid"], maintain_order=True):
-        stack: list[tuple[int, int]] = []  # (end, row)
-        t = 0
+        stack: list[tuple[int, int]] = []  # (end, row) of the ops still open
+        t = 0  # time up to which self time has been given out
         for row, s, e in zip(g["row"].to_list(), g["ts_ns"].to_list(), g["end_ns"].to_list(),
                              strict=True):
-            while stack and stack[-1][0] <= s:
+            while stack and stack[-1][0] <= s:  # ops that ended before this one started
                 end, top = stack.pop()
                 if t < end:
-                    rows.append(top)
-                    starts.append(t)
-                    ends.append(end)
+                    segments.append((top, t, end))
                 t = max(t, end)
-            if stack:
+            if stack:  # the enclosing op ran alone until now
                 e = min(e, stack[-1][0])
                 if t < s:
-                    rows.append(stack[-1][1])
-                    starts.append(t)
-                    ends.append(s)
+                    segments.append((stack[-1][1], t, s))
             t = s
             stack.append((e, row))
         while stack:
             end, top = stack.pop()
             if t < end:
-                rows.append(top)
-                starts.append(t)
-                ends.append(end)
+                segments.append((top, t, end))
             t = max(t, end)
-    return pl.DataFrame({"row": rows, "ts_ns": starts, "dur_ns": [b - a for a, b in
-                                                                  zip(starts, ends, strict=True)]},
+    return pl.DataFrame([(r, a, b - a) for r, a, b in segments], orient="row",
                         schema={"row": pl.UInt32, "ts_ns": pl.Int64, "dur_ns": pl.Int64})
 
 

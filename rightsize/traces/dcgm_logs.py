@@ -89,6 +89,9 @@ _SAMPLE = re.compile(
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 _ENTITY = re.compile(r"^(GPU(?:-I|-CI)?)\s+(\d+)\s+(.*)$")
 _LONG = ["t", "gpu_index", "gpu_uuid", "instance", "field", "number"]
+# One row per (time, GPU, field) before the pivot into GPU_SAMPLES columns.
+_LONG_SCHEMA = {"t": pl.Int64(), "gpu_index": pl.Int32(), "gpu_uuid": pl.String(),
+                "instance": pl.Int64(), "field": pl.String(), "number": pl.Float64()}
 
 
 def _wide(long: pl.DataFrame) -> pl.DataFrame:
@@ -155,18 +158,7 @@ def read_prometheus(text: str, scrape_time_ns: int | None) -> pl.DataFrame:
                 _number(match["value"]),
             )
         )
-    long = pl.DataFrame(
-        rows,
-        schema={
-            "t": pl.Int64(),
-            "gpu_index": pl.Int32(),
-            "gpu_uuid": pl.String(),
-            "instance": pl.Int64(),
-            "field": pl.String(),
-            "number": pl.Float64(),
-        },
-        orient="row",
-    )
+    long = pl.DataFrame(rows, schema=_LONG_SCHEMA, orient="row")
     return _wide(long)
 
 
@@ -191,18 +183,7 @@ def read_dmon(text: str, start_ns: int | None, interval_ms: float | None) -> pl.
             t = start_ns + round(tick * interval_ms * 1e6)
         for field, value in zip(fields, match[3].split(), strict=False):
             rows.append((t, int(match[2]), None, None, field, _number(value)))
-    long = pl.DataFrame(
-        rows,
-        schema={
-            "t": pl.Int64(),
-            "gpu_index": pl.Int32(),
-            "gpu_uuid": pl.String(),
-            "instance": pl.Int64(),
-            "field": pl.String(),
-            "number": pl.Float64(),
-        },
-        orient="row",
-    )
+    long = pl.DataFrame(rows, schema=_LONG_SCHEMA, orient="row")
     if start_ns is None or interval_ms is None:
         # Without times, rows would merge in the pivot: the per-GPU tick keeps them apart.
         long = long.with_columns(instance=pl.int_range(pl.len()).over("gpu_index", "field"))
