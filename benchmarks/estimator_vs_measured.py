@@ -29,9 +29,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from rightsize.analyzers.catalog import Precision
-from rightsize.analyzers.estimator import Mode, Optimizer, Setup, estimate
-from rightsize.analyzers.estimator_hf import MlpKind, ModelShape, NormKind
+from rightsize.analyzers.sizing.estimator import Mode, Optimizer, Setup, estimate
+from rightsize.analyzers.sizing.hf_config import MlpKind, ModelShape, NormKind
+from rightsize.vocab import Precision
 
 
 class RMSNorm(nn.Module):

@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from rightsize.analyzers import hta, tb_plugin
-from rightsize.analyzers.steps import StepOptions, find_steps
+from rightsize.analyzers.metrics import hta, tb_plugin
+from rightsize.analyzers.metrics.steps import StepOptions, find_steps
 from rightsize.traces.kineto import read_kineto
 
 COMPAT = (StepOptions(legacy_runtime_only=True, gpu_annotation_steps=True),

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rightsize.analyzers.catalog import Catalog
-    from rightsize.analyzers.sizing import Constraints
+    from rightsize.analyzers.sizing.projection import Constraints
+    from rightsize.catalog import Catalog
 
 Progress = Callable[[str], None]
 
@@ -26,9 +26,9 @@ def analyze_paths(paths: list[str | Path], progress: Progress | None = None,
                   samples_per_step: int | None = None) -> dict[str, Any]:
     """Read ``paths`` (trace files, per-rank directories, run directories, Nsight exports,
     GPU metric logs) and analyze them; ``catalog`` defaults to the shipped GPU catalog."""
-    from rightsize.analyzers.catalog import load_catalog
-    from rightsize.analyzers.sizing import Constraints
-    from rightsize.analyzers.summary import Context, analyze
+    from rightsize.analyzers.analysis import Context, analyze
+    from rightsize.analyzers.sizing.projection import Constraints
+    from rightsize.catalog import load_catalog
     from rightsize.reports.json_doc import document
     from rightsize.traces.loader import ReadOptions, load
 

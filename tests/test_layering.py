@@ -10,18 +10,26 @@ from pathlib import Path
 from tests.conftest import REPO
 
 PKG = REPO / "rightsize"
-# layer -> layers it must never import
+# layer (a subpackage, or a top-level module by its name) -> what it must never import
+_ABOVE_ANALYZERS = ("rightsize.profiler", "rightsize.reports", "rightsize.cli", "rightsize.pipeline")
 FORBIDDEN = {
-    "traces": ("rightsize.profiler", "rightsize.analyzers", "rightsize.reports", "rightsize.cli",
-               "rightsize.pipeline"),
-    "analyzers": ("rightsize.profiler", "rightsize.reports", "rightsize.cli", "rightsize.pipeline"),
+    "vocab": ("rightsize.",),
+    "errors": ("rightsize.",),
+    "catalog": ("rightsize.analyzers", "rightsize.traces", *_ABOVE_ANALYZERS),
+    "rundir": ("rightsize.analyzers", "rightsize.traces", *_ABOVE_ANALYZERS),
+    "traces": ("rightsize.analyzers", *_ABOVE_ANALYZERS),
+    "analyzers": _ABOVE_ANALYZERS,
     "reports": ("rightsize.profiler", "rightsize.cli", "rightsize.pipeline"),
-    "profiler": ("rightsize.analyzers", "rightsize.reports"),
+    "profiler": ("rightsize.analyzers", "rightsize.reports", "rightsize.pipeline",
+                 "rightsize.catalog"),
+    "pipeline": ("rightsize.profiler", "rightsize.cli"),
 }
 HEAVY_OUTSIDE_PROFILER = ("torch", "pynvml")
 
 
 def imports_of(path: Path) -> set[str]:
+    """Every module a file imports, with ``from a import b`` recorded as both ``a`` and
+    ``a.b`` (``from rightsize import pipeline`` imports ``rightsize.pipeline``)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -29,14 +37,19 @@ def imports_of(path: Path) -> set[str]:
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
     return names
+
+
+def layer_of(path: Path) -> str:
+    rel = path.relative_to(PKG).parts
+    return rel[0] if len(rel) > 1 else path.stem
 
 
 def test_imports_go_one_way():
     wrong = []
     for path in PKG.rglob("*.py"):
-        rel = path.relative_to(PKG).parts
-        layer = rel[0] if len(rel) > 1 else None
+        layer = layer_of(path)
         for name in imports_of(path):
             if layer in FORBIDDEN and name.startswith(FORBIDDEN[layer]):
                 wrong.append(f"{path.relative_to(REPO)} imports {name}")
@@ -60,3 +73,10 @@ def test_python_dash_m_and_version():
     out = subprocess.run([sys.executable, "-m", "rightsize", "--version"], capture_output=True,
                          text=True, timeout=60, check=False)
     assert out.returncode == 0 and out.stdout.startswith("rightsize, version ")
+
+
+def test_from_imports_are_resolved_to_modules(tmp_path):
+    """The wrong-way edge the first version missed: ``from rightsize import pipeline``."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("from rightsize import pipeline\n")
+    assert imports_of(probe) == {"rightsize", "rightsize.pipeline"}

@@ -59,7 +59,7 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
       rightsize analyze traces/ --format json -o analysis.json
       rightsize analyze report1.sqlite ncu.csv --target-step-ms 50
     """
-    from rightsize.analyzers.sizing import Constraints
+    from rightsize.analyzers.sizing.projection import Constraints
     from rightsize.pipeline import analyze_paths
 
     if target_throughput is not None and samples_per_step is None:

@@ -1,7 +1,7 @@
 """``rightsize estimate``: memory a model needs before anything runs, and the GPUs it fits on.
 
 Reads a Hugging Face ``config.json`` (``--hf-config``) or takes ``--params`` and/or layer shapes,
-builds a :class:`~rightsize.analyzers.estimator.Setup` from the options, and prints the estimate
+builds a :class:`~rightsize.analyzers.sizing.estimator.Setup` from the options, and prints the estimate
 (text, or ``--format json``) with every catalog GPU it fits on, alone or as N GPUs.
 Only click is imported at module level.
 """
@@ -95,10 +95,10 @@ def estimate(hf_config: Path | None, params: int | None, layers: int | None,
           --precision int4 --batch 4 --seq 2048
       rightsize estimate --params 7e9 --mode train --fsdp --gpus 8
     """
-    from rightsize.analyzers.estimator import Mode, Optimizer, Recompute, Setup
-    from rightsize.analyzers.estimator import estimate as run_estimate
-    from rightsize.analyzers.estimator_fit import place
-    from rightsize.analyzers.estimator_hf import ModelShape, from_hf_config
+    from rightsize.analyzers.sizing.estimator import Mode, Optimizer, Recompute, Setup
+    from rightsize.analyzers.sizing.estimator import estimate as run_estimate
+    from rightsize.analyzers.sizing.hf_config import ModelShape, from_hf_config
+    from rightsize.analyzers.sizing.placement import place
     from rightsize.errors import RightsizeError
 
     shape = None

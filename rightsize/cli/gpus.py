@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from rightsize.analyzers.catalog import Catalog
+    from rightsize.catalog import Catalog
 
 CATALOG_ENV = "RIGHTSIZE_CATALOG"
 
@@ -29,7 +29,7 @@ catalog_option: Callable[[Any], Any] = click.option(
 
 def load_catalog_for_cli(path: Path | None) -> Catalog:
     """The catalog with ``$RIGHTSIZE_CATALOG`` files, then ``path``, applied."""
-    from rightsize.analyzers.catalog import load_catalog, parse_catalog_text
+    from rightsize.catalog import load_catalog, parse_catalog_text
     from rightsize.errors import InputError
 
     paths = [Path(p) for p in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if p]

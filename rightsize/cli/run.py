@@ -137,7 +137,7 @@ def run(ctx: click.Context, script: str, args: tuple[str, ...], **opts: object) 
     def warn(message: str) -> None:
         click.echo(f"rightsize: warning: {message}", err=True)
 
-    result = run_job(target, options, warn)
+    result = run_job(target, options, warn, analyze=lambda run_dir: _analyze(run_dir, warn))
     lines = describe(result)
     first_next = next((i for i, line in enumerate(lines) if line.startswith("next:")), len(lines))
     for line in lines[:first_next]:
@@ -167,3 +167,24 @@ def _report(result: Any, warn: Callable[[str], None]) -> None:
                    nl=False)
     except (RightsizeError, OSError, ValueError) as exc:
         warn(f"report not written: {exc}")
+
+
+def _analyze(run_dir: Path, warn: Callable[[str], None]) -> dict[str, Any]:
+    """Write ``analysis.json`` for a finished run; a failure is a warning, never fatal."""
+    from rightsize.errors import RightsizeError
+    from rightsize.pipeline import analyze_paths
+    from rightsize.rundir import ANALYSIS, write_json_atomic
+
+    try:
+        doc = analyze_paths([run_dir])
+    except RightsizeError as exc:
+        reason = f"analysis failed: {exc}"
+    except KeyboardInterrupt:
+        reason = f"analysis interrupted; run rightsize analyze {run_dir} later"
+    except Exception as exc:  # noqa: BLE001 - a bug in analysis must not change the job's exit
+        reason = f"analysis crashed: {exc.__class__.__name__}: {exc}"
+    else:
+        write_json_atomic(run_dir / ANALYSIS, doc)
+        return {"status": "written", "reason": None, "file": ANALYSIS}
+    warn(reason)
+    return {"status": "failed", "reason": reason}

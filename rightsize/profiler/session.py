@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from rightsize import __version__
-from rightsize.errors import RightsizeError
 from rightsize.profiler.host import HostSampler, host_info
 from rightsize.profiler.launch import ExitStatus, Target, child_env, run_child
 from rightsize.profiler.nvml import NvmlSampler, NvmlStatus
@@ -35,7 +34,6 @@ from rightsize.rundir import (
     default_run_dir,
     read_proc_records,
     trace_paths,
-    write_json_atomic,
     write_manifest,
 )
 
@@ -67,6 +65,10 @@ class RunOptions:
         return {"run_dir": str(run_dir.resolve()), **{k: getattr(self, k) for k in keys}}
 
 
+# run directory -> the manifest's ``collectors.analysis`` entry
+Analyze = Callable[[Path], dict[str, Any]]
+
+
 @dataclass(frozen=True, slots=True)
 class RunResult:
     run_dir: Path
@@ -79,8 +81,13 @@ def run_job(
     options: RunOptions,
     warn: Callable[[str], None],
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    analyze: Analyze | None = None,
 ) -> RunResult:
-    """Run ``target`` under rightsize; returns once the job and the analysis are done."""
+    """Run ``target`` under rightsize; returns once the job and the analysis are done.
+
+    ``analyze`` is the caller's (the CLI passes the analysis pipeline): the profiler layer never
+    imports the analyzers. It takes the run directory and returns the manifest's
+    ``collectors.analysis`` entry; it must not raise."""
     started = now()
     stamp = started.astimezone().strftime("%Y%m%d-%H%M%S")
     run_dir = create_run_dir(options.out or default_run_dir(target.name, stamp))
@@ -135,8 +142,8 @@ def run_job(
         _finish_manifest(run_dir, manifest, options, nvml_status, nvml, sampled)
         manifest["status"] = "analyzing" if options.report else "done"
         write_manifest(run_dir, manifest)
-        if options.report:
-            manifest["collectors"]["analysis"] = _analyze(run_dir, warn)
+        if options.report and analyze is not None:
+            manifest["collectors"]["analysis"] = analyze(run_dir)
             manifest["status"] = "done"
             write_manifest(run_dir, manifest)
     except (OSError, ValueError) as exc:
@@ -273,29 +280,6 @@ def _profiler_collector(
         "traces": len(traces),
         "processes": processes,
     }
-
-
-def _analyze(run_dir: Path, warn: Callable[[str], None]) -> dict[str, Any]:
-    """Write ``analysis.json`` with ``rightsize.pipeline``; a failure is a warning, never fatal."""
-    try:
-        from rightsize import pipeline
-    except ImportError as exc:
-        reason = f"analysis not available in this rightsize ({exc})"
-        warn(reason)
-        return {"status": "failed", "reason": reason}
-    try:
-        doc = pipeline.analyze_paths([run_dir])
-    except RightsizeError as exc:
-        reason = f"analysis failed: {exc}"
-    except KeyboardInterrupt:
-        reason = f"analysis interrupted; run rightsize analyze {run_dir} later"
-    except Exception as exc:  # noqa: BLE001 - a bug in analysis must not change the job's exit
-        reason = f"analysis crashed: {exc.__class__.__name__}: {exc}"
-    else:
-        write_json_atomic(run_dir / ANALYSIS, doc)
-        return {"status": "written", "reason": None, "file": ANALYSIS}
-    warn(reason)
-    return {"status": "failed", "reason": reason}
 
 
 def describe(result: RunResult) -> list[str]:

@@ -1,6 +1,6 @@
 """The ``rightsize analyze --format json`` document: the stable machine contract.
 
-Input: an :class:`~rightsize.analyzers.summary.Analysis`. Output: plain dicts/lists of JSON
+Input: an :class:`~rightsize.analyzers.analysis.Analysis`. Output: plain dicts/lists of JSON
 types. Keys are documented in docs/json-contract.md; ``SCHEMA_VERSION`` changes whenever a key
 is renamed or removed (adding keys does not change it). Times are milliseconds (``*_ms``),
 sizes bytes, shares percent. A value that cannot be computed is ``null``, never 0.
@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from rightsize import __version__
-from rightsize.analyzers.summary import Analysis, RankAnalysis
+from rightsize.analyzers.analysis import Analysis, RankAnalysis
 
 SCHEMA_VERSION = 1
 NS_PER_MS = 1e6

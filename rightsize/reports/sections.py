@@ -13,7 +13,8 @@ from typing import Any
 
 Doc = Mapping[str, Any]
 
-SHARE_ORDER = ("compute", "memory", "pcie", "dataloader", "communication", "host", "idle")
+from rightsize.vocab import SHARES as SHARE_ORDER
+
 BREAKDOWN_LABELS = {
     "kernel": "Kernel",
     "memcpy": "Memcpy",

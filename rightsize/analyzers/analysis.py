@@ -1,0 +1,265 @@
+"""One trace (rank) -> every metric rightsize reports, as one frozen result.
+
+Input: a normalized :class:`~rightsize.traces.schema.Trace`. Output: :class:`RankAnalysis`;
+several ranks make an :class:`Analysis`. Pure: nothing printed, nothing read, inputs untouched.
+Metrics that cannot be computed stay ``None`` and the reason is added to ``notes`` once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import cast
+
+import polars as pl
+
+from rightsize.analyzers.diagnosis import advise
+from rightsize.analyzers.diagnosis.verdict import Diagnosis, diagnose
+from rightsize.analyzers.metrics import hta, kernels, tb_plugin
+from rightsize.analyzers.metrics.steps import StepOptions, Steps, find_steps
+from rightsize.analyzers.metrics.timeline import Timeline, timeline
+from rightsize.analyzers.sizing import projection as sizing
+from rightsize.catalog import Catalog, DeviceMatch
+from rightsize.traces.schema import Trace
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What an analysis may use beyond the trace itself (all optional)."""
+
+    catalog: Catalog | None = None  # GPU specs and prices (ridge points, sizing)
+    ncu: pl.DataFrame | None = None  # Nsight Compute per-kernel rows
+    gpu_samples: pl.DataFrame | None = None  # NVML / DCGM / nvidia-smi samples
+    constraints: sizing.Constraints = field(default_factory=sizing.Constraints)
+    step_options: StepOptions = field(default_factory=StepOptions)
+    samples_per_step: int | None = None  # for throughput targets and cost per 1k samples
+
+
+@dataclass(frozen=True, slots=True)
+class RankAnalysis:
+    trace: Trace
+    steps: Steps
+    breakdown: tb_plugin.Breakdown | None
+    devices: tuple[tb_plugin.DeviceMetrics, ...]
+    primary_device: int | None  # the device with the most kernel time
+    tensor_cores: kernels.TensorCores
+    temporal: hta.Temporal | None
+    idle: tuple[hta.StreamIdle, ...]
+    launch: hta.LaunchStats
+    top_kernels: pl.DataFrame
+    top_ops: pl.DataFrame
+    copies: pl.DataFrame
+    memory: tuple[kernels.MemoryPeak, ...]
+    communication: kernels.Communication | None
+    notes: tuple[str, ...]
+    device_match: DeviceMatch | None = None  # the catalog GPU the primary device is
+    diagnosis: Diagnosis | None = None
+    work: pl.DataFrame | None = None  # classified device work (kernels, or CPU leaf ops)
+    recommendations: tuple[advise.Recommendation, ...] = ()
+    sizing: sizing.Sizing | None = None
+    timeline: Timeline | None = None
+
+    @property
+    def rank(self) -> int | None:
+        return self.trace.meta.rank
+
+    def device(self, index: int | None) -> tb_plugin.DeviceMetrics | None:
+        return next((d for d in self.devices if d.device == index), None)
+
+    @property
+    def kernel_ns(self) -> int:
+        return max((d.kernel_ns for d in self.devices), default=0)
+
+    @property
+    def peak_memory(self) -> kernels.MemoryPeak | None:
+        """Peak of the primary device, else of the host for CPU-only traces."""
+        by_dev = {m.device: m for m in self.memory}
+        if self.primary_device is not None and self.primary_device in by_dev:
+            return by_dev[self.primary_device]
+        if self.primary_device is None:
+            return by_dev.get(-1)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    ranks: tuple[RankAnalysis, ...]
+    counters: Diagnosis | None = None  # from GPU samples alone, when there is no trace
+
+    @property
+    def primary(self) -> RankAnalysis | None:
+        """The rank holding the device with the most kernel time (the first rank if none)."""
+        return max(self.ranks, key=lambda r: r.kernel_ns) if self.ranks else None
+
+
+def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
+    notes: list[str] = []
+    steps = find_steps(trace, context.step_options)
+    if steps.source == "cpu_span":
+        notes.append("no ProfilerStep annotations: one step spans the host operators")
+    elif steps.source == "gpu_span":
+        notes.append("no step ranges: one step spans the GPU activity")
+    elif steps.source == "trace_span":
+        notes.append("no ProfilerStep annotations or host operators: one step spans the trace")
+    elif steps.source == "none":
+        notes.append("no timed events: no steps")
+    if steps.dropped:
+        notes.append(f"dropped {steps.dropped} trailing step(s) with missing or truncated GPU work")
+    breakdown = tb_plugin.breakdown(trace, steps) if steps.count else None
+    devices = tuple(tb_plugin.device_metrics(trace, steps))
+    primary = max(devices, key=lambda d: d.kernel_ns).device if devices else None
+    if trace.kernels.height == 0:
+        notes.append("no GPU kernels in the trace: GPU metrics are null")
+    prim_kernels = trace.kernels.filter(pl.col("device") == primary) if primary is not None \
+        else trace.kernels.clear()
+    if primary is not None and not trace.kernels["blocks_per_sm"].is_not_null().any():
+        notes.append("kernels carry no 'blocks per SM' (e.g. AMD/ROCm): Est. SM efficiency is null")
+    if primary is not None and not trace.kernels["occupancy_pct"].is_not_null().any():
+        notes.append("kernels carry no occupancy estimate: Est. achieved occupancy is null")
+    hta_rows = hta.kept_rows(trace)
+    temporal = hta.temporal_breakdown(trace, rows=hta_rows)
+    if trace.memory.height == 0:
+        notes.append("no [memory] events (profile_memory was off): peak memory is null")
+    comm = None
+    if steps.count and prim_kernels.height:
+        comm = kernels.communication(prim_kernels, int(steps.start_ns[0]), int(steps.end_ns[-1]))
+    match = _device_match(trace, primary, context.catalog)
+    if match is not None and match.gpu is None:
+        notes.append(match.note)
+    ridge = advise.ridge_for(match.gpu) if match is not None and match.gpu is not None else None
+    diag, work = diagnose(trace, steps, primary, ridge, context.ncu, context.gpu_samples)
+    peak = _peak(kernels.memory_peaks(trace.memory), primary)
+    memory_bytes = _device_prop(trace, primary, "memory_bytes")
+    temporal_idle = tuple(hta.idle_breakdown(trace, rows=hta_rows))
+    recs: tuple[advise.Recommendation, ...] = ()
+    plan = None
+    if diag is not None:
+        dev = next((d for d in devices if d.device == primary), None)
+        recs = tuple(advise.recommend(_measures(trace, diag, work, dev, peak, memory_bytes,
+                                                temporal, temporal_idle),
+                                      diag.bound.value if diag.bound else None))
+        if context.catalog is not None:
+            try:
+                plan = sizing.project(_workload(trace, steps, diag, work, primary, peak,
+                                                context.samples_per_step),
+                                      context.catalog, context.constraints)
+            except sizing.SizingError as exc:
+                notes.append(f"no sizing: {exc}")
+    return RankAnalysis(
+        trace=trace,
+        steps=steps,
+        breakdown=breakdown,
+        devices=devices,
+        primary_device=primary,
+        tensor_cores=kernels.tensor_cores(prim_kernels),
+        temporal=temporal,
+        idle=temporal_idle,
+        launch=hta.launch_stats(trace),
+        top_kernels=kernels.top_kernels(trace.kernels),
+        top_ops=kernels.top_ops(trace),
+        copies=kernels.copies(trace.transfers),
+        memory=tuple(kernels.memory_peaks(trace.memory)),
+        communication=comm,
+        notes=tuple(notes),
+        device_match=match,
+        diagnosis=diag,
+        work=work,
+        recommendations=recs,
+        sizing=plan,
+        timeline=timeline(prim_kernels, int(steps.start_ns[0]), int(steps.end_ns[-1]),
+                          context.gpu_samples, primary) if steps.count else None,
+    )
+
+
+def analyze(traces: list[Trace], context: Context = Context()) -> Analysis:
+    ranks = tuple(analyze_trace(t, context) for t in traces)
+    counters = None
+    if not ranks and context.gpu_samples is not None:
+        from rightsize.analyzers.diagnosis.counters import diagnose_counters
+        counters = diagnose_counters(context.gpu_samples)
+    return Analysis(ranks, counters)
+
+
+def _device_prop(trace: Trace, device: int | None, col: str) -> int | None:
+    if device is None:
+        return None
+    row = trace.devices.filter(pl.col("device") == device)
+    return None if row.height == 0 or row[col][0] is None else int(row[col][0])
+
+
+def _device_match(trace: Trace, device: int | None, catalog: Catalog | None) -> DeviceMatch | None:
+    if device is None or catalog is None:
+        return None
+    row = trace.devices.filter(pl.col("device") == device).to_dicts()
+    if not row or not row[0]["name"]:
+        return DeviceMatch("unknown", None, f"device {device} has no name in the trace: "
+                           "it cannot be matched to the GPU catalog")
+    return catalog.match(row[0]["name"], row[0]["memory_bytes"], row[0]["sm_count"])
+
+
+def _peak(memory: list[kernels.MemoryPeak], device: int | None) -> int | None:
+    by_dev = {m.device: m for m in memory}
+    m = by_dev.get(device if device is not None else -1)
+    return m.peak_allocated_bytes if m is not None else None
+
+
+def _measures(trace: Trace, diag: Diagnosis, work: pl.DataFrame,
+              dev: tb_plugin.DeviceMetrics | None, peak: int | None, memory_bytes: int | None,
+              temporal: hta.Temporal | None,
+              idle: tuple[hta.StreamIdle, ...]) -> dict[str, float | None]:
+    """The measured values the tuning rules compare with their thresholds."""
+    s = cast(Mapping[str, float], diag.shares_pct)  # diagnose() measures every share
+    span = temporal.span_us if temporal is not None else 0
+    pageable = trace.transfers.filter(
+        (pl.col("kind") == "memcpy")
+        & (((pl.col("direction") == "HtoD") & (pl.col("src_memory") == "pageable"))
+           | ((pl.col("direction") == "DtoH") & (pl.col("dst_memory") == "pageable"))))
+    gpm = (diag.utilization.get("nvml") or {}).get("gpm_sm_util_pct_mean")
+    return {
+        "dataloader_pct": s["dataloader"],
+        "gpu_util_pct": dev.gpu_util_pct if dev is not None else None,
+        "gpu_idle_pct": 100.0 - dev.gpu_util_pct if dev is not None and dev.gpu_util_pct
+        is not None else None,
+        "communication_pct": s["communication"],
+        "memory_of_device_pct": 100.0 * peak / memory_bytes if peak and memory_bytes else None,
+        "fp32_matmul_pct": advise.fp32_matmul_pct(work) if diag.device == "gpu" else None,
+        "host_wait_pct": 100.0 * sum(i.host_wait_us for i in idle) / span if span else None,
+        "kernel_wait_pct": 100.0 * sum(i.kernel_wait_us for i in idle) / span if span else None,
+        "pageable_copies": float(pageable.height) if diag.device == "gpu" else None,
+        "sync_pct": advise.sync_pct(trace.cpu_ops, trace.runtime, diag.step_ns),
+        "sm_activity_pct": gpm,
+        "data_parallel_ops": float(advise.data_parallel_ops(trace.cpu_ops)),
+        "memory_pct": s["memory"],
+        "host_pct": s["host"] + s["idle"],
+        "pcie_pct": s["pcie"],
+    }
+
+
+def _workload(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,
+              device: int | None, peak: int | None,
+              samples_per_step: int | None) -> sizing.Workload:
+    step_ms = diag.step_ns / steps.count / 1e6
+    shares = cast(Mapping[str, float], diag.shares_pct)  # diagnose() measures every share
+    shares_ms = {k: step_ms * v / 100.0 for k, v in shares.items()}
+    flops = bytes_ = None
+    if device is None and "flops" in work.columns:  # CPU-only: sized from op-level work
+        flops = float(work["flops"].fill_null(0).sum()) / steps.count
+        bytes_ = float(work["bytes"].fill_null(0).sum()) / steps.count
+    return sizing.Workload(
+        step_ms=step_ms, shares_ms=shares_ms, precision=advise.dominant_precision(work),
+        peak_memory_bytes=peak,
+        current_device_name=_device_name(trace, device),
+        current_sm_count=_device_prop(trace, device, "sm_count"),
+        current_memory_bytes=_device_prop(trace, device, "memory_bytes"),
+        flops_per_step=flops, bytes_per_step=bytes_, samples_per_step=samples_per_step,
+        bound=diag.bound.value if diag.bound else None,
+        training=bool(trace.cpu_ops.filter(pl.col("name").str.starts_with("Optimizer.step")
+                                           | pl.col("name").str.contains("Backward")).height),
+    )
+
+
+def _device_name(trace: Trace, device: int | None) -> str | None:
+    if device is None:
+        return None
+    row = trace.devices.filter(pl.col("device") == device)
+    return row["name"][0] if row.height else None

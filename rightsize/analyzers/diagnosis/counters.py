@@ -1,0 +1,104 @@
+"""A verdict from GPU counters alone (nvidia-smi / DCGM / NVML samples, no trace).
+
+Input: GPU_SAMPLES rows (``rightsize.traces.samples``). Output: a
+:class:`~rightsize.analyzers.diagnosis.verdict.Diagnosis` with ``device == "counters"`` and a confidence
+capped at ``COUNTERS_ONLY_MAX_CONFIDENCE``, because counters cannot see what a trace sees: they
+cannot tell data loading from other host work, and without profiling fields (GPM / DCGM_FI_PROF)
+they cannot split busy time into compute and memory.
+
+Definition, on the GPU with the highest mean utilization:
+
+* busy = mean ``utilization.gpu`` (% of time a kernel ran); the rest is waiting (``host``, which
+  here includes data loading);
+* busy splits into compute and memory in proportion to the busiest math pipe (tensor, FP32,
+  FP16 utilization) vs DRAM bandwidth utilization, when those are sampled; otherwise the split
+  is unknown (null);
+* ``pcie`` = mean of max(TX, RX) throughput over the link's capacity (PCIe generation x width),
+  reported next to the shares, and the verdict when it exceeds ``PCIE_BOUND_PCT``.
+
+The verdict follows the trace rule: busy >= 60% -> the larger of compute/memory; else host.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import polars as pl
+
+from rightsize.analyzers.diagnosis.verdict import THRESHOLDS, Diagnosis, Thresholds
+from rightsize.vocab import Bound
+
+COUNTERS_ONLY_MAX_CONFIDENCE = 0.5  # counters see averages, not what the GPU waits for
+PCIE_BOUND_PCT = 50.0  # the host link is at least half full on average
+# PCIe payload bandwidth per lane per direction, GB/s (gen 1..6), as gpus.csv counts x16 links.
+PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 1.0, 4: 2.0, 5: 4.0, 6: 8.0}
+MATH = ("gpm_tensor_util_pct", "gpm_fp32_util_pct", "gpm_fp16_util_pct")
+
+
+def _mean(df: pl.DataFrame, col: str) -> float | None:
+    if col not in df.columns or df[col].null_count() == df.height:
+        return None
+    return float(df[col].mean())  # type: ignore[arg-type]
+
+
+def diagnose_counters(samples: pl.DataFrame,
+                      thresholds: Thresholds = THRESHOLDS) -> Diagnosis | None:
+    s = samples.filter(pl.col("gpu_util_pct").is_not_null())
+    if s.height == 0:
+        return None
+    best = (s.group_by("gpu_index").agg(pl.col("gpu_util_pct").mean())
+            .sort(["gpu_util_pct", "gpu_index"], descending=[True, False])["gpu_index"][0])
+    g = s.filter(pl.col("gpu_index") == best)
+    busy = float(g["gpu_util_pct"].mean())  # type: ignore[arg-type]
+    maths = [m for m in (_mean(g, c) for c in MATH) if m is not None]
+    dram = _mean(g, "gpm_dram_bw_util_pct")
+    compute = memory = None
+    if maths and dram is not None and max(maths) + dram > 0:
+        compute = busy * max(maths) / (max(maths) + dram)
+        memory = busy - compute
+    pcie = _pcie_pct(g)
+    shares: dict[str, float | None] = {
+        "compute": compute, "memory": memory, "pcie": pcie, "dataloader": None,
+        "communication": None, "host": 100.0 - busy, "idle": None,
+    }
+    evidence = [(f"diagnosed from GPU counters alone ({g.height} samples of GPU {best}, no "
+                f"trace): confidence is capped at {COUNTERS_ONLY_MAX_CONFIDENCE}"),
+                (f"mean utilization.gpu {busy:.1f}%"
+                 f" (peak {cast(float, g['gpu_util_pct'].max()):.0f}%)")]
+    if pcie is not None:
+        evidence.append(f"host link carries {pcie:.1f}% of its capacity on average")
+    if pcie is not None and pcie > PCIE_BOUND_PCT:
+        bound, margin = Bound.PCIE, pcie / 100.0
+    elif busy < thresholds.work_bound_pct:
+        bound, margin = Bound.HOST, (100.0 - busy) / 100.0
+        evidence.append("the GPU waits most of the time; counters cannot tell data loading "
+                        "from other host work: record a trace to separate them")
+    elif compute is not None and memory is not None:
+        bound = Bound.COMPUTE if compute >= memory else Bound.MEMORY
+        margin = abs(compute - memory) / busy if busy else 0.0
+        evidence.append(f"busiest math pipe {max(maths):.1f}% vs DRAM bandwidth {dram:.1f}%")
+    else:
+        bound, margin = None, 0.0
+        evidence.append("busy, but no profiling counters (GPM/DCGM_FI_PROF) to split compute "
+                        "from memory")
+    confidence = None if bound is None else round(
+        COUNTERS_ONLY_MAX_CONFIDENCE * (0.5 + 0.5 * min(margin, 1.0)), 2)
+    util = {"trace": None, "nvml": {"samples": g.height, "gpu_util_pct_mean": busy,
+                                    "gpu_util_pct_peak":
+                                        float(cast(float, g["gpu_util_pct"].max()))}}
+    return Diagnosis(bound, confidence, shares, 0, "counters", {}, tuple(evidence), util,
+                     thresholds)
+
+
+def _pcie_pct(g: pl.DataFrame) -> float | None:
+    tx, rx = _mean(g, "pcie_tx_bytes_per_s"), _mean(g, "pcie_rx_bytes_per_s")
+    gen = g["pcie_link_gen"].drop_nulls() if "pcie_link_gen" in g.columns else None
+    width = g["pcie_link_width"].drop_nulls() if "pcie_link_width" in g.columns else None
+    if tx is None and rx is None or gen is None or width is None or not gen.len() \
+            or not width.len():
+        return None
+    lane = PCIE_LANE_GBS.get(int(gen.max()))  # type: ignore[arg-type]
+    if lane is None:
+        return None
+    capacity = lane * 1e9 * int(width.max())  # type: ignore[arg-type]
+    return 100.0 * max(tx or 0.0, rx or 0.0) / capacity

@@ -1,0 +1,179 @@
+"""Kernel, op, copy, memory and communication summaries of one trace.
+
+Inputs: normalized frames (``rightsize.traces.schema``) and the step window. Outputs: frozen
+dataclasses. Definitions:
+
+* **Tensor-core kernel share** (% of kernel time): the TensorBoard plugin's name allowlist
+  (``TB_PLUGIN_TC``, from NVIDIA PyProf), and separately that list plus ``MODERN_TC``, names of
+  Hopper/Blackwell/AMD matrix kernels the plugin predates.
+* **Top kernels** by summed duration; **top ops** by the GPU time of the kernels they launched
+  (kernel ``external_id`` = op ``external_id``) and their host time.
+* **Copies**: memcpy totals per direction and host memory kind; GB/s = bytes / busy ns.
+* **Peak memory**: the highest ``Total Allocated`` (and ``Total Reserved``) of the caching
+  allocator's ``[memory]`` events per device; 2021 traces carry only deltas, so their peak is the
+  running sum's maximum relative to the trace start.
+* **Communication overlap**: |comm kernels ∩ compute kernels| / |comm kernels| on one device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+import polars as pl
+
+from rightsize.analyzers.metrics import intervals as iv
+from rightsize.analyzers.metrics.tb_plugin import COMM_KERNEL
+from rightsize.traces.schema import Trace
+
+# torch-tb-profiler tensor_core.py TC_Allowlist (after NVIDIA PyProf tc.py): substring match.
+TB_PLUGIN_TC = (
+    "h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
+    "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_implicit_gemm",
+    "xmma_sparse_conv", "xmma_warp_specialized_implicit_gemm", "xmma_gemm", "xmma_sparse_gemm",
+    "c1688",
+)
+# Maintained here: matrix-unit kernels named after the plugin's list was frozen.
+MODERN_TC = (
+    "sm90_xmma", "sm100_xmma", "sm80_xmma", "nvjet",  # cuBLAS/cuBLASLt Hopper/Blackwell GEMMs
+    "cutlass3x", "cutlass_80_tensorop", "cutlass_tensorop", "tensorop_",  # CUTLASS tensor-op GEMMs
+    "wgmma", "gmma_", "tcgen05", "umma",  # Hopper/Blackwell warpgroup MMA kernels
+    "flash_fwd", "flash_bwd", "flash::", "flash_attn", "fmha", "cudnn_generated_fort_native_sdpa",
+    "_bf16gemm", "_fp16gemm", "s16816", "h16816", "bf16_s16816",
+    "Cijk_", "_MFMA", "mfma",  # AMD rocBLAS/hipBLASLt Tensile (MFMA) and composable-kernel names
+)
+
+
+def _contains_any(patterns: tuple[str, ...]) -> pl.Expr:
+    expr = pl.lit(False)
+    for p in patterns:
+        expr = expr | pl.col("name").str.contains(p, literal=True)
+    return expr
+
+
+def name_flag(df: pl.DataFrame, patterns: tuple[str, ...]) -> pl.Series:
+    """Per row: does the name contain any of ``patterns``? (matched once per distinct name)"""
+    names = df.select(pl.col("name").unique())
+    flags = names.with_columns(flag=_contains_any(patterns))
+    return df.select("name").join(flags, on="name", how="left", maintain_order="left")["flag"]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorCores:
+    plugin_pct: float | None  # share of kernel time in TB_PLUGIN_TC kernels
+    extended_pct: float | None  # share in TB_PLUGIN_TC or MODERN_TC kernels
+
+
+def tensor_cores(kernels: pl.DataFrame) -> TensorCores:
+    total = int(kernels["dur_ns"].sum()) if kernels.height else 0
+    if total <= 0:
+        return TensorCores(None, None)
+    plugin = cast(int, kernels.filter(name_flag(kernels, TB_PLUGIN_TC))["dur_ns"].sum())
+    ext = cast(int, kernels.filter(name_flag(kernels, TB_PLUGIN_TC + MODERN_TC))["dur_ns"].sum())
+    return TensorCores(100.0 * plugin / total, 100.0 * ext / total)
+
+
+def top_kernels(kernels: pl.DataFrame, k: int = 20) -> pl.DataFrame:
+    """name, calls, total_ns, mean_ns, max_ns, pct (of kernel time), by total time."""
+    total = max(int(kernels["dur_ns"].sum()), 1) if kernels.height else 1
+    return (
+        kernels.group_by("name")
+        .agg(calls=pl.len(), total_ns=pl.col("dur_ns").sum(), mean_ns=pl.col("dur_ns").mean(),
+             max_ns=pl.col("dur_ns").max(),
+             mean_blocks_per_sm=pl.col("blocks_per_sm").mean(),
+             mean_occupancy_pct=pl.col("occupancy_pct").mean())
+        .with_columns(pct=100.0 * pl.col("total_ns") / total)
+        .sort(["total_ns", "name"], descending=[True, False])
+        .head(k)
+    )
+
+
+def top_ops(trace: Trace, k: int = 20) -> pl.DataFrame:
+    """Host ops by the GPU time of the kernels they launched, with their host time."""
+    ops = trace.cpu_ops.filter(pl.col("cat") == "cpu_op")
+    host = ops.group_by("name").agg(calls=pl.len(), host_ns=pl.col("dur_ns").sum())
+    # One op per external id: the innermost (latest-starting) op that carries it.
+    owner = (
+        ops.filter(pl.col("external_id").is_not_null())
+        .sort("ts_ns").group_by("external_id").agg(op=pl.col("name").last())
+    )
+    gpu = (
+        trace.kernels.join(owner, on="external_id", how="inner")
+        .group_by("op").agg(gpu_ns=pl.col("dur_ns").sum(), kernels=pl.len())
+        .rename({"op": "name"})
+    )
+    return (
+        host.join(gpu, on="name", how="left")
+        .with_columns(pl.col("gpu_ns").fill_null(0), pl.col("kernels").fill_null(0))
+        .sort(["gpu_ns", "host_ns", "name"], descending=[True, True, False])
+        .head(k)
+    )
+
+
+def copies(transfers: pl.DataFrame) -> pl.DataFrame:
+    """memcpy count/bytes/time/GB/s per direction and host memory kind."""
+    m = transfers.filter(pl.col("kind") == "memcpy").with_columns(
+        host_memory=pl.when(pl.col("direction") == "HtoD").then(pl.col("src_memory"))
+        .when(pl.col("direction") == "DtoH").then(pl.col("dst_memory"))
+        .otherwise(None)
+    )
+    return (
+        m.group_by("direction", "host_memory")
+        .agg(count=pl.len(), bytes=pl.col("bytes").sum(), busy_ns=pl.col("dur_ns").sum())
+        .with_columns(
+            gbps=pl.when(pl.col("busy_ns") > 0).then(pl.col("bytes") / pl.col("busy_ns"))
+        )
+        .sort(["bytes", "direction"], descending=[True, False], nulls_last=True)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPeak:
+    device: int  # -1 = host (CPU)
+    peak_allocated_bytes: int | None
+    peak_reserved_bytes: int | None
+    relative: bool  # True: from deltas only (2021 traces), relative to the trace start
+
+
+def memory_peaks(memory: pl.DataFrame) -> list[MemoryPeak]:
+    if memory.height == 0:
+        return []
+    out = []
+    mem = memory.with_columns(
+        dev=pl.when(pl.col("device_type") == 0).then(-1).otherwise(pl.col("device"))
+    )
+    for dev in sorted(mem["dev"].drop_nulls().unique().to_list()):
+        d = mem.filter(pl.col("dev") == dev).sort("ts_ns", maintain_order=True)
+        alloc = cast("int | None", d["total_allocated_bytes"].max())
+        if alloc is not None:
+            out.append(MemoryPeak(int(dev), int(alloc), _opt_int(d["total_reserved_bytes"].max()),
+                                  False))
+        else:
+            running = d["delta_bytes"].fill_null(0).cum_sum()
+            out.append(MemoryPeak(int(dev), int(max(cast("int | None", running.max()) or 0, 0)),
+                                  None, True))
+    return out
+
+
+def _opt_int(v: object) -> int | None:
+    return None if v is None else int(v)  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True, slots=True)
+class Communication:
+    comm_ns: int  # union of communication kernels inside the window
+    overlapped_ns: int  # part of it that ran while compute kernels ran
+    overlap_pct: float | None
+
+
+def communication(kernels: pl.DataFrame, w0: int, w1: int) -> Communication:
+    is_comm = pl.col("name").str.contains(COMM_KERNEL)
+    def spans(df: pl.DataFrame) -> iv.Intervals:
+        s = df["ts_ns"].to_numpy().astype(np.int64)
+        return iv.clip(iv.union(iv.of(s, s + df["dur_ns"].to_numpy().astype(np.int64))), w0, w1)
+    comm = spans(kernels.filter(is_comm))
+    comp = spans(kernels.filter(~is_comm))
+    c = iv.total(comm)
+    o = iv.total(iv.intersect(comm, comp))
+    return Communication(c, o, 100.0 * o / c if c else None)

@@ -1,0 +1,61 @@
+"""GPU utilization over time, downsampled for the report: trace-derived and NVML side by side.
+
+Input: the primary device's kernels, the step window, optional GPU samples. Output:
+:class:`Timeline` with at most ``MAX_BUCKETS`` equal buckets over the step window: the share of
+each bucket with a kernel running (trace) and the mean NVML ``utilization.gpu`` of the samples
+in it (null where no sample fell). Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from rightsize.analyzers.metrics import intervals as iv
+
+MAX_BUCKETS = 200  # enough to see step structure; keeps the report small for any trace size
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    bucket_ns: int
+    start_ns: int
+    trace_busy_pct: tuple[float, ...]
+    nvml_gpu_util_pct: tuple[float | None, ...] | None
+
+    def to_json(self) -> dict[str, object]:
+        n = len(self.trace_busy_pct)
+        out: dict[str, object] = {
+            "bucket_ms": self.bucket_ns / 1e6,
+            "t_ms": [round(i * self.bucket_ns / 1e6, 4) for i in range(n)],
+            "trace_busy_pct": [round(v, 2) for v in self.trace_busy_pct],
+        }
+        if self.nvml_gpu_util_pct is not None:
+            out["nvml_gpu_util_pct"] = [None if v is None else round(v, 2)
+                                        for v in self.nvml_gpu_util_pct]
+        return out
+
+
+def timeline(kernels: pl.DataFrame, w0: int, w1: int, samples: pl.DataFrame | None = None,
+             device: int | None = None, max_buckets: int = MAX_BUCKETS) -> Timeline | None:
+    if w1 <= w0 or kernels.height == 0:
+        return None
+    n = max(1, min(max_buckets, (w1 - w0) // 1000))  # buckets of at least 1 µs
+    bucket = -(-(w1 - w0) // n)  # ceil
+    edges = w0 + bucket * np.arange(n + 1, dtype=np.int64)
+    s = kernels["ts_ns"].to_numpy().astype(np.int64)
+    busy = iv.union(iv.of(s, s + kernels["dur_ns"].to_numpy().astype(np.int64)))
+    per = iv.per_window(busy, edges[:-1], edges[1:]) * 100.0 / bucket
+    nvml = None
+    if samples is not None and samples.height and "gpu_util_pct" in samples.columns:
+        w = samples.filter((pl.col("gpu_index") == device) & (pl.col("t_ns") >= w0)
+                           & (pl.col("t_ns") < w0 + bucket * n)
+                           & pl.col("gpu_util_pct").is_not_null())
+        if w.height:
+            idx = ((w["t_ns"].to_numpy() - w0) // bucket).astype(np.int64)
+            sums = np.bincount(idx, weights=w["gpu_util_pct"].to_numpy(), minlength=n)
+            counts = np.bincount(idx, minlength=n)
+            nvml = tuple(float(sums[i] / counts[i]) if counts[i] else None for i in range(n))
+    return Timeline(int(bucket), int(w0), tuple(float(v) for v in per), nvml)

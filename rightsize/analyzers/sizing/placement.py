@@ -1,0 +1,89 @@
+"""Which catalog GPUs a memory estimate fits on, alone or as N GPUs.
+
+Inputs: a model shape, a :class:`~rightsize.analyzers.sizing.estimator.Setup`, a
+:class:`~rightsize.catalog.Catalog` and a headroom fraction. Outputs: one frozen
+:class:`Placement` per GPU: the smallest power-of-two GPU count whose per-GPU estimate (FSDP /
+ZeRO-3 for training, tensor parallelism for inference) fits with headroom, with the
+parallelism and the interconnect that count needs. Pure; no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rightsize.analyzers.sizing.estimator import Mode, Setup, estimate, with_gpus
+from rightsize.analyzers.sizing.hf_config import ModelShape
+from rightsize.catalog import Catalog, Gpu
+
+# Powers of two: how data/tensor parallel groups are laid out on 8-GPU nodes.
+GPU_COUNTS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+# One node holds 8 GPUs on NVLink/Infinity Fabric boards (HGX, OAM platforms).
+GPUS_PER_NODE = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """How ``gpu`` holds the job: ``gpus`` of them, ``memory_bytes_per_gpu`` each."""
+
+    gpu: str
+    gpus: int
+    fits: bool
+    memory_bytes_per_gpu: int
+    gpu_memory_bytes: int
+    parallelism: str
+    interconnect: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "gpus": self.gpus, "fits": self.fits,
+                "memory_bytes_per_gpu": self.memory_bytes_per_gpu,
+                "gpu_memory_bytes": self.gpu_memory_bytes,
+                "parallelism": self.parallelism, "interconnect": self.interconnect}
+
+
+def nvlink_group(gpu: Gpu) -> int:
+    """How many of ``gpu`` one NVLink/Infinity Fabric domain joins: a whole node for SXM/OAM
+    boards, 2 (or 4 for "4-way" bridges) for bridged PCIe cards, 1 without a link."""
+    if not gpu.nvlink_gbs_total:
+        return 1
+    if gpu.form_factor.startswith("PCIe"):
+        return 4 if "4-way" in gpu.form_factor else 2
+    return GPUS_PER_NODE
+
+
+def parallelism_for(training: bool, gpus: int, gpu: Gpu) -> tuple[str, str]:
+    """Words for the parallelism ``gpus`` copies of ``gpu`` need, and the interconnect."""
+    if gpus == 1:
+        return "single GPU", "none"
+    kind = ("FSDP / ZeRO-3 data parallel (weights, gradients and optimizer state sharded)"
+            if training else "tensor parallel (weights and KV cache split)")
+    link = gpu.nvlink_gbs_total or 0
+    if gpus > GPUS_PER_NODE:
+        wire = (f"{gpus // GPUS_PER_NODE} nodes of {GPUS_PER_NODE}: NVLink within a node"
+                " and InfiniBand/RoCE (400 Gb/s per GPU) between nodes")
+    elif gpus <= nvlink_group(gpu):
+        wire = f"NVLink/Infinity Fabric within one node ({link:g} GB/s per GPU)"
+    else:
+        wire = (f"one node, but {gpus} x {gpu.name} are not all on one NVLink domain: the"
+                f" traffic crosses PCIe ({gpu.host_link_gbs_per_direction or 0:g} GB/s per"
+                " direction) and will dominate the step")
+    return f"{kind} over {gpus} GPUs", wire
+
+
+def place(shape: ModelShape | None, setup: Setup, catalog: Catalog,
+          headroom_fraction: float = 0.10, params: int | None = None) -> tuple[Placement, ...]:
+    """Per GPU, the smallest count that holds ``setup`` with headroom (or, when the setup
+    already names ``gpus`` > 1, whether that count fits)."""
+    training = setup.mode is not Mode.INFERENCE
+    counts = (setup.gpus,) if setup.gpus > 1 else GPU_COUNTS
+    cache = {n: estimate(shape, with_gpus(setup, n), params).total_bytes for n in counts}
+    out = []
+    for gpu in catalog.gpus:
+        for n in counts:
+            need = cache[n]
+            if need * (1 + headroom_fraction) <= gpu.memory_bytes:
+                break
+        fits = need * (1 + headroom_fraction) <= gpu.memory_bytes
+        words, wire = parallelism_for(training, n, gpu)
+        out.append(Placement(gpu.name, n, fits, need, gpu.memory_bytes, words, wire))
+    return tuple(out)

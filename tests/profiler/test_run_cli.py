@@ -1,0 +1,244 @@
+"""``rightsize run`` end to end: the real CLI in a subprocess, on CPU torch.
+
+Each test runs ``python -m rightsize run ...`` on a sample or a small script and checks the run
+directory against the contract in docs/run-directory.md.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rightsize.rundir import read_manifest, trace_paths
+from rightsize.traces.samples import GPU_SAMPLES, HOST_SAMPLES, read_samples
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "samples"
+
+
+def rightsize_run(*args: str, cwd: Path, timeout_s: float = 90) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rightsize", "run", *args],
+        check=False,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
+def step_names(trace: Path) -> list[str]:
+    doc = json.loads(gzip.decompress(trace.read_bytes()))
+    return [
+        e["name"] for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
+
+
+def test_training_sample_gives_a_complete_run_directory(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    res = rightsize_run(
+        "--out", str(out), str(SAMPLES / "train_compute.py"), "--steps", "8", cwd=tmp_path
+    )
+    assert res.returncode == 0, res.stderr
+    assert "train_compute: 8 steps" in res.stdout
+    manifest = read_manifest(out)
+    assert manifest["schema_version"] == 1
+    assert manifest["status"] == "done"
+    assert manifest["exit"] == {"code": 0, "returncode": 0, "signal": None}
+    assert manifest["command"]["kind"] == "script"
+    assert manifest["command"]["argv"][1:] == [str(SAMPLES / "train_compute.py"), "--steps", "8"]
+    assert manifest["cwd"] == str(tmp_path)
+    assert manifest["environment"]["torch"].startswith("2.")
+    prof = manifest["collectors"]["profiler"]
+    assert prof["status"] == "collected"
+    assert prof["step_detection"] == "optimizer"
+    (proc,) = prof["processes"]
+    traces = trace_paths(out)
+    assert [t.name for t in traces] == [f"rank0.pid{proc['pid']}.pt.trace.json.gz"]
+    assert manifest["files"]["traces"] == [f"traces/{traces[0].name}"]
+    # default schedule wait=1, warmup=1, active=3: steps 2, 3 and 4 are recorded
+    assert step_names(traces[0]) == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    doc = json.loads(gzip.decompress(traces[0].read_bytes()))
+    mm = [e for e in doc["traceEvents"] if e.get("name") == "aten::addmm"]
+    assert mm and "Input Dims" in mm[0]["args"]  # record_shapes is on by default
+    assert any(e.get("name") == "[memory]" for e in doc["traceEvents"])  # profile_memory too
+    gpu, host = read_samples(out)
+    assert gpu.schema == GPU_SAMPLES and gpu.height == 0
+    assert host.schema == HOST_SAMPLES and host.height >= 1
+    assert host["job_processes"].max() >= 1
+    nvml = manifest["collectors"]["nvml"]
+    if nvml["status"] != "collected":  # this machine has no NVIDIA driver
+        assert nvml["status"] == "missing" and nvml["reason"]
+        assert "no GPU samples" in res.stderr
+    assert manifest["collectors"]["analysis"]["status"] in ("written", "failed")
+    if manifest["collectors"]["analysis"]["status"] == "written":
+        assert json.loads((out / "analysis.json").read_text())["steps"]["count"] == 3
+    assert f"rightsize analyze {out} --format text" in res.stderr
+    assert f"rightsize report {out}" in res.stderr
+
+
+def test_inference_sample_uses_the_time_window(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    res = rightsize_run(
+        "--out", str(out), "--no-report", "--window-delay-s", "0.2", "--window-s", "0.5",
+        str(SAMPLES / "infer.py"), "--seconds", "3", cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    prof = read_manifest(out)["collectors"]["profiler"]
+    assert prof["status"] == "collected"
+    assert prof["step_detection"] == "time"
+    (trace,) = trace_paths(out)
+    names = step_names(trace)
+    assert len(names) >= 2 and names[0] == "ProfilerStep#0"
+
+
+def test_exit_status_of_the_script_is_returned(tmp_path: Path) -> None:
+    (tmp_path / "three.py").write_text("import sys\nprint('bye')\nsys.exit(3)\n")
+    res = rightsize_run("--out", "run", "three.py", cwd=tmp_path)
+    assert res.returncode == 3
+    manifest = read_manifest(tmp_path / "run")
+    assert manifest["exit"] == {"code": 3, "returncode": 3, "signal": None}
+    assert manifest["collectors"]["profiler"]["status"] == "missing"
+    assert "imported torch" in manifest["collectors"]["profiler"]["reason"]
+    assert "job ended with exit code 3" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "sig"),
+    [
+        ("raise RuntimeError('boom')", 1, None),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", 128 + 9, "SIGKILL"),
+    ],
+)
+def test_a_crashing_script_leaves_a_readable_run_directory(
+    tmp_path: Path, body: str, code: int, sig: str | None
+) -> None:
+    (tmp_path / "crash.py").write_text(body + "\n")
+    res = rightsize_run("--out", "run", "--no-report", "crash.py", cwd=tmp_path)
+    assert res.returncode == code
+    manifest = read_manifest(tmp_path / "run")
+    assert manifest["exit"]["code"] == code and manifest["exit"]["signal"] == sig
+    assert read_samples(tmp_path / "run")[1].schema == HOST_SAMPLES
+
+
+def test_arguments_and_main_semantics_match_plain_python(tmp_path: Path) -> None:
+    script = "import json, sys\nprint(json.dumps([sys.argv, __name__, sys.path[0]]))\n"
+    (tmp_path / "show.py").write_text(script)
+    args = ["--help", "-x", "1", "--", "--out", "y"]
+    res = rightsize_run("--no-report", "show.py", *args, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    plain = subprocess.run(
+        [sys.executable, "show.py", *args],
+        check=True,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert res.stdout == plain.stdout
+    assert json.loads(res.stdout)[:2] == [["show.py", *args], "__main__"]
+
+
+def test_module_and_command_forms(tmp_path: Path) -> None:
+    (tmp_path / "mod_demo.py").write_text("import sys\nprint(sys.argv[1:], __name__)\n")
+    res = rightsize_run("--no-report", "-m", "mod_demo", "--help", "a", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "['--help', 'a'] __main__"
+    manifest_dirs = list((tmp_path / "rightsize-runs").iterdir())
+    assert [d.name.startswith("mod_demo-") for d in manifest_dirs] == [True]
+    code = "import sys; print(sys.argv)"
+    res = rightsize_run("--no-report", "--", sys.executable, "-c", code, "x", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "['-c', 'x']"
+
+
+def test_dataloader_workers_are_counted_not_profiled(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    res = rightsize_run(
+        "--out", str(out), "--no-report", "--sample-interval-s", "0.02",
+        str(SAMPLES / "train_dataloader.py"), "--workers", "2", "--steps", "8", "--delay-ms", "5",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "2 workers" in res.stdout
+    manifest = read_manifest(out)
+    prof = manifest["collectors"]["profiler"]
+    assert prof["dataloader_workers_seen"] == 2
+    assert [p["step_detection"] for p in prof["processes"]] == ["optimizer"]
+    assert len(trace_paths(out)) == 1
+    host = read_samples(out)[1]
+    assert host["dataloader_workers"].max() == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope.py"], "rightsize: error: nope.py: no such script"),
+        (["--", "no-such-command-xyz"], "rightsize: error: no-such-command-xyz: command not found"),
+    ],
+)
+def test_missing_script_is_a_one_line_error(tmp_path: Path, args: list[str], message: str) -> None:
+    res = rightsize_run(*args, cwd=tmp_path)
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines() == [message] or res.stderr.startswith(message)
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "rightsize-runs").exists()
+
+
+def test_an_existing_run_directory_is_never_overwritten(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "manifest.json").write_text("{}")
+    (tmp_path / "x.py").write_text("")
+    res = rightsize_run("--out", "run", "x.py", cwd=tmp_path)
+    assert res.returncode == 1
+    assert (
+        res.stderr.strip() == "rightsize: error: run already exists; pass --force to overwrite it"
+    )
+    assert (tmp_path / "run" / "manifest.json").read_text() == "{}"
+
+
+TRAIN_FOREVER = """
+import sys, torch
+m = torch.nn.Linear(16, 16)
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+x = torch.randn(4, 16)
+i = 0
+while True:
+    opt.zero_grad(); m(x).sum().backward(); opt.step()
+    i += 1
+    if i == 5:
+        print("ready", flush=True)
+"""
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signals_reach_the_job_and_the_data_is_flushed(
+    tmp_path: Path, signum: int, code: int
+) -> None:
+    (tmp_path / "forever.py").write_text(TRAIN_FOREVER)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rightsize", "run", "--out", "run", "--no-report",
+         "--active", "100000", "forever.py"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # no terminal: rightsize forwards SIGINT itself
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.3)
+    os.kill(proc.pid, signum)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == code, stderr
+    manifest = read_manifest(tmp_path / "run")
+    assert manifest["exit"]["signal"] == signal.Signals(signum).name
+    (trace,) = trace_paths(tmp_path / "run")  # the recording window was flushed on the way out
+    assert len(step_names(trace)) >= 2
+    (proc_rec,) = manifest["collectors"]["profiler"]["processes"]
+    assert any("profiler stopped at" in n for n in proc_rec["notes"])
+    assert read_samples(tmp_path / "run")[1].height >= 1
