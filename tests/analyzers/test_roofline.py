@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rightsize.analyzers.diagnosis.roofline import op_cost
+from rightsize.analyzers.diagnosis.roofline import ShapeNote, estimate, op_cost
 
 BF16, F32 = "c10::BFloat16", "float"
 
@@ -27,7 +27,7 @@ BF16, F32 = "c10::BFloat16", "float"
     ("aten::conv2d", [[2, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], []],
      [F32, F32, F32, "ScalarList", "ScalarList", "ScalarList", "Scalar"],
      ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "1"], 2 * 2 * 16 * 256 * 27,
-     (6144 + 432 + 2 * 16 * 256) * 4),
+     (6144 + 432 + 16 + 2 * 16 * 256) * 4),
     # SDPA q,k,v [2,4,128,64]: 2*8*128*128*64 twice; q+k+v+out
     ("aten::scaled_dot_product_attention", [[2, 4, 128, 64]] * 3, [BF16] * 3, None,
      2 * 2 * 8 * 128 * 128 * 64, 4 * 65536 * 2),
@@ -65,3 +65,93 @@ def test_precision_and_intensity():
     c = op_cost("aten::mm", [[4096, 4096], [4096, 4096]], [BF16, BF16])
     assert c.precision == "bf16"
     assert c.intensity == pytest.approx(2 * 4096**3 / (3 * 4096**2 * 2))
+
+
+# One convolution, x[2,3,32,32] w[16,3,3,3] b[16], stride 2, padding 1, dilation 1, recorded by
+# each op with its own ATen argument order (layouts as in the shared traces' Input Dims /
+# Concrete Inputs). Reading padding from the stride slot would give a 30x30 output instead.
+CONV_FLOPS = 2 * 2 * 16 * (16 * 16) * 3 * 9
+CONV_IO = 2 * 3 * 32 * 32 + 16 * 3 * 9 + 2 * 16 * 16 * 16  # x + w + out elements
+SL, S = "ScalarList", "Scalar"
+
+
+@pytest.mark.parametrize("name,dims,types,concrete,nbias", [
+    ("aten::conv2d", [[2, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], []],
+     [F32, F32, F32, SL, SL, SL, S], ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "1"], 16),
+    # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    ("aten::convolution", [[2, 3, 32, 32], [16, 3, 3, 3], [16]] + [[]] * 6,
+     [F32, F32, F32, SL, SL, SL, S, SL, S],
+     ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"], 16),
+    # _convolution: the same, plus benchmark, deterministic, cudnn_enabled, allow_tf32
+    ("aten::_convolution", [[2, 3, 32, 32], [16, 3, 3, 3], [16]] + [[]] * 10,
+     [F32, F32, F32, SL, SL, SL, S, SL, S, S, S, S, S],
+     ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "False", "False",
+      "True", "True"], 16),
+    # cudnn_convolution(self, weight, padding, stride, dilation, groups, ...): no bias
+    ("aten::cudnn_convolution", [[2, 3, 32, 32], [16, 3, 3, 3]] + [[]] * 7,
+     [F32, F32, SL, SL, SL, S, S, S, S],
+     ["", "", "[1, 1]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"], 0),
+    # miopen_convolution(self, weight, bias, padding, stride, dilation, groups, ...)
+    ("aten::miopen_convolution", [[2, 3, 32, 32], [16, 3, 3, 3], [16]] + [[]] * 6,
+     [F32, F32, F32, SL, SL, SL, S, S, S],
+     ["", "", "", "[1, 1]", "[2, 2]", "[1, 1]", "1", "False", "False"], 16),
+    # mkldnn_convolution(self, weight, bias, padding, stride, dilation, groups)
+    ("aten::mkldnn_convolution", [[2, 3, 32, 32], [16, 3, 3, 3], [16]] + [[]] * 4,
+     [F32, F32, F32, SL, SL, SL, S], ["", "", "", "[1, 1]", "[2, 2]", "[1, 1]", "1"], 16),
+])
+def test_conv_argument_orders(name, dims, types, concrete, nbias):
+    cost = op_cost(name, dims, types, concrete)
+    assert (cost.flops, cost.bytes) == (CONV_FLOPS, (CONV_IO + nbias) * 4)
+
+
+# The ViT patch embedding of tracelens-*-Falconsai_nsfw_image_detection, verbatim: bf16
+# x[4,3,224,224] w[768,3,16,16], stride 16, no padding: 14x14 patches.
+VIT_FLOPS = 2 * 4 * 768 * 196 * 3 * 256  # 924,844,032
+VIT_IO = 4 * 3 * 224 * 224 + 768 * 3 * 256 + 4 * 768 * 196
+
+
+@pytest.mark.parametrize("name,dims,types,concrete,nbias", [
+    ("aten::miopen_convolution", [[4, 3, 224, 224], [768, 3, 16, 16], [768]] + [[]] * 6,
+     [BF16, BF16, BF16, SL, SL, SL, S, S, S],
+     ["", "", "", "[0, 0]", "[16, 16]", "[1, 1]", "1", "False", "False"], 768),
+    ("aten::cudnn_convolution", [[4, 3, 224, 224], [768, 3, 16, 16]] + [[]] * 7,
+     [BF16, BF16, SL, SL, SL, S, S, S, S],
+     ["", "", "[0, 0]", "[16, 16]", "[1, 1]", "1", "False", "False", "True"], 0),
+])
+def test_conv_as_recorded_on_mi300_and_h100(name, dims, types, concrete, nbias):
+    cost = op_cost(name, dims, types, concrete)
+    assert (cost.flops, cost.bytes, cost.precision) == (VIT_FLOPS, (VIT_IO + nbias) * 2, "bf16")
+
+
+def test_transposed_and_backward_convolutions():
+    # conv_transpose2d x[1,4,8,8] w[4,2,3,3] stride 2 pad 1 output_padding 1: out [1,2,16,16]
+    t = op_cost("aten::conv_transpose2d", [[1, 4, 8, 8], [4, 2, 3, 3], [], [], [], [], [], []],
+                [F32, F32, "", SL, SL, SL, S, SL], ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]",
+                                                    "1", "[1, 1]"])
+    assert (t.flops, t.bytes) == (2 * 256 * 2 * 9, (256 + 72 + 512) * 4)
+    # convolution_backward of the conv above, all three gradients: 2 x forward + bias grad
+    b = op_cost("aten::convolution_backward",
+                [[2, 16, 16, 16], [2, 3, 32, 32], [16, 3, 3, 3], [], [], [], [], [], [], [], []],
+                [F32, F32, F32, SL, SL, SL, SL, S, SL, S, ""],
+                ["", "", "", "[16]", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1",
+                 "[True, True, True]"])
+    assert (b.flops, b.bytes) == (2 * CONV_FLOPS + 2 * 16 * 256,
+                                  (8192 + 6144 + 432 + 6144 + 432 + 16) * 4)
+
+
+@pytest.mark.parametrize("name,dims,concrete,reason", [
+    ("aten::miopen_convolution", [[2, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], []],
+     ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "1"], "stride [0, 0]"),
+    ("aten::conv2d", [[2, 3, 32, 32], [16, 4, 3, 3], [16], [], [], [], []],
+     ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "1"], "input channels 3"),
+    ("aten::conv2d", [[2, 3, 2, 2], [16, 3, 3, 3], [16], [], [], [], []],
+     ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "1"], "output size 0"),
+    ("aten::conv2d", [[2, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], []],
+     ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "0"], "groups 0"),
+    ("aten::mm", [[4, -3], [-3, 6]], None, "shape [4, -3]"),
+])
+def test_bad_shapes_degrade_to_a_note(name, dims, concrete, reason):
+    types = [F32] * 3 + [SL] * 3 + [S]
+    note = estimate(name, dims, types, concrete)
+    assert isinstance(note, ShapeNote) and reason in note.reason, note
+    assert op_cost(name, dims, types, concrete) is None

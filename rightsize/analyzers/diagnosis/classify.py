@@ -39,25 +39,34 @@ Ridge = Callable[[str | None], float | None]  # precision -> FLOPs per byte at t
 
 def op_costs(ops: pl.DataFrame) -> pl.DataFrame:
     """external_id, op, flops, bytes, precision for ops whose shapes make a cost model."""
+    return op_cost_table(ops)[0]
+
+
+def op_cost_table(ops: pl.DataFrame) -> tuple[pl.DataFrame, tuple[roofline.ShapeNote, ...]]:
+    """:func:`op_costs` and a note per op signature whose recorded shapes the roofline could
+    not use (those ops stay unclassified by the roofline)."""
     cols = ["name", "input_dims", "input_types", "concrete_inputs"]
     sig = ops.filter(pl.col("input_dims").is_not_null()).select(cols).unique()
-    rows = []
-    for name, dims, types, concrete in sig.iter_rows():  # once per distinct op signature
-        cost = roofline.op_cost(name, roofline.parse_json_list(dims),
-                                roofline.parse_json_list(types),
-                                roofline.parse_json_list(concrete))
-        if cost is not None:
+    rows, notes = [], []
+    for name, dims, types, concrete in sig.sort(cols).iter_rows():  # once per op signature
+        cost = roofline.estimate(name, roofline.parse_json_list(dims),
+                                 roofline.parse_json_list(types),
+                                 roofline.parse_json_list(concrete))
+        if isinstance(cost, roofline.ShapeNote):
+            notes.append(cost)
+        elif cost is not None:
             rows.append((name, dims, types, concrete, cost.flops, cost.bytes, cost.precision))
     table = pl.DataFrame(rows, schema={"name": pl.String, "input_dims": pl.String,
                                        "input_types": pl.String, "concrete_inputs": pl.String,
                                        "flops": pl.Float64, "bytes": pl.Float64,
                                        "precision": pl.String}, orient="row")
-    return (
+    costs = (
         ops.filter(pl.col("external_id").is_not_null())
         .join(table, on=cols, how="inner", nulls_equal=True)
         .select("external_id", op="name", flops="flops", bytes="bytes", precision="precision")
         .unique("external_id", keep="last")
     )
+    return costs, tuple(notes)
 
 
 def classify_kernels(
@@ -66,10 +75,12 @@ def classify_kernels(
     ridge: Ridge | None = None,
     ncu: pl.DataFrame | None = None,
     counters: pl.DataFrame | None = None,
+    costs: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Kernels with ``group``, ``work``, ``signal``, ``flops``, ``bytes``, ``precision``.
 
     ``counters``: rows (start_ns, end_ns, work) - a device-level class per time window.
+    ``costs``: :func:`op_costs` of ``ops`` when the caller has it already.
     """
     # Name-based columns are computed once per distinct kernel name.
     group, by_name = classify_names(pl.col("name"))
@@ -100,7 +111,7 @@ def classify_kernels(
             counter_work=pl.when(pl.col("ts_ns") < pl.col("end_ns")).then(pl.col("counter_work"))
         ).drop("start_ns", "end_ns")
     # 3. Roofline of the launching op.
-    costs = op_costs(ops)
+    costs = op_costs(ops) if costs is None else costs
     k = k.join(costs, on="external_id", how="left")
     if ridge is not None and costs.height:
         precisions = [p for p in costs["precision"].unique().to_list()]

@@ -2,9 +2,13 @@
 
 Input: an op name as PyTorch records it (``aten::addmm``), its ``Input Dims`` (list of shapes),
 ``Input type`` (dtype names) and ``Concrete Inputs`` (scalar arguments as text), as
-``torch.profiler(record_shapes=True)`` writes them. Output: :class:`OpCost` (FLOPs, bytes moved
+``torch.profiler(record_shapes=True)`` writes them, one entry per argument of the op's ATen
+schema (tensors are read by their position in that schema, never by their order among the
+tensors). Output: :class:`OpCost` (FLOPs, bytes moved
 to and from memory assuming each tensor is read or written once) or ``None`` when the op is not
-modelled or its shapes were not recorded.
+modelled or its shapes were not recorded; :func:`estimate` also returns a :class:`ShapeNote`
+when the recorded shapes cannot describe the op (the op is left unclassified, with the note).
+No value read from a trace is divided by without a check.
 
 Conventions (forward op, multiply-add = 2 FLOPs):
 
@@ -13,8 +17,7 @@ Conventions (forward op, multiply-add = 2 FLOPs):
 * bmm/baddbmm [B,M,K]x[B,K,N]: 2BMKN; bytes B(MK + KN + MN).
 * linear x[..., K], W[N, K], b[N]: 2·rows·K·N (+ rows·N); bytes x + W + b + out.
 * matmul: as mm/bmm after broadcasting the batch dimensions.
-* convolution x[N,C,H,W], w[K,C/g,R,S]: 2·N·K·Ho·Wo·(C/g)·R·S, with Ho/Wo from stride, padding
-  and dilation in Concrete Inputs (stride 1, no padding when absent); bytes x + w + out.
+* convolutions (forward, transposed, backward): see ``rightsize.analyzers.diagnosis.conv``.
 * scaled dot-product attention q[B,H,L,D], k[B,H,S,D], v[B,H,S,Dv]: 2BHLSD + 2BHLSDv; bytes
   q + k + v + out (the fused kernels never write the L x S scores).
 * elementwise: 1 FLOP per output element; bytes = tensor inputs + output.
@@ -33,6 +36,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from rightsize.analyzers.diagnosis.conv import BACKWARD, SCHEMAS, BadShape, conv_cost
+
 # Element sizes of the dtype names PyTorch records in "Input type".
 DTYPE_BYTES = {
     "double": 8, "float": 4, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "long": 8,
@@ -47,9 +52,8 @@ PRECISION_OF = {"float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BF
 
 MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
           "aten::linear", "aten::_scaled_mm"}
-CONV = {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution",
-        "aten::_convolution", "aten::cudnn_convolution", "aten::mkldnn_convolution",
-        "aten::miopen_convolution", "aten::_convolution_mode"}
+CONV = frozenset(SCHEMAS)
+CONV_OPS = CONV | {BACKWARD}
 ATTENTION = {"aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
              "aten::_scaled_dot_product_efficient_attention",
              "aten::_scaled_dot_product_cudnn_attention", "aten::_flash_attention_forward",
@@ -106,48 +110,64 @@ def _numel(shape: list[int]) -> int:
     return math.prod(shape) if shape else 0
 
 
-def _tensors(dims: list[Any], types: list[Any]) -> list[tuple[list[int], int]]:
-    """(shape, element size) of the tensor arguments (non-empty shapes with a known dtype)."""
-    out = []
+@dataclass(frozen=True, slots=True)
+class ShapeNote:
+    """Why the roofline could not use an op's recorded shapes (the op stays unclassified)."""
+
+    op: str
+    reason: str
+
+
+def _positional(dims: list[Any], types: list[Any]) -> dict[int, tuple[list[int], int]]:
+    """Tensor arguments by position (ATen schema order): shape and element size, checked."""
+    out = {}
     for i, shape in enumerate(dims):
         t = types[i] if i < len(types) else None
-        if isinstance(shape, list) and shape and all(isinstance(d, int) for d in shape) \
-                and t in DTYPE_BYTES:
-            out.append((shape, DTYPE_BYTES[t]))
+        if isinstance(shape, list) and shape and t in DTYPE_BYTES:
+            if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+                raise BadShape(f"argument {i} has shape {shape}")
+            out[i] = (shape, DTYPE_BYTES[t])
     return out
 
 
-def _ints(text: Any, n: int, default: int) -> list[int]:
-    """"[2, 2]" or "2" -> [2, 2]; missing -> [default] * n."""
-    if isinstance(text, str) and text:
-        try:
-            value = json.loads(text)
-        except ValueError:
-            return [default] * n
-        if isinstance(value, int):
-            return [value] * n
-        if isinstance(value, list) and all(isinstance(v, int) for v in value) and value:
-            return (value * n)[:n] if len(value) == 1 else value[:n]
-    return [default] * n
+def estimate(name: str, dims: list[Any] | None, types: list[Any] | None,
+             concrete: list[Any] | None = None) -> OpCost | ShapeNote | None:
+    """FLOPs and bytes of one op call; a :class:`ShapeNote` when its recorded shapes are
+    inconsistent; None when the op is not modelled or carries no shapes."""
+    if not dims or not types or not isinstance(dims, list) or not isinstance(types, list):
+        return None
+    try:
+        tensors = _positional(dims, types)
+        if not tensors:
+            return None
+        first = tensors[min(tensors)]
+        size = first[1]
+        precision = next((PRECISION_OF[t] for t in types
+                          if isinstance(t, str) and t in PRECISION_OF), None)
+        if name in MATMUL:
+            flops, moved = _matmul(name, tensors, size)
+        elif name in CONV_OPS:
+            flops, moved = conv_cost(name, tensors, concrete or [])
+        elif name in ATTENTION:
+            flops, moved = _attention(tensors, size, name in SEQ_FIRST_ATTENTION)
+        else:
+            return _simple(name, list(tensors.values()), size, precision)
+    except BadShape as e:
+        return ShapeNote(name, str(e))
+    return OpCost(flops, moved, precision)
 
 
 def op_cost(name: str, dims: list[Any] | None, types: list[Any] | None,
             concrete: list[Any] | None = None) -> OpCost | None:
-    """FLOPs and bytes of one op call, or None when not modelled / no shapes."""
-    if not dims or not types:
-        return None
-    tensors = _tensors(dims, types)
-    if not tensors:
-        return None
-    precision = next((PRECISION_OF[t] for t in types if t in PRECISION_OF), None)
-    size = tensors[0][1]
+    """FLOPs and bytes of one op call, or None when not modelled / no usable shapes."""
+    cost = estimate(name, dims, types, concrete)
+    return cost if isinstance(cost, OpCost) else None
+
+
+def _simple(name: str, tensors: list[tuple[list[int], int]], size: int,
+            precision: str | None) -> OpCost | None:
+    """Elementwise, reduction, norm, softmax, embedding and copy ops (no argument order)."""
     short = name.removeprefix("aten::")
-    if name in MATMUL:
-        return _matmul(name, tensors, size, precision)
-    if name in CONV:
-        return _conv(tensors, size, precision, concrete or [])
-    if name in ATTENTION:
-        return _attention(tensors, size, precision, name in SEQ_FIRST_ATTENTION)
     io = sum(_numel(s) * b for s, b in tensors)
     out = _numel(tensors[0][0])
     if name in NORM:
@@ -169,74 +189,70 @@ def op_cost(name: str, dims: list[Any] | None, types: list[Any] | None,
     return None
 
 
-def _matmul(name: str, tensors: list[tuple[list[int], int]], size: int,
-            precision: str | None) -> OpCost | None:
-    shapes = [s for s, _ in tensors]
-    bias = 0
-    if name == "aten::addmm" and len(shapes) >= 3 or name == "aten::baddbmm" and len(shapes) >= 3:
-        bias, shapes = _numel(shapes[0]), shapes[1:3]
-    elif name == "aten::linear" and len(shapes) >= 2:
-        x, w = shapes[0], shapes[1]
+# Argument positions (bias or None, a, b) of the matmul family, from their ATen schemas.
+MATMUL_ARGS = {"aten::mm": (None, 0, 1), "aten::bmm": (None, 0, 1),
+               "aten::matmul": (None, 0, 1), "aten::addmm": (0, 1, 2),
+               "aten::_addmm_activation": (0, 1, 2), "aten::baddbmm": (0, 1, 2),
+               "aten::_scaled_mm": (4, 0, 1)}
+
+
+def _broadcast(a: list[int], b: list[int]) -> int:
+    """Elements of the broadcast batch dims of a matmul's operands (checked)."""
+    n = max(len(a), len(b))
+    a, b = [1] * (n - len(a)) + a, [1] * (n - len(b)) + b
+    if any(x != y and 1 not in (x, y) for x, y in zip(a, b, strict=True)):
+        raise BadShape(f"batch dims {a} and {b} do not broadcast")
+    return math.prod(max(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _matmul(name: str, tensors: dict[int, tuple[list[int], int]],
+            size: int) -> tuple[float, float]:
+    if name == "aten::linear":
+        (x, xb), (w, wb) = _arg(tensors, 0), _arg(tensors, 1)
         if len(w) != 2 or x[-1] != w[1]:
-            return None
-        rows = _numel(x[:-1])
-        b = _numel(shapes[2]) if len(shapes) > 2 else 0
-        n, k = w
+            raise BadShape(f"input {x} does not match weight {w}")
+        rows, (n, k) = _numel(x[:-1]), w
+        bias = tensors.get(2)
+        b = _numel(bias[0]) if bias else 0
         flops = 2.0 * rows * k * n + (rows * n if b else 0)
-        return OpCost(flops, float((_numel(x) + n * k + b + rows * n) * size), precision)
-    if len(shapes) < 2:
-        return None
-    a, b2 = shapes[0], shapes[1]
-    if len(a) < 2 or len(b2) < 2 or a[-1] != b2[-2]:
-        return None
+        return flops, float(_numel(x) * xb + n * k * wb + b * size + rows * n * size)
+    bias_at, ia, ib = MATMUL_ARGS[name]
+    (a, ab), (b2, bb) = _arg(tensors, ia), _arg(tensors, ib)
+    a = [1, *a] if len(a) == 1 else a  # matmul of a vector: [K] -> [1, K]
+    b2 = [*b2, 1] if len(b2) == 1 else b2
+    if a[-1] != b2[-2]:
+        raise BadShape(f"inner dims differ: {a} x {b2}")
     m, k, n = a[-2], a[-1], b2[-1]
-    batch = max(_numel(a[:-2]) if len(a) > 2 else 1, _numel(b2[:-2]) if len(b2) > 2 else 1)
+    batch = _broadcast(a[:-2], b2[:-2])
+    bias = tensors.get(bias_at) if bias_at is not None else None
+    nbias = _numel(bias[0]) if bias else 0
     flops = 2.0 * batch * m * k * n + (batch * m * n if bias else 0)
-    moved = _numel(a) + _numel(b2) + batch * m * n + bias
-    return OpCost(flops, float(moved * size), precision)
+    moved = _numel(a) * ab + _numel(b2) * bb + (batch * m * n + nbias) * size
+    return flops, float(moved)
 
 
-def _conv(tensors: list[tuple[list[int], int]], size: int, precision: str | None,
-          concrete: list[Any]) -> OpCost | None:
-    if len(tensors) < 2:
-        return None
-    x, w = tensors[0][0], tensors[1][0]
-    spatial = len(x) - 2
-    if spatial < 1 or len(w) != len(x):
-        return None
-    n, k = x[0], w[0]
-    cin_per_group = w[1]
-    # Concrete Inputs of convolution ops: input, weight, bias, stride, padding, dilation, ...
-    stride = _ints(concrete[3] if len(concrete) > 3 else None, spatial, 1)
-    padding = _ints(concrete[4] if len(concrete) > 4 else None, spatial, 0)
-    dilation = _ints(concrete[5] if len(concrete) > 5 else None, spatial, 1)
-    out_sp = []
-    for i in range(spatial):
-        eff = dilation[i] * (w[2 + i] - 1) + 1
-        out_sp.append(max((x[2 + i] + 2 * padding[i] - eff) // stride[i] + 1, 1))
-    out = n * k * _numel(out_sp)
-    flops = 2.0 * out * cin_per_group * _numel(w[2:])
-    return OpCost(flops, float((_numel(x) + _numel(w) + out) * size), precision)
+def _arg(tensors: dict[int, tuple[list[int], int]], i: int) -> tuple[list[int], int]:
+    if i not in tensors:
+        raise BadShape(f"no tensor recorded at argument {i}")
+    return tensors[i]
 
 
 # These take (batch, seq, heads, head_dim); the public SDPA ops take (batch, heads, seq, dim).
 SEQ_FIRST_ATTENTION = {"aten::_flash_attention_forward", "aten::_efficient_attention_forward"}
 
 
-def _attention(tensors: list[tuple[list[int], int]], size: int,
-               precision: str | None, seq_first: bool = False) -> OpCost | None:
-    if len(tensors) < 3:
-        return None
-    q, k, v = (t[0] for t in tensors[:3])
+def _attention(tensors: dict[int, tuple[list[int], int]], size: int,
+               seq_first: bool = False) -> tuple[float, float]:
+    q, k, v = (_arg(tensors, i)[0] for i in range(3))
     if seq_first and len(q) == 4 and len(k) == 4 and len(v) == 4:
         q, k, v = ([t[0], t[2], t[1], t[3]] for t in (q, k, v))
-    if len(q) < 3 or len(k) < 3 or len(v) < 3:
-        return None
+    if len(q) < 3 or len(k) < 3 or len(v) < 3 or q[-1] != k[-1] or k[-2] != v[-2]:
+        raise BadShape(f"query {q}, key {k}, value {v} do not form an attention")
     heads = _numel(q[:-2])
     lq, d, s, dv = q[-2], q[-1], k[-2], v[-1]
     flops = 2.0 * heads * lq * s * d + 2.0 * heads * lq * s * dv
     moved = _numel(q) + _numel(k) + _numel(v) + heads * lq * dv
-    return OpCost(flops, float(moved * size), precision)
+    return flops, float(moved * size)
 
 
 # Ops whose cost model makes them memory-bound whatever their shapes (for traces recorded
