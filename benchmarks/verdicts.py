@@ -1,8 +1,9 @@
 """Print a markdown table of rightsize's verdict on every shared trace and sample run.
 
 Usage: python benchmarks/verdicts.py [SHARED_DIR]   (default ../shared)
-Columns: verdict, confidence, the shares behind it, and the first piece of evidence, so a
-reader can judge each verdict.
+Columns: verdict, confidence, the shares behind it, and the first piece of evidence (for an
+``inconclusive`` verdict, its reason and what to record instead), so a reader can judge each
+verdict.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def row(label: str, path: Path) -> str:
     shares = ", ".join(f"{k} {v:.0f}" for k, v in sorted(d["shares_pct"].items(),
                                                           key=lambda x: -x[1]) if v >= 0.5)
     ev = d["evidence"][0].replace("|", "/") if d["evidence"] else ""
-    return f"| {label} | **{d['bound']}** | {d['confidence']:.2f} | {shares} | {ev} |"
+    conf = "-" if d["confidence"] is None else f"{d['confidence']:.2f}"
+    return f"| {label} | **{d['bound']}** | {conf} | {shares} | {ev} |"
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ class Bound(StrEnum):
     DATALOADER = "dataloader"
     HOST = "host"
     COMMUNICATION = "communication"
+    INCONCLUSIVE = "inconclusive"  # the capture cannot support a verdict (the evidence says why)
 
 
 class Share(StrEnum):

@@ -209,7 +209,9 @@ def _counters(analysis: Analysis) -> dict[str, Any] | None:
     return {
         "bound": d.bound.value if d.bound else None, "confidence": d.confidence,
         "device": d.device, "shares_pct": {k: _r(v, 2) for k, v in d.shares_pct.items()},
-        "evidence": list(d.evidence), "signals": [], "signal_pct": {},
+        "evidence": list(d.evidence),
+        "evidence_items": [e.as_dict() for e in d.evidence_items],
+        "signals": [], "signal_pct": {},
         "thresholds": d.thresholds.as_dict(), "utilization": d.utilization,
         "device_match": None,
     }
@@ -232,6 +234,7 @@ def _diagnosis(r: RankAnalysis) -> dict[str, Any] | None:
         "device": d.device,
         "shares_pct": {k: _r(v, 2) for k, v in d.shares_pct.items()},
         "evidence": list(d.evidence),
+        "evidence_items": [e.as_dict() for e in d.evidence_items],
         "signals": groups,
         "signal_pct": {k: _r(v, 2) for k, v in d.signal_pct.items()},
         "thresholds": d.thresholds.as_dict(),

@@ -41,7 +41,7 @@ def render_summary(
     h = model.headline
     lines = []
     if h.bound:
-        verdict = f"Verdict: {h.bound}-bound"
+        verdict = f"Verdict: {h.bound}" + ("" if h.bound == "inconclusive" else "-bound")
         extra = f" (confidence {fmt.num(h.confidence)})"
         if h.verdict:
             extra += f"; GPU {h.verdict}"

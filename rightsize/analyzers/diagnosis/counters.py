@@ -25,7 +25,8 @@ from typing import cast
 
 import polars as pl
 
-from rightsize.analyzers.diagnosis.verdict import THRESHOLDS, Diagnosis, Thresholds
+from rightsize.analyzers.diagnosis.evidence import Evidence
+from rightsize.analyzers.diagnosis.verdict import THRESHOLDS, Diagnosis, DiagnosisThresholds
 from rightsize.vocab import Bound
 
 COUNTERS_ONLY_MAX_CONFIDENCE = 0.5  # counters see averages, not what the GPU waits for
@@ -42,7 +43,7 @@ def _mean(df: pl.DataFrame, col: str) -> float | None:
 
 
 def diagnose_counters(samples: pl.DataFrame,
-                      thresholds: Thresholds = THRESHOLDS) -> Diagnosis | None:
+                      thresholds: DiagnosisThresholds = THRESHOLDS) -> Diagnosis | None:
     s = samples.filter(pl.col("gpu_util_pct").is_not_null())
     if s.height == 0:
         return None
@@ -61,26 +62,33 @@ def diagnose_counters(samples: pl.DataFrame,
         "compute": compute, "memory": memory, "pcie": pcie, "dataloader": None,
         "communication": None, "host": 100.0 - busy, "idle": None,
     }
-    evidence = [(f"diagnosed from GPU counters alone ({g.height} samples of GPU {best}, no "
-                f"trace): confidence is capped at {COUNTERS_ONLY_MAX_CONFIDENCE}"),
-                (f"mean utilization.gpu {busy:.1f}%"
-                 f" (peak {cast(float, g['gpu_util_pct'].max()):.0f}%)")]
+    evidence = [Evidence("signals", float(g.height), None,
+                         f"diagnosed from GPU counters alone ({g.height} samples of GPU {best}, "
+                         f"no trace): confidence is capped at {COUNTERS_ONLY_MAX_CONFIDENCE}"),
+                Evidence("utilization", busy, thresholds.work_bound_pct,
+                         f"mean utilization.gpu {busy:.1f}%"
+                         f" (peak {cast(float, g['gpu_util_pct'].max()):.0f}%)")]
     if pcie is not None:
-        evidence.append(f"host link carries {pcie:.1f}% of its capacity on average")
+        evidence.append(Evidence("pcie", pcie, PCIE_BOUND_PCT,
+                                 f"host link carries {pcie:.1f}% of its capacity on average"))
     if pcie is not None and pcie > PCIE_BOUND_PCT:
         bound, margin = Bound.PCIE, pcie / 100.0
     elif busy < thresholds.work_bound_pct:
         bound, margin = Bound.HOST, (100.0 - busy) / 100.0
-        evidence.append("the GPU waits most of the time; counters cannot tell data loading "
-                        "from other host work: record a trace to separate them")
+        evidence.append(Evidence("host", 100.0 - busy, None,
+                                 "the GPU waits most of the time; counters cannot tell data "
+                                 "loading from other host work: record a trace to separate them"))
     elif compute is not None and memory is not None:
         bound = Bound.COMPUTE if compute >= memory else Bound.MEMORY
         margin = abs(compute - memory) / busy if busy else 0.0
-        evidence.append(f"busiest math pipe {max(maths):.1f}% vs DRAM bandwidth {dram:.1f}%")
+        evidence.append(Evidence(bound.value, max(maths), dram,
+                                 f"busiest math pipe {max(maths):.1f}% vs DRAM bandwidth "
+                                 f"{dram:.1f}%"))
     else:
         bound, margin = None, 0.0
-        evidence.append("busy, but no profiling counters (GPM/DCGM_FI_PROF) to split compute "
-                        "from memory")
+        evidence.append(Evidence("signals", None, None,
+                                 "busy, but no profiling counters (GPM/DCGM_FI_PROF) to split "
+                                 "compute from memory"))
     confidence = None if bound is None else round(
         COUNTERS_ONLY_MAX_CONFIDENCE * (0.5 + 0.5 * min(margin, 1.0)), 2)
     util = {"trace": None, "nvml": {"samples": g.height, "gpu_util_pct_mean": busy,

@@ -15,9 +15,11 @@ window, in this order:
 * ``host``: GPU idle while the CPU runs ops, Python or launch/sync calls;
 * ``idle``: GPU idle with nothing recorded on the host.
 
-CPU-only traces (no GPU activity): the same shares over host ops: leaf ops that do arithmetic
-(BLAS/convolution, or a roofline intensity above the assumed CPU ridge point) are compute, other
-leaf ops memory, very short ops and framework time outside leaf ops host.
+CPU-only traces (no GPU activity): the same shares over host ops' own (self) time: an ATen op's
+own time is work, compute-bound when its roofline intensity is above the assumed CPU ridge point
+(or, without shapes, when it is a BLAS/convolution op), memory-bound otherwise; framework
+overhead (``host``) is only dispatch (wrapper ops, autograd nodes), ops under the tiny-op
+threshold, and gaps while Python runs (:func:`cpu_work`).
 """
 
 from __future__ import annotations
@@ -117,28 +119,41 @@ def self_segments(ops: pl.DataFrame) -> pl.DataFrame:
                         schema={"row": pl.UInt32, "ts_ns": pl.Int64, "dur_ns": pl.Int64})
 
 
-def cpu_shares(trace: Trace, steps: Steps, ridge: float,
-               tiny_op_ns: float) -> tuple[dict[str, iv.Intervals], pl.DataFrame]:
-    """Exclusive intervals per share when the host is the device (no GPU activity)."""
-    from rightsize.analyzers.diagnosis.classify import op_costs
+def cpu_work(ops: pl.DataFrame, costs: pl.DataFrame, ridge: float,
+             tiny_op_ns: float) -> pl.DataFrame:
+    """Host ops with ``work`` (compute | memory | host) and ``signal`` for their self time.
 
-    window = iv.union(iv.of(steps.start_ns, steps.end_ns))
-    ops = trace.cpu_ops.filter(pl.col("cat") == "cpu_op")
-    costs = op_costs(ops)
+    An ATen op's own time is work: compute- or memory-bound by its FLOPs/bytes against the
+    CPU ridge point (roofline), else by name (BLAS/convolution compute, the roofline's memory
+    ops), else memory-bound (``Signal.DEFAULT``, as for unmatched GPU kernels). Framework
+    overhead (``host``) is only dispatch - ops that just call another op (``WRAPPER_OPS``),
+    autograd nodes and other non-ATen scopes - and ops shorter than ``tiny_op_ns``.
+    """
     ops = ops.join(costs.select("external_id", "flops", "bytes", "precision"),
                    on="external_id", how="left")
     by_roof = pl.when(pl.col("bytes") > 0).then(pl.col("flops") / pl.col("bytes") >= ridge)
     named = (pl.when(pl.col("name").is_in(list(CPU_COMPUTE_OPS))).then(True)
              .when(pl.col("name").is_in(list(roofline.MEMORY_OPS))).then(False))
-    ops = ops.with_columns(
-        work=pl.when((pl.col("dur_ns") < tiny_op_ns) | pl.col("name").is_in(list(WRAPPER_OPS)))
-        .then(pl.lit("host"))
-        .when(pl.coalesce(by_roof, named)).then(pl.lit("compute"))
-        .when(pl.coalesce(by_roof, named).is_not_null()).then(pl.lit("memory"))
-        .otherwise(pl.lit("host")),
+    dispatch = ((pl.col("dur_ns") < tiny_op_ns) | pl.col("name").is_in(list(WRAPPER_OPS))
+                | ~pl.col("name").str.starts_with("aten::"))
+    return ops.with_columns(
+        work=pl.when(dispatch).then(pl.lit("host"))
+        .when(pl.coalesce(by_roof, named, pl.lit(False))).then(pl.lit("compute"))
+        .otherwise(pl.lit("memory")),
         signal=pl.when(by_roof.is_not_null()).then(pl.lit(Signal.ROOFLINE.value))
-        .otherwise(pl.lit(Signal.NAME.value)),
+        .when(named.is_not_null()).then(pl.lit(Signal.NAME.value))
+        .otherwise(pl.lit(Signal.DEFAULT.value)),
     )
+
+
+def cpu_shares(trace: Trace, steps: Steps, ridge: float, tiny_op_ns: float,
+               costs: pl.DataFrame | None = None) -> tuple[dict[str, iv.Intervals], pl.DataFrame]:
+    """Exclusive intervals per share when the host is the device (no GPU activity)."""
+    from rightsize.analyzers.diagnosis.classify import op_costs
+
+    window = iv.union(iv.of(steps.start_ns, steps.end_ns))
+    ops = trace.cpu_ops.filter(pl.col("cat") == "cpu_op")
+    ops = cpu_work(ops, op_costs(ops) if costs is None else costs, ridge, tiny_op_ns)
     seg = self_segments(ops)
     ops = ops.with_row_index("row")
     leaves = seg.join(ops.select("row", "name", "work", "signal", "flops", "bytes", "precision",

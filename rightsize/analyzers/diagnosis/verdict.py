@@ -4,13 +4,16 @@ Inputs: a trace, its steps and primary device, and the optional signals (ridge p
 GPU, Nsight Compute rows, GPU samples). Output: :class:`Diagnosis` and the classified device
 work. Pure.
 
-Rule: when compute + memory work fill at least ``work_bound_pct`` of the step, the larger of the
-two bounds it; otherwise the step is limited by what the device waits for, and the largest
-stall share names the bound (``host`` includes time with nothing recorded). Confidence (0..1) is
-the product of: how far the busy share is from that line (0.5 at the line, 1 at 20 points away),
-the margin of the winner over the runner-up (0.5 for a tie, 1 for a clear win), and, for a
-compute/memory verdict, the quality of the signals that classified the kernel time (ncu 1.0,
-counters 0.9, roofline 0.85, names 0.7, unmatched names 0.5).
+Rule: the verdict is ``inconclusive`` when the capture cannot support one - recorded activity
+covers less than ``min_recorded_pct`` of the step, start-up work (GPU initialisation, JIT
+compilation, autotuning, warm-up) fills ``startup_pct`` or more of it, the steps hold fewer than
+``min_kernels`` kernels, a GPU job recorded no kernel, or NVML and the trace disagree on how busy
+the GPU was; the evidence says which and what to record instead. Otherwise, when compute +
+memory work fill at least ``work_bound_pct`` of the step, the larger of the two bounds it;
+below, the step is limited by what the device waits for, and the largest stall share names the
+bound (``host`` includes time with nothing recorded). Confidence (0..1) is the documented
+product in docs/diagnosis.md: distance from the work line x margin of the winner x quality of
+the classifying signal x steps seen x recorded coverage x step-to-step stability.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from rightsize.analyzers.diagnosis.classify import Ridge, classify_kernels, counter_windows
+from rightsize.analyzers.diagnosis import capture
+from rightsize.analyzers.diagnosis.classify import (
+    Ridge,
+    classify_kernels,
+    counter_windows,
+    op_cost_table,
+)
+from rightsize.analyzers.diagnosis.evidence import Evidence, findings, inconclusive_reasons
 from rightsize.analyzers.diagnosis.shares import cpu_shares, gpu_shares
 from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.steps import Steps
@@ -31,7 +41,7 @@ from rightsize.vocab import SHARES, Bound, Signal
 
 
 @dataclass(frozen=True, slots=True)
-class Thresholds:
+class DiagnosisThresholds:
     """Named thresholds, each with the reason (and the source when borrowed)."""
 
     # The work bounds the step when it takes at least 1.5x the time spent waiting (>= 60% of the
@@ -44,12 +54,25 @@ class Thresholds:
     tiny_op_us: float = 10.0  # CPU-only: ops this short are mostly dispatch overhead
     # CPU-only: assumed ridge point, ~1-2 TFLOP/s fp32 over ~100-200 GB/s of a server CPU
     cpu_ridge_flops_per_byte: float = 10.0
+    # Below half the step recorded, the unrecorded part could hold any bottleneck.
+    min_recorded_pct: float = 50.0
+    # Start-up work (init, JIT, autotuning, warm-up) a steady-state step never repeats: from a
+    # quarter of the step it outweighs any share but the largest, so the verdict describes it.
+    startup_pct: float = 25.0
+    # A training or inference step launches hundreds of kernels; below 20 the shares hinge on a
+    # handful of launches (a test harness, a micro-benchmark).
+    min_kernels: int = 20
+    # NVML vs trace busy: NVML counts a whole sample period busy, so it reads above the trace;
+    # more than 30 points apart the two do not describe the same activity.
+    signals_disagree_pct: float = 30.0
+    min_nvml_samples: int = 5  # fewer NVML samples in the steps cannot contradict the trace
 
     def as_dict(self) -> dict[str, float]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
-THRESHOLDS = Thresholds()
+Thresholds = DiagnosisThresholds  # the former name
+THRESHOLDS = DiagnosisThresholds()
 SIGNAL_QUALITY = {Signal.NCU.value: 1.0, Signal.COUNTERS.value: 0.9,
                   Signal.ROOFLINE.value: 0.85, Signal.NAME.value: 0.7,
                   Signal.DEFAULT.value: 0.5}
@@ -64,36 +87,61 @@ class Diagnosis:
     step_ns: int  # summed step time the shares are of
     device: str  # "gpu" | "cpu"
     signal_pct: dict[str, float]  # share of classified work time decided by each signal
-    evidence: tuple[str, ...]
+    evidence_items: tuple[Evidence, ...]
     utilization: dict[str, Any]
-    thresholds: Thresholds = field(default=THRESHOLDS)
+    thresholds: DiagnosisThresholds = field(default=THRESHOLDS)
+
+    @property
+    def evidence(self) -> tuple[str, ...]:
+        """The evidence sentences, in order (the JSON ``diagnosis.evidence``)."""
+        return tuple(e.text for e in self.evidence_items)
 
 
 def diagnose(
     trace: Trace, steps: Steps, device: int | None, ridge: Ridge | None = None,
     ncu: pl.DataFrame | None = None, samples: pl.DataFrame | None = None,
-    thresholds: Thresholds = THRESHOLDS,
+    thresholds: DiagnosisThresholds = THRESHOLDS,
 ) -> tuple[Diagnosis | None, pl.DataFrame]:
-    """Diagnose one rank; ``device`` None means a CPU-only trace."""
+    """Diagnose one rank; ``device`` None means no kernel on any GPU (a CPU-only run, or a GPU
+    job whose kernels were not recorded)."""
     if steps.count == 0:
         return None, trace.kernels.clear()
     starts, ends = steps.start_ns.tolist(), steps.end_ns.tolist()
-    if device is not None:
-        counters = counter_windows(samples, device, starts, ends) if samples is not None else None
-        work = classify_kernels(trace.kernels.filter(pl.col("device") == device), trace.cpu_ops,
-                                ridge, ncu, counters)
-        parts = gpu_shares(trace, steps, work, device)
+    costs, notes = op_cost_table(trace.cpu_ops)
+    on_gpu = device is not None or capture.launches(trace) > 0
+    if on_gpu:
+        counters = counter_windows(samples, device, starts, ends) \
+            if samples is not None and device is not None else None
+        kernels = trace.kernels.filter(pl.col("device") == device) if device is not None \
+            else trace.kernels.clear()
+        work = classify_kernels(kernels, trace.cpu_ops, ridge, ncu, counters, costs)
+        parts = gpu_shares(trace, steps, work, device if device is not None else -1)
     else:
         parts, work = cpu_shares(trace, steps, thresholds.cpu_ridge_flops_per_byte,
-                                 thresholds.tiny_op_us * 1000)
+                                 thresholds.tiny_op_us * 1000, costs)
     step_ns = int(iv.total(iv.union(iv.of(steps.start_ns, steps.end_ns))))
     shares = {k: (100.0 * iv.total(parts[k]) / step_ns if step_ns else 0.0) for k in SHARES}
     signal_pct = _signal_pct(work)
-    bound, confidence, busy = _verdict(shares, signal_pct, thresholds)
+    facts = capture.check(trace, steps, work if on_gpu else None, shares["idle"], step_ns,
+                          on_gpu)
     util = utilization(trace, steps, device, samples)
-    evidence = _evidence(shares, busy, bound, signal_pct, util, device, thresholds)
-    return Diagnosis(bound, confidence, shares, step_ns, "gpu" if device is not None else "cpu",
-                     signal_pct, tuple(evidence), util, thresholds), work
+    bound, confidence, busy = _verdict(shares, signal_pct, thresholds)
+    reasons = inconclusive_reasons(facts, util, thresholds) if bound is not None else []
+    if reasons:
+        bound, confidence = Bound.INCONCLUSIVE, None
+    elif confidence is not None:
+        confidence = round(confidence * evidence_factor(facts), 2)
+    items = reasons + findings(shares, busy, bound, signal_pct, util, on_gpu, facts, notes,
+                               thresholds)
+    return Diagnosis(bound, confidence, shares, step_ns, "gpu" if on_gpu else "cpu",
+                     signal_pct, tuple(items), util, thresholds), work
+
+
+def evidence_factor(c: capture.Capture) -> float:
+    """Steps seen x recorded coverage x step-to-step stability (docs/diagnosis.md)."""
+    steps = min(1.0, 0.6 + 0.1 * c.steps)
+    stability = max(0.5, 1.0 - c.step_cv)
+    return steps * (c.recorded_pct / 100.0) * stability
 
 
 def _signal_pct(work: pl.DataFrame) -> dict[str, float]:
@@ -106,7 +154,7 @@ def _signal_pct(work: pl.DataFrame) -> dict[str, float]:
 
 
 def _verdict(shares: dict[str, float], signal_pct: dict[str, float],
-             th: Thresholds) -> tuple[Bound | None, float | None, float]:
+             th: DiagnosisThresholds) -> tuple[Bound | None, float | None, float]:
     busy = shares["compute"] + shares["memory"]
     if busy + sum(shares[s] for s in STALLS) + shares["idle"] <= 0:
         return None, None, busy
@@ -124,7 +172,7 @@ def _verdict(shares: dict[str, float], signal_pct: dict[str, float],
         quality = 1.0
     top, second = values[0], values[1]
     margin = 0.5 + 0.5 * ((top - second) / top if top > 0 else 0.0)
-    return Bound(ranked[0]), round(level * margin * quality, 2), busy
+    return Bound(ranked[0]), level * margin * quality, busy
 
 
 def utilization(trace: Trace, steps: Steps, device: int | None,
@@ -160,53 +208,3 @@ def utilization(trace: Trace, steps: Steps, device: int | None,
             nv[col.replace("_pct", "_pct_peak")] = float(w[col].max())  # type: ignore[arg-type]
     out["nvml"] = nv
     return out
-
-
-def _evidence(shares: dict[str, float], busy: float, bound: Bound | None,
-              signal_pct: dict[str, float], util: dict[str, Any], device: int | None,
-              th: Thresholds) -> list[str]:
-    what = "GPU" if device is not None else "CPU"
-    ev = []
-    line = "≥" if busy >= th.work_bound_pct else "<"
-    ev.append(f"{what} busy with work {busy:.1f}% of the step ({line} {th.work_bound_pct:.0f}%: "
-              + ("the work itself bounds the step)" if line == "≥"
-                 else "the step is limited by what the device waits for)")
-              + f"; compute-bound {shares['compute']:.1f}%, memory-bound {shares['memory']:.1f}%")
-    if shares["dataloader"] > 0:
-        flag = " (above" if shares["dataloader"] > th.dataloader_pct else " (below"
-        ev.append(f"data-loader wait exposed {shares['dataloader']:.1f}% of the step{flag} the "
-                  f"TensorBoard plugin's {th.dataloader_pct:.0f}% threshold)")
-    if shares["host"] + shares["idle"] > 0 and device is not None:
-        ev.append(f"GPU idle while the host runs Python, ops and launches: "
-                  f"{shares['host']:.1f}% of the step; idle with nothing recorded "
-                  f"{shares['idle']:.1f}%")
-    elif shares["host"] + shares["idle"] > 0:
-        ev.append(f"framework overhead (Python, op dispatch, ops under {th.tiny_op_us:.0f} us): "
-                  f"{shares['host']:.1f}% of the step; nothing recorded {shares['idle']:.1f}%")
-    if shares["pcie"] > 0:
-        ev.append(f"host<->device copies not hidden under kernels: {shares['pcie']:.1f}% of the step")
-    if shares["communication"] > 0:
-        flag = "above" if shares["communication"] > th.communication_pct else "below"
-        ev.append(f"exposed communication {shares['communication']:.1f}% of the step ({flag} the "
-                  f"TensorBoard plugin's {th.communication_pct:.0f}% threshold)")
-    if signal_pct:
-        parts = ", ".join(f"{s} {p:.0f}%" for s, p in sorted(signal_pct.items(),
-                                                            key=lambda x: -x[1]))
-        ev.append(f"compute/memory split of the work decided by: {parts}")
-    trace_u, nvml = util.get("trace"), util.get("nvml")
-    if trace_u and nvml and "gpu_util_pct_mean" in nvml:
-        gap = nvml["gpu_util_pct_mean"] - trace_u["gpu_busy_pct_mean"]
-        note = (f"NVML utilization.gpu {nvml['gpu_util_pct_mean']:.1f}% (peak "
-                f"{nvml['gpu_util_pct_peak']:.0f}%) vs {trace_u['gpu_busy_pct_mean']:.1f}% of "
-                f"the step with a kernel running in the trace")
-        if abs(gap) > th.disagreement_pct:
-            note += (" - they disagree: NVML counts a sample period busy when any kernel ran in "
-                     "it, and samples at its own rate")
-        ev.append(note)
-    # Order: the verdict's own share first.
-    key = {Bound.DATALOADER: "data-loader", Bound.HOST: "overhead" if device is None
-           else "idle while", Bound.PCIE: "copies",
-           Bound.COMMUNICATION: "communication"}.get(bound) if bound else None
-    if key:
-        ev.sort(key=lambda e: 0 if key in e else 1)
-    return ev

@@ -305,7 +305,12 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
     if cur and cur.usd_per_1k_steps and best.usd_per_1k_steps is not None:
         savings = (cur.usd_per_1k_steps - best.usd_per_1k_steps) / cur.usd_per_1k_steps * 100
     verdict: Verdict | None = None
-    if current is not None and cur is not None:
+    if workload.bound == "inconclusive":  # no provisioning verdict without a diagnosis
+        savings = None
+        words.append("no over-/under-provisioning verdict: the bottleneck diagnosis is"
+                     f" inconclusive (see its evidence); cheapest per step: {best.gpu} at"
+                     f" {best.projected_step_ms:.1f} ms")
+    elif current is not None and cur is not None:
         pressure = (workload.peak_memory_bytes or 0) / current.memory_bytes
         if pressure >= THRESHOLDS.memory_pressure_fraction:
             verdict = Verdict.UNDER_PROVISIONED

@@ -1,0 +1,91 @@
+"""Can this capture support a verdict? Facts about the recorded steps, not about the workload.
+
+Input: one rank's trace, its steps, the classified device work and the exclusive shares.
+Output: :class:`Capture` - steps seen, step-to-step variation, how much of the step has anything
+recorded, kernels in the steps, start-up work inside the steps, and kernel launches without
+recorded kernels. ``rightsize.analyzers.diagnosis.verdict`` turns these into an ``inconclusive``
+verdict (with what to record instead) or into the confidence of a verdict. Pure.
+
+**Start-up work** (a cold start, not a steady-state step): the union, inside the step windows, of
+
+* runtime/driver calls that initialise a process' GPU state the first time they run (context
+  creation behind the first ``cudaFree``/``cudaDeviceGetStreamPriorityRange``, device memory
+  reservation, stream creation, module/library loading, ``cuInit``/``hipInit``) - :data:`INIT_CALLS`;
+* host ops and annotations of JIT compilation, autotuning and warm-up regions (nvFuser/NVRTC
+  compilation, TorchDynamo/Inductor compilation, Triton autotuning, cuDNN/MIOpen algorithm
+  search, a region named ``warmup``) - :data:`STARTUP_OPS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from rightsize.analyzers.metrics import intervals as iv
+from rightsize.analyzers.metrics.steps import Steps
+from rightsize.traces.schema import Trace
+
+INIT_CALLS = (r"^(cudaFree|cudaMalloc|cudaDeviceGetStreamPriorityRange|cudaStreamCreate\w*|"
+              r"cudaGetDeviceCount|cudaSetDevice|cudaHostAlloc|cuInit|cuDevicePrimaryCtxRetain|"
+              r"cuCtxCreate\w*|cuModuleLoad\w*|cuLibraryLoad\w*|hipInit|hipMalloc|hipFree|"
+              r"hipStreamCreate\w*|hipModuleLoad\w*|hipHostMalloc)(_v\d+)?$")
+STARTUP_OPS = (r"(?i)(compileFusion|NVRTC|CompileProgram|autotun|cudnnFind|miopenFind|"
+               r"torch/_dynamo/convert_frame|torch/_inductor/compile_fx|async_compile|"
+               r"triton/compiler|warm-?up)")
+LAUNCH_CALLS = r"(LaunchKernel|cudaLaunch|hipLaunch|hipExtModuleLaunchKernel|cuLaunch)"
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    steps: int
+    step_cv: float  # standard deviation / mean of the step durations (0 for one step)
+    recorded_pct: float  # of the step time: anything recorded (100 - the idle share)
+    kernels: int | None  # kernels of the primary device in the steps; None for a CPU-only run
+    startup_pct: float  # of the step time: start-up work (see the module docstring)
+    startup_top: tuple[tuple[str, float], ...]  # (name, ms inside the steps), largest first
+    launches_without_kernels: int  # GPU launch calls in a trace that recorded no kernel
+
+
+def _spans(df: pl.DataFrame) -> iv.Intervals:
+    s = df["ts_ns"].to_numpy().astype(np.int64)
+    return iv.union(iv.of(s, s + df["dur_ns"].to_numpy().astype(np.int64)))
+
+
+def launches(trace: Trace) -> int:
+    """Kernel launch calls in the trace (a GPU job, whether or not its kernels were recorded)."""
+    return int(trace.runtime.filter(pl.col("name").str.contains(LAUNCH_CALLS)).height)
+
+
+def check(trace: Trace, steps: Steps, work: pl.DataFrame | None, idle_pct: float,
+          step_ns: int, on_gpu: bool) -> Capture:
+    """Facts about the capture; ``work``: the classified kernels (None for a CPU-only run)."""
+    window = iv.union(iv.of(steps.start_ns, steps.end_ns))
+    dur = steps.dur_ns.astype(np.float64)
+    cv = float(dur.std() / dur.mean()) if len(dur) > 1 and dur.mean() > 0 else 0.0
+    kernels = None
+    if work is not None and on_gpu:
+        ts = work["ts_ns"].to_numpy().astype(np.int64)
+        inside = np.zeros(len(ts), dtype=bool)
+        for a, b in zip(steps.start_ns.tolist(), steps.end_ns.tolist(), strict=True):
+            inside |= (ts >= a) & (ts < b)
+        kernels = int(inside.sum())
+    init = trace.runtime.filter(pl.col("name").str.contains(INIT_CALLS))
+    jit = trace.cpu_ops.filter(pl.col("name").str.contains(STARTUP_OPS))
+    startup = iv.intersect(window, iv.union_all(_spans(init), _spans(jit)))
+    top = []
+    for frame in (init, jit):
+        for name, g in frame.group_by("name"):
+            ms = iv.total(iv.intersect(window, _spans(g))) / 1e6
+            if ms > 0:
+                top.append((str(name[0]), ms))
+    top.sort(key=lambda x: -x[1])
+    return Capture(
+        steps=steps.count, step_cv=cv, recorded_pct=max(0.0, 100.0 - idle_pct),
+        kernels=kernels,
+        startup_pct=100.0 * iv.total(startup) / step_ns if step_ns else 0.0,
+        startup_top=tuple(top[:3]),
+        launches_without_kernels=launches(trace) if on_gpu and work is not None
+        and work.height == 0 else 0,
+    )

@@ -1,0 +1,160 @@
+"""The diagnosis' evidence: each item a measured value against a named threshold, with its text.
+
+Inputs: the exclusive shares, the capture facts (``capture``), utilization, the thresholds.
+Outputs: :class:`Evidence` items - ``share`` (the share or capture fact the item is about),
+``value`` and ``threshold`` (in the unit the text states; None where there is none) and the
+sentence shown to users - and the reasons a capture cannot support a verdict
+(:func:`inconclusive_reasons`), each saying what to record instead. Ordering uses ``share``
+(the verdict's own share first), never the wording. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rightsize.analyzers.diagnosis.capture import Capture
+from rightsize.analyzers.diagnosis.roofline import ShapeNote
+from rightsize.vocab import Bound
+
+if TYPE_CHECKING:
+    from rightsize.analyzers.diagnosis.verdict import DiagnosisThresholds
+
+STEADY = "profile steady-state steps, e.g. steps 10-15 with torch.profiler.schedule(wait=1, " \
+         "warmup=9, active=5)"
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    share: str  # a Share value, or the capture fact: coverage, startup, kernels, steps, ...
+    value: float | None
+    threshold: float | None
+    text: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"share": self.share,
+                "value": None if self.value is None else round(self.value, 3),
+                "threshold": None if self.threshold is None else round(self.threshold, 3),
+                "text": self.text}
+
+
+def inconclusive_reasons(c: Capture, util: dict[str, Any],
+                         th: DiagnosisThresholds) -> list[Evidence]:
+    """Why the capture cannot support a verdict (empty: it can)."""
+    out = []
+    if c.launches_without_kernels:
+        out.append(Evidence(
+            "kernels", 0.0, None,
+            f"inconclusive: a GPU job ({c.launches_without_kernels} kernel launch calls) with no "
+            "GPU kernel recorded (a CUPTI range-profiler or host-only capture): the GPU side is "
+            "unknown; record with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"))
+    if 100.0 - c.recorded_pct >= 100.0 - th.min_recorded_pct:
+        out.append(Evidence(
+            "coverage", c.recorded_pct, th.min_recorded_pct,
+            f"inconclusive: {100 - c.recorded_pct:.1f}% of the step has nothing recorded (device "
+            f"idle, no host op, runtime call or Python function): recorded activity covers "
+            f"{c.recorded_pct:.1f}%, below the {th.min_recorded_pct:.0f}% a verdict needs; record "
+            f"the host side too (activities=[CPU, CUDA]) and {STEADY}"))
+    if c.startup_pct >= th.startup_pct:
+        top = ", ".join(f"{n} {ms:,.0f} ms" for n, ms in c.startup_top)
+        out.append(Evidence(
+            "startup", c.startup_pct, th.startup_pct,
+            f"inconclusive: cold start - {c.startup_pct:.1f}% of the step is process start-up "
+            f"(GPU initialisation, JIT compilation, autotuning, warm-up: {top}), at or above "
+            f"{th.startup_pct:.0f}%; a steady-state step does not repeat it: skip the first "
+            f"step and {STEADY}"))
+    if c.kernels is not None and not c.launches_without_kernels \
+            and c.kernels < th.min_kernels:
+        out.append(Evidence(
+            "kernels", float(c.kernels), float(th.min_kernels),
+            f"inconclusive: only {c.kernels} kernel(s) in {c.steps} step(s), fewer than "
+            f"{th.min_kernels}: too little device work to judge a workload by; {STEADY} of the "
+            "full training or inference loop"))
+    nvml, trace_u = util.get("nvml") or {}, util.get("trace") or {}
+    if nvml.get("samples", 0) >= th.min_nvml_samples and "gpu_util_pct_mean" in nvml and trace_u:
+        gap = abs(nvml["gpu_util_pct_mean"] - trace_u["gpu_busy_pct_mean"])
+        if gap > th.signals_disagree_pct:
+            out.append(Evidence(
+                "utilization", gap, th.signals_disagree_pct,
+                f"inconclusive: NVML utilization.gpu {nvml['gpu_util_pct_mean']:.1f}% and the "
+                f"trace's {trace_u['gpu_busy_pct_mean']:.1f}% busy disagree by {gap:.1f} points "
+                f"(> {th.signals_disagree_pct:.0f}): another process may share the GPU or the "
+                "trace missed work; profile again with the GPU to itself"))
+    return out
+
+
+def findings(shares: dict[str, float], busy: float, bound: Bound | None,
+             signal_pct: dict[str, float], util: dict[str, Any], on_gpu: bool,
+             c: Capture, notes: tuple[ShapeNote, ...],
+             th: DiagnosisThresholds) -> list[Evidence]:
+    """The measured evidence, the verdict's own share first."""
+    what = "GPU" if on_gpu else "CPU"
+    line = "≥" if busy >= th.work_bound_pct else "<"
+    ev = [Evidence(
+        "compute" if shares["compute"] >= shares["memory"] else "memory", busy,
+        th.work_bound_pct,
+        f"{what} busy with work {busy:.1f}% of the step ({line} {th.work_bound_pct:.0f}%: "
+        + ("the work itself bounds the step)" if line == "≥"
+           else "the step is limited by what the device waits for)")
+        + f"; compute-bound {shares['compute']:.1f}%, memory-bound {shares['memory']:.1f}%")]
+    if shares["dataloader"] > 0:
+        flag = " (above" if shares["dataloader"] > th.dataloader_pct else " (below"
+        ev.append(Evidence("dataloader", shares["dataloader"], th.dataloader_pct,
+                           f"data-loader wait exposed {shares['dataloader']:.1f}% of the step"
+                           f"{flag} the TensorBoard plugin's {th.dataloader_pct:.0f}% threshold)"))
+    if shares["host"] + shares["idle"] > 0:
+        text = (f"GPU idle while the host runs Python, ops and launches: {shares['host']:.1f}% "
+                f"of the step; idle with nothing recorded {shares['idle']:.1f}%" if on_gpu else
+                f"framework overhead (Python, op dispatch, ops under {th.tiny_op_us:.0f} us): "
+                f"{shares['host']:.1f}% of the step; nothing recorded {shares['idle']:.1f}%")
+        ev.append(Evidence("host", shares["host"] + shares["idle"], None, text))
+    if shares["pcie"] > 0:
+        ev.append(Evidence("pcie", shares["pcie"], None, "host<->device copies not hidden "
+                           f"under kernels: {shares['pcie']:.1f}% of the step"))
+    if shares["communication"] > 0:
+        flag = "above" if shares["communication"] > th.communication_pct else "below"
+        ev.append(Evidence("communication", shares["communication"], th.communication_pct,
+                           f"exposed communication {shares['communication']:.1f}% of the step "
+                           f"({flag} the TensorBoard plugin's {th.communication_pct:.0f}% "
+                           "threshold)"))
+    if signal_pct:
+        parts = ", ".join(f"{s} {p:.0f}%" for s, p in sorted(signal_pct.items(),
+                                                            key=lambda x: -x[1]))
+        ev.append(Evidence("signals", max(signal_pct.values()), None,
+                           f"compute/memory split of the work decided by: {parts}"))
+    if notes:
+        shown = "; ".join(f"{n.op}: {n.reason}" for n in notes[:3])
+        ev.append(Evidence("signals", float(len(notes)), None,
+                           f"the roofline could not use the recorded shapes of {len(notes)} op "
+                           f"signature(s), left to the next signal ({shown})"))
+    ev.extend(_steps(c, bound))
+    ev.extend(_utilization(util, th))
+    if bound is not None:
+        key = "host" if bound is Bound.HOST else bound.value
+        ev.sort(key=lambda e: 0 if e.share == key else 1)
+    return ev
+
+
+def _steps(c: Capture, bound: Bound | None) -> list[Evidence]:
+    if bound is Bound.INCONCLUSIVE:
+        return []
+    if c.steps == 1:
+        return [Evidence("steps", 1.0, None, "one step recorded: enough for a verdict after "
+                         f"warm-up, with lower confidence; {STEADY} to see step-to-step variation")]
+    return [Evidence("steps", c.step_cv * 100, None,
+                     f"{c.steps} steps, step time varies {c.step_cv * 100:.1f}% "
+                     "(standard deviation / mean)")]
+
+
+def _utilization(util: dict[str, Any], th: DiagnosisThresholds) -> list[Evidence]:
+    trace_u, nvml = util.get("trace"), util.get("nvml")
+    if not (trace_u and nvml and "gpu_util_pct_mean" in nvml):
+        return []
+    gap = nvml["gpu_util_pct_mean"] - trace_u["gpu_busy_pct_mean"]
+    note = (f"NVML utilization.gpu {nvml['gpu_util_pct_mean']:.1f}% (peak "
+            f"{nvml['gpu_util_pct_peak']:.0f}%) vs {trace_u['gpu_busy_pct_mean']:.1f}% of "
+            f"the step with a kernel running in the trace")
+    if abs(gap) > th.disagreement_pct:
+        note += (" - they disagree: NVML counts a sample period busy when any kernel ran in "
+                 "it, and samples at its own rate")
+    return [Evidence("utilization", abs(gap), th.disagreement_pct, note)]
