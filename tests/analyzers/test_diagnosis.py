@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from rightsize.analyzers.analysis import Context, analyze_trace
-from rightsize.analyzers.diagnosis.verdict import diagnose
+from rightsize.analyzers.diagnosis.verdict import DiagnosisThresholds, diagnose
 from rightsize.analyzers.metrics.steps import find_steps
 from rightsize.catalog import load_catalog
 from rightsize.traces.kineto import read_kineto
@@ -24,7 +24,13 @@ def base() -> TraceBuilder:
     return b
 
 
+# The share rules on traces with a handful of kernels: the kernel-count rule (which would call
+# them inconclusive) is tested on its own below.
+FEW_KERNELS = DiagnosisThresholds(min_kernels=1)
+
+
 def run(tmp_path, b: TraceBuilder, **kw):
+    kw.setdefault("thresholds", FEW_KERNELS)
     trace = read_kineto(b.write(tmp_path / "t.json"))
     d, work = diagnose(trace, find_steps(trace), 0 if trace.kernels.height else None, **kw)
     return d, work
@@ -39,8 +45,9 @@ def test_compute_bound(tmp_path):
     d, _ = run(tmp_path, b)
     assert shares(d) == {"compute": 80.0, "host": 20.0}
     assert d.bound is Bound.COMPUTE
-    # 80% busy: 20 points above the 60% line (level 1.0); margin 1.0; names decided (0.7).
-    assert d.confidence == 0.7
+    # 80% busy: 20 points above the 60% line (level 1.0); margin 1.0; names decided (0.7);
+    # one step (0.7), all of it recorded (1.0), no variation (1.0).
+    assert d.confidence == 0.49
     assert d.signal_pct == {"name": 100.0}
 
 
@@ -56,8 +63,8 @@ def test_pcie_bound(tmp_path):
     d, _ = run(tmp_path, b)
     assert shares(d) == {"pcie": 70.0, "compute": 10.0, "host": 20.0}
     assert d.bound is Bound.PCIE
-    # busy 10%: level min(1, 0.5 + 50/40) = 1; margin 0.5 + 0.5 * (70 - 20) / 70.
-    assert d.confidence == round(0.5 + 0.5 * 50 / 70, 2)
+    # busy 10%: level min(1, 0.5 + 50/40) = 1; margin 0.5 + 0.5 * (70 - 20) / 70; one step.
+    assert d.confidence == round((0.5 + 0.5 * 50 / 70) * 0.7, 2)
 
 
 def test_dataloader_bound(tmp_path):
@@ -89,9 +96,11 @@ def test_communication_bound(tmp_path):
 
 
 def test_idle_with_nothing_recorded_counts_toward_host(tmp_path):
-    b = base().kernel(GEMM, 0, 300, corr=1)
+    b = base().kernel(GEMM, 0, 300, corr=1).op("aten::mm", 300, 400)
     d, _ = run(tmp_path, b)
-    assert shares(d) == {"compute": 30.0, "idle": 70.0} and d.bound is Bound.HOST
+    assert shares(d) == {"compute": 30.0, "host": 40.0, "idle": 30.0} and d.bound is Bound.HOST
+    # level min(1, 0.5 + 30/40) = 1; margin 1 (no other stall); one step 0.7 x 70% recorded.
+    assert d.confidence == 0.49
 
 
 def test_roofline_signal_beats_names_when_shapes_are_recorded(tmp_path):
@@ -113,7 +122,7 @@ def test_ncu_signal_decides_first(tmp_path):
                         "sm_throughput_pct": [91.0], "memory_throughput_pct": [40.0]})
     d, work = run(tmp_path, b, ncu=ncu)
     assert work.select("work", "signal").row(0) == ("compute", "ncu")
-    assert d.bound is Bound.COMPUTE and d.confidence == 1.0
+    assert d.bound is Bound.COMPUTE and d.confidence == 0.7  # ncu 1.0 x one step 0.7
 
 
 def test_counters_signal_and_nvml_side_by_side(tmp_path):
@@ -150,7 +159,9 @@ def test_cpu_only_trace_splits_host_op_self_time(tmp_path):
 def test_recommendations_and_sizing_in_the_analysis(tmp_path):
     b = base().x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
                  0, 600)
-    b.kernel(GEMM, 600, 300, corr=1).op("aten::mm", 900, 100)
+    for i in range(20):  # enough kernels for a verdict
+        b.kernel(GEMM, 600 + 15 * i, 15, corr=i + 1)
+    b.op("aten::mm", 900, 100)
     b.memory(10, 1 << 30, 1 << 30, 2 << 30)
     trace = read_kineto(b.write(tmp_path / "t.json"))
     r = analyze_trace(trace, Context(catalog=load_catalog()))
@@ -186,3 +197,101 @@ def test_recommendations_ordered_by_verdict_then_impact():
     assert [r.id for r in recommend(m)] == ["low-gpu-utilization", "dataloader-stall",
                                             "pageable-copies"]
     assert recommend(m, "dataloader")[0].id == "dataloader-stall"
+
+
+def test_mostly_unrecorded_step_is_inconclusive(tmp_path):
+    b = base().kernel(GEMM, 0, 300, corr=1).op("aten::mm", 300, 100)
+    d, _ = run(tmp_path, b)
+    assert shares(d) == {"compute": 30.0, "host": 10.0, "idle": 60.0}
+    assert d.bound is Bound.INCONCLUSIVE and d.confidence is None
+    first = d.evidence_items[0]
+    assert (first.share, first.value, first.threshold) == ("coverage", 40.0, 50.0)
+    assert "profile steady-state steps, e.g. steps 10-15" in first.text
+
+
+def test_too_few_kernels_is_inconclusive_at_the_default_threshold(tmp_path):
+    b = base().op("aten::mm", 0, 1000)
+    for i in range(19):
+        b.kernel(GEMM, 50 * i, 40, corr=i + 1)
+    d, _ = run(tmp_path, b, thresholds=DiagnosisThresholds())
+    assert d.bound is Bound.INCONCLUSIVE
+    assert [(e.share, e.value, e.threshold) for e in d.evidence_items[:1]] == [
+        ("kernels", 19.0, 20.0)]
+    b.kernel(GEMM, 960, 20, corr=20)
+    d, _ = run(tmp_path, b, thresholds=DiagnosisThresholds())
+    assert d.bound is Bound.COMPUTE  # 20 kernels: judged
+
+
+def test_cold_start_is_inconclusive(tmp_path):
+    b = base().op("aten::conv2d", 0, 1000)
+    b.launch("cudaFree", 0, 300, corr=100)  # context creation behind the first cudaFree
+    b.kernel(GEMM, 300, 600, corr=1)
+    d, _ = run(tmp_path, b)
+    assert d.bound is Bound.INCONCLUSIVE
+    e = d.evidence_items[0]
+    assert (e.share, e.value, e.threshold) == ("startup", 30.0, 25.0)
+    assert "cudaFree 0 ms" in e.text and "skip the first step" in e.text
+
+
+def test_gpu_job_without_recorded_kernels_is_a_gpu_diagnosis(tmp_path):
+    b = base().op("aten::mm", 0, 1000).launch("cudaLaunchKernel", 100, 10, corr=1)
+    d, _ = run(tmp_path, b)
+    assert d.device == "gpu" and d.bound is Bound.INCONCLUSIVE
+    assert d.evidence_items[0].share == "kernels"
+    assert "1 kernel launch calls" in d.evidence[0]
+
+
+def test_nvml_and_trace_disagreeing_is_inconclusive(tmp_path):
+    b = base().kernel(GEMM, 100, 800, corr=1).op("aten::mm", 0, 1000)
+    samples = pl.DataFrame({"t_ns": [100_000 * i for i in range(1, 6)], "gpu_index": [0] * 5,
+                            "gpu_util_pct": [20.0] * 5})
+    d, _ = run(tmp_path, b, samples=samples)
+    assert d.bound is Bound.INCONCLUSIVE
+    e = d.evidence_items[0]
+    assert (e.share, e.value, e.threshold) == ("utilization", 60.0, 30.0)
+
+
+def test_confidence_reflects_steps_coverage_and_variation(tmp_path):
+    b = TraceBuilder()
+    for n in range(5):
+        b.step(n, 1000 * n, 1000).kernel(GEMM, 1000 * n + 100, 800, corr=n + 1)
+        b.op("aten::mm", 1000 * n, 100)
+    d, _ = run(tmp_path, b)
+    # 80% busy, names 0.7; five equal steps (min(1, 0.6 + 0.1 x 5) = 1, no variation), 90%
+    # recorded (the last 100 us of each step are idle): 0.7 x 1 x 0.9 x 1
+    assert shares(d) == {"compute": 80.0, "host": 10.0, "idle": 10.0}
+    assert d.bound is Bound.COMPUTE and d.confidence == 0.63
+    assert d.evidence_items[-1].share == "steps" and d.evidence_items[-1].value == 0.0
+
+
+def test_evidence_items_carry_share_value_threshold(tmp_path):
+    b = base().x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                 0, 600)
+    b.kernel(GEMM, 600, 300, corr=1).op("aten::mm", 900, 100)
+    d, _ = run(tmp_path, b)
+    first = d.evidence_items[0]
+    assert (first.share, first.value, first.threshold) == ("dataloader", 60.0, 5.0)
+    assert d.evidence == tuple(e.text for e in d.evidence_items)
+    assert first.as_dict()["text"] == d.evidence[0]
+
+
+CONV_BWD = {"Input Dims": [[16, 64, 16, 16], [16, 32, 16, 16], [64, 32, 3, 3]] + [[]] * 8,
+            "Input type": ["float"] * 3 + ["ScalarList"] * 4 + ["Scalar", "ScalarList",
+                                                               "Scalar", "ScalarList"],
+            "Concrete Inputs": ["", "", "", "[64]", "[1, 1]", "[1, 1]", "[1, 1]", "False",
+                                "[0, 0]", "1", "[True, True, True]"]}
+
+
+def test_cpu_op_self_time_is_work_not_overhead(tmp_path):
+    b = TraceBuilder(devices=[])
+    b.step(1, 0, 1000)
+    b.op("autograd::engine::evaluate_function: ConvolutionBackward0", 0, 500)  # dispatch
+    b.op("aten::convolution_backward", 20, 470, ext=1, **CONV_BWD)  # roofline: compute
+    b.op("aten::max_pool2d_with_indices", 500, 300)  # no rule: memory-bound by default
+    b.op("aten::zeros", 800, 8)  # under the 10 us tiny-op threshold: dispatch
+    d, work = run(tmp_path, b)
+    assert shares(d) == {"compute": 47.0, "memory": 30.0, "host": 3.8, "idle": 19.2}
+    assert d.bound is Bound.COMPUTE
+    got = {r["name"]: (r["work"], r["signal"]) for r in work.to_dicts()}
+    assert got == {"aten::convolution_backward": ("compute", "roofline"),
+                   "aten::max_pool2d_with_indices": ("memory", "default")}
