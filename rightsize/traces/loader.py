@@ -4,6 +4,12 @@ Input: paths as the user typed them. Output: :class:`Inputs` - the traces (norma
 description of each input for the report. The format of a file is detected from its content
 (gzip magic, JSON, SQLite header...), not from its name. Every problem is an
 :class:`~rightsize.errors.InputError` naming the file.
+
+Several traces are analyzed together as the ranks of one job only when they say so
+(:func:`check_one_job`): each carries distributedInfo with the same world size and backend and
+its own rank, they ran on the same kind of device, and they were recorded at the same time
+(their event spans overlap). Traces of one run directory are one recording by construction.
+Anything else is refused with one line naming the mismatch.
 """
 
 from __future__ import annotations
@@ -141,6 +147,8 @@ def load(paths: list[str | Path], progress: Progress | None = None,
         described.append(entry)
         if run is not None and run not in run_dirs:
             run_dirs.append(run)
+    if len(traces) > 1 and not (len(run_dirs) == 1 and all(r is not None for _, r in files)):
+        check_one_job(traces)
     for run in run_dirs:
         gpu, host = read_samples(run)
         if gpu.height:
@@ -167,3 +175,47 @@ def _read_trace(f: Path, fmt: str, label: str, progress: Progress | None,
             progress(f"reading {label}: {done / 1e6:,.0f} MB, {events:,} events")
 
     return read_kineto(f, tick if progress else None)
+
+
+def _device_kind(t: Trace) -> str:
+    names = sorted({n for n in t.devices["name"].to_list() if n}) if "name" in t.devices.columns \
+        else []
+    return f"{t.meta.vendor} {', '.join(names)}".strip() if names else t.meta.vendor
+
+
+def _span_ns(t: Trace) -> tuple[int, int] | None:
+    lo, hi = [], []
+    for f in (t.kernels, t.cpu_ops, t.runtime):
+        if f.height:
+            lo.append(int(f["ts_ns"].min()))  # type: ignore[arg-type]
+            hi.append(int((f["ts_ns"] + f["dur_ns"]).max()))  # type: ignore[arg-type]
+    return (min(lo), max(hi)) if lo else None
+
+
+def _mismatch(a: Trace, b: Trace) -> str | None:
+    """Why ``a`` and ``b`` are not two ranks of one job (None: they are)."""
+    for t in (a, b):
+        if t.meta.rank is None or t.meta.world_size is None:
+            return f"{Path(t.meta.path).name} carries no distributedInfo (rank, world size)"
+    if (a.meta.world_size, a.meta.backend) != (b.meta.world_size, b.meta.backend):
+        return (f"world size/backend {a.meta.world_size}/{a.meta.backend} vs "
+                f"{b.meta.world_size}/{b.meta.backend}")
+    if a.meta.rank == b.meta.rank:
+        return f"both are rank {a.meta.rank}"
+    if _device_kind(a) != _device_kind(b):
+        return f"devices {_device_kind(a)!r} vs {_device_kind(b)!r}"
+    sa, sb = _span_ns(a), _span_ns(b)
+    if sa is not None and sb is not None and (sa[1] < sb[0] or sb[1] < sa[0]):
+        return "recorded at different times (their event spans do not overlap)"
+    return None
+
+
+def check_one_job(traces: list[Trace]) -> None:
+    """Refuse traces that do not say they are the ranks of one job (one line, the mismatch)."""
+    first = traces[0]
+    for other in traces[1:]:
+        why = _mismatch(first, other)
+        if why is not None:
+            raise InputError(Path(first.meta.path).parent,
+                             f"{Path(first.meta.path).name} and {Path(other.meta.path).name} "
+                             f"are not ranks of one job: {why}; analyze them one at a time")
