@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from rightsize.errors import InputError
 from rightsize.pipeline import analyze_paths
-from tests.conftest import SAMPLES, shared_path
+from tests.conftest import SAMPLES, SHARED, shared_path
 
 # Each sample script is engineered to one bottleneck (samples/*.py). Recorded on CPU: there is
 # no host<->device link, so the PCIe sample's stand-in copy is a memory-bound host copy.
@@ -15,6 +16,9 @@ SAMPLE_VERDICTS = {
     "train_dataloader-cpu": "dataloader",
     "train_host-cpu": "host",
     "train_pcie-cpu": "memory",
+    # A CNN's own op time is work: convolutions (forward and backward) are compute-bound by
+    # their FLOPs/bytes, max-pooling and batch norm memory-bound, and they outweigh them.
+    "train_cnn-cpu": "memory",
 }
 
 
@@ -51,3 +55,81 @@ def test_dataloader_bound_run_is_not_helped_by_a_bigger_gpu():
     # A third of the step is data loading, which no GPU shortens; the reason says so.
     assert fastest > 0.33 * doc["steps"]["mean_ms"]
     assert "waits for the data loader, which a bigger GPU will not shrink" in s["reason"]
+
+
+def test_cpu_cnn_op_time_is_work_not_overhead():
+    doc = analyze_paths([SAMPLES / "runs" / "train_cnn-cpu"])
+    d = doc["diagnosis"]
+    assert (d["bound"], d["confidence"]) == ("memory", 0.37)
+    assert {k: round(v, 1) for k, v in d["shares_pct"].items() if v} == {
+        "compute": 35.0, "memory": 55.0, "host": 3.4, "idle": 6.6}
+    groups = {g["group"]: (g["class"], g["signal"]) for g in d["signals"]}
+    assert groups["aten::convolution_backward"] == ("compute", "roofline")
+    assert groups["aten::mkldnn_convolution"] == ("compute", "roofline")
+    assert groups["aten::max_pool2d_with_indices"] == ("memory", "default")
+
+
+def _diagnosis(*parts: str) -> dict:
+    return analyze_paths([shared_path("traces", *parts)])["diagnosis"]
+
+
+def _reasons(d: dict) -> list[tuple]:
+    return [(e["share"], e["value"], e["threshold"]) for e in d["evidence_items"]
+            if e["text"].startswith("inconclusive:")]
+
+
+def test_nothing_recorded_is_inconclusive():
+    d = _diagnosis("kineto", "hta-triton_example-triton_example.json.gz")
+    assert (d["bound"], d["confidence"]) == ("inconclusive", None)
+    assert _reasons(d) == [("coverage", 0.011, 50.0), ("kernels", 1.0, 20.0)]
+    assert d["evidence"][0].startswith("inconclusive: 100.0% of the step has nothing recorded")
+
+
+def test_cold_start_is_inconclusive():
+    d = _diagnosis("kineto",
+                   "hta-critical_path-alexnet-benchmark_result_2869224_1695835535_trace.json.gz")
+    assert (d["bound"], d["confidence"]) == ("inconclusive", None)
+    assert _reasons(d) == [("startup", 98.61, 25.0)]
+    assert "cudaDeviceGetStreamPriorityRange 29,927 ms" in d["evidence"][0]
+    assert "skip the first step" in d["evidence"][0]
+
+
+def test_test_harness_capture_is_inconclusive():
+    d = _diagnosis("nsys", "fuser-8fa9ec2-h100-report1.sqlite")
+    assert (d["bound"], d["confidence"]) == ("inconclusive", None)
+    assert _reasons(d) == [("coverage", 16.486, 50.0), ("startup", 70.545, 25.0),
+                           ("kernels", 18.0, 20.0)]
+
+
+def test_range_profiler_trace_is_a_gpu_job():
+    d = _diagnosis("kineto", "hta-cupti_profiler-benchmark_result_924719_1679055439_trace.json.gz")
+    assert (d["device"], d["bound"]) == ("gpu", "inconclusive")
+    assert "77 kernel launch calls" in d["evidence"][0]
+
+
+def test_inconclusive_diagnosis_gets_no_provisioning_verdict():
+    doc = analyze_paths([shared_path("traces", "kineto",
+                                     "hta-triton_example-triton_example.json.gz")])
+    assert doc["sizing"]["verdict"] is None and doc["sizing"]["savings_pct"] is None
+    assert "diagnosis is inconclusive" in doc["sizing"]["reason"]
+
+
+def test_every_shared_trace_analyzes():
+    paths = sorted(p for d in ("kineto", "nsys") for p in (SHARED / "traces" / d).iterdir()
+                   if p.name.endswith((".json.gz", ".sqlite")))
+    assert len(paths) == 24
+    for path in paths:
+        assert analyze_paths([path])["diagnosis"]["bound"], path.name
+
+
+def test_unrelated_traces_are_not_ranks_of_one_job(tmp_path):
+    for name in ("hta-triton_example-triton_example.json.gz",
+                 "tracelens-h100-gaunernst_bert-small-uncased__1016001.json.gz"):
+        (tmp_path / name).symlink_to(shared_path("traces", "kineto", name))
+    with pytest.raises(InputError, match="are not ranks of one job: hta-triton_example-"
+                       "triton_example.json.gz carries no distributedInfo"):
+        analyze_paths([tmp_path])
+    with pytest.raises(InputError, match="world size/backend 300/gloo vs 128/nccl"):
+        analyze_paths([shared_path("traces", "kineto", n) for n in (
+            "hta-cpu_only-rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+            "hta-trace_filter-sampled_rank-0.json.gz")])
