@@ -55,6 +55,7 @@ CPU_COMPUTE_OPS = (
     "aten::mkldnn_convolution", "aten::_mkldnn_matmul", "aten::mkldnn_rnn_layer",
     "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_fft_r2c", "aten::_fft_c2c",
     "aten::slow_conv2d_forward", "aten::thnn_conv2d", "aten::_slow_conv2d_forward",
+    "aten::convolution_backward", "aten::mkldnn_convolution_backward",
 )
 # Ops that only dispatch to another op: their own (self) time is framework overhead.
 WRAPPER_OPS = frozenset({
@@ -63,4 +64,11 @@ WRAPPER_OPS = frozenset({
     "aten::to", "aten::contiguous", "aten::dropout", "aten::layer_norm", "aten::batch_norm",
     "aten::_batch_norm_impl_index", "aten::group_norm", "aten::softmax", "aten::log_softmax",
     "aten::cross_entropy_loss", "aten::nll_loss_nd", "aten::flatten", "aten::reshape",
+    "aten::max_pool2d", "aten::max_pool1d", "aten::max_pool3d",
+    # Allocation and tensor metadata (no data touched): framework work, not the op's math.
+    "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::zeros_like",
+    "aten::as_strided", "aten::as_strided_", "aten::view", "aten::_reshape_alias", "aten::t",
+    "aten::transpose", "aten::permute", "aten::expand", "aten::detach", "aten::detach_",
+    "aten::unsqueeze", "aten::squeeze", "aten::select", "aten::slice", "aten::resize_",
+    "aten::_unsafe_view", "aten::alias", "aten::lift_fresh", "aten::set_",
 })
