@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rightsize.errors import OutputExistsError, RunDirError
+from rightsize.errors import OutputExistsError, RightsizeError, RunDirError
 
 # Bump when a reader of an older rightsize could misread the directory; additive keys do not.
 SCHEMA_VERSION = 1
@@ -93,18 +93,31 @@ def create_run_dir(path: str | Path) -> Path:
     return run_dir
 
 
-def write_json_atomic(path: str | Path, doc: Any) -> None:
-    """Write JSON to a temporary file beside ``path`` and rename it, so readers never see half."""
+def write_text_atomic(path: str | Path, text: str, mkdir: bool = False) -> Path:
+    """The one atomic writer: ``text`` goes to a temporary file beside ``path`` that is then
+    renamed over it, so readers see the old file or the whole new one, never half. ``mkdir``
+    creates missing parent directories. A failure raises a one-line :class:`RightsizeError`
+    and leaves no temporary file behind. Callers decide about overwriting (``--force``)."""
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    tmp: str | None = None
     try:
+        if mkdir:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2, sort_keys=False, default=str)
-            fh.write("\n")
+            fh.write(text)
         os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except OSError as exc:
+        raise RightsizeError(f"cannot write {target}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def write_json_atomic(path: str | Path, doc: Any) -> None:
+    """Write ``doc`` as indented JSON with :func:`write_text_atomic`."""
+    write_text_atomic(path, json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def write_manifest(run_dir: str | Path, manifest: dict[str, Any]) -> None:

@@ -151,8 +151,8 @@ def run(ctx: click.Context, script: str, args: tuple[str, ...], **opts: object) 
 
 def _report(result: Any, warn: Callable[[str], None]) -> None:
     """report.html and the verdict-first summary; never changes the job's exit code."""
-    import json
-
+    from rightsize.analyzers.document import Document
+    from rightsize.cli.common import use_color
     from rightsize.errors import RightsizeError
     from rightsize.reports.render import summary, write_report
     from rightsize.rundir import ANALYSIS, REPORT_HTML
@@ -160,10 +160,10 @@ def _report(result: Any, warn: Callable[[str], None]) -> None:
     if result.manifest["collectors"]["analysis"]["status"] != "written":
         return
     try:
-        doc = json.loads((result.run_dir / ANALYSIS).read_text())
+        doc = Document.from_json(result.run_dir / ANALYSIS)
         page = write_report(doc, result.run_dir / REPORT_HTML, force=False,
                             manifest=result.manifest)
-        click.echo(summary(doc, page, result.manifest, color=sys.stderr.isatty()), err=True,
+        click.echo(summary(doc, page, result.manifest, color=use_color(sys.stderr)), err=True,
                    nl=False)
     except (RightsizeError, OSError, ValueError) as exc:
         warn(f"report not written: {exc}")
