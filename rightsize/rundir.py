@@ -36,6 +36,11 @@ ANALYSIS = "analysis.json"
 REPORT_HTML = "report.html"
 TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
 
+# The profiler's step schedule (torch.profiler.schedule): skip 1 step, warm up 1, trace 3, once.
+# The startup hook (profiler/bootstrap, which cannot import rightsize) keeps a copy that
+# tests/profiler/test_bootstrap_pins.py holds equal to this one.
+SCHEDULE_DEFAULTS = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
+
 
 def trace_name(rank: int, pid: int, window: int = 1) -> str:
     """File name of the trace of one profiling window of one process.
@@ -118,6 +123,26 @@ def write_text_atomic(path: str | Path, text: str, mkdir: bool = False) -> Path:
 def write_json_atomic(path: str | Path, doc: Any) -> None:
     """Write ``doc`` as indented JSON with :func:`write_text_atomic`."""
     write_text_atomic(path, json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def new_manifest(command: dict[str, Any], started_at: str, collectors: dict[str, Any],
+                 **extra: Any) -> dict[str, Any]:
+    """The manifest of a run that has just started, for ``rightsize run`` and for
+    ``rightsize.profile()`` alike: what ran, where, when, and every collector's status so far;
+    ``extra`` adds keys (environment, host, settings...) before ``collectors``."""
+    from rightsize import __version__
+
+    return {
+        "tool": {"name": "rightsize", "version": __version__},
+        "status": "running",
+        "command": command,
+        "cwd": os.getcwd(),
+        "started_at": started_at,
+        "exit": None,
+        **extra,
+        "collectors": collectors,
+        "files": {"traces": [], "samples": [], "analysis": None},
+    }
 
 
 def write_manifest(run_dir: str | Path, manifest: dict[str, Any]) -> None:

@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from rightsize.rundir import SCHEDULE_DEFAULTS
+
 EPILOG = """\b
 Examples:
   rightsize run train.py --lr 3e-4
@@ -59,16 +61,16 @@ class _RunCommand(click.Command):
     type=click.Path(file_okay=False, path_type=Path),
     help="Run directory (default: rightsize-runs/<name>-<timestamp>/; never overwritten).",
 )
-@click.option("--wait", default=1, show_default=True, type=click.IntRange(0), help="Steps skipped.")
+@click.option("--wait", default=SCHEDULE_DEFAULTS["wait"], show_default=True, type=click.IntRange(0), help="Steps skipped.")
 @click.option(
-    "--warmup", default=1, show_default=True, type=click.IntRange(0), help="Warm-up steps."
+    "--warmup", default=SCHEDULE_DEFAULTS["warmup"], show_default=True, type=click.IntRange(0), help="Warm-up steps."
 )
 @click.option(
-    "--active", default=3, show_default=True, type=click.IntRange(1), help="Steps traced."
+    "--active", default=SCHEDULE_DEFAULTS["active"], show_default=True, type=click.IntRange(1), help="Steps traced."
 )
 @click.option(
     "--repeat",
-    default=1,
+    default=SCHEDULE_DEFAULTS["repeat"],
     show_default=True,
     type=click.IntRange(0),
     help="Cycles (0 = until exit).",

@@ -22,7 +22,7 @@ from rightsize.errors import InputError
 from rightsize.traces import ncu, nsys
 from rightsize.traces.kineto import GZIP_MAGIC, looks_like_kineto, read_kineto
 from rightsize.traces.metrics_logs import looks_like_metrics_log, read_metrics_log
-from rightsize.traces.samples import read_samples
+from rightsize.traces.samples import read_kind
 from rightsize.traces.schema import Trace
 
 SUPPORTED = ("PyTorch Profiler/Kineto JSON (.json, .json.gz), Nsight Systems SQLite "
@@ -42,7 +42,6 @@ class Inputs:
     run_dirs: tuple[Path, ...] = field(default=())
     ncu: pl.DataFrame | None = None  # Nsight Compute per-kernel rows (rightsize.traces.ncu)
     gpu_samples: pl.DataFrame | None = None  # GPU_SAMPLES from runs and metric logs
-    host_samples: pl.DataFrame | None = None  # HOST_SAMPLES from run directories
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +117,6 @@ def load(paths: list[str | Path], progress: Progress | None = None,
     run_dirs: list[Path] = []
     ncu_frames: list[pl.DataFrame] = []
     gpu_frames: list[pl.DataFrame] = []
-    host_frames: list[pl.DataFrame] = []
     for i, (f, run) in enumerate(files, 1):
         fmt = detect(f)
         label = f"[{i}/{len(files)}] {f.name}"
@@ -141,19 +139,16 @@ def load(paths: list[str | Path], progress: Progress | None = None,
         described.append(entry)
         if run is not None and run not in run_dirs:
             run_dirs.append(run)
-    for run in run_dirs:
-        gpu, host = read_samples(run)
+    for run in run_dirs:  # host samples (psutil) stay on disk: no analyzer reads them yet
+        gpu = read_kind(run, "gpu")
         if gpu.height:
             gpu_frames.append(gpu)
-        if host.height:
-            host_frames.append(host)
     return Inputs(
         traces=tuple(traces),
         described=tuple(described),
         run_dirs=tuple(run_dirs),
         ncu=ncu.combine_ncu(ncu_frames) if ncu_frames else None,
         gpu_samples=pl.concat(gpu_frames, how="vertical") if gpu_frames else None,
-        host_samples=pl.concat(host_frames, how="vertical") if host_frames else None,
     )
 
 

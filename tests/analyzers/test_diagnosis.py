@@ -1,4 +1,5 @@
-"""The verdict on small hand-built traces, one per bound, with exact shares."""
+"""The verdict on small inline traces (tests/framebuilder.py), one per bound, with exact
+shares."""
 
 from __future__ import annotations
 
@@ -9,23 +10,22 @@ from rightsize.analyzers.analysis import Context, analyze_trace
 from rightsize.analyzers.diagnosis.verdict import diagnose
 from rightsize.analyzers.metrics.steps import find_steps
 from rightsize.catalog import load_catalog
-from rightsize.traces.kineto import read_kineto
 from rightsize.vocab import Bound
-from tests.tracebuilder import TraceBuilder
+from tests.framebuilder import FrameBuilder
 
 GEMM = "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT"
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4>()"
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"
 
 
-def base() -> TraceBuilder:
-    b = TraceBuilder()
+def base() -> FrameBuilder:
+    b = FrameBuilder()
     b.step(1, 0, 1000)
     return b
 
 
-def run(tmp_path, b: TraceBuilder, **kw):
-    trace = read_kineto(b.write(tmp_path / "t.json"))
+def run(b: FrameBuilder, **kw):
+    trace = b.trace()
     d, work = diagnose(trace, find_steps(trace), 0 if trace.kernels.height else None, **kw)
     return d, work
 
@@ -34,9 +34,9 @@ def shares(d) -> dict[str, float]:
     return {k: v for k, v in d.shares_pct.items() if v}
 
 
-def test_compute_bound(tmp_path):
+def test_compute_bound():
     b = base().kernel(GEMM, 100, 800, corr=1).op("aten::mm", 0, 100).op("aten::add", 900, 100)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert shares(d) == {"compute": 80.0, "host": 20.0}
     assert d.bound is Bound.COMPUTE
     # 80% busy: 20 points above the 60% line (level 1.0); margin 1.0; names decided (0.7).
@@ -44,57 +44,57 @@ def test_compute_bound(tmp_path):
     assert d.signal_pct == {"name": 100.0}
 
 
-def test_memory_bound(tmp_path):
+def test_memory_bound():
     b = base().kernel(ELEMENTWISE, 100, 800, corr=1).op("aten::add", 0, 1000)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert shares(d) == {"memory": 80.0, "host": 20.0} and d.bound is Bound.MEMORY
 
 
-def test_pcie_bound(tmp_path):
+def test_pcie_bound():
     b = base().memcpy("Memcpy HtoD (Pageable -> Device)", 0, 700, corr=1, nbytes=10**9)
     b.kernel(GEMM, 700, 100, corr=2).op("aten::item", 800, 200)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert shares(d) == {"pcie": 70.0, "compute": 10.0, "host": 20.0}
     assert d.bound is Bound.PCIE
     # busy 10%: level min(1, 0.5 + 50/40) = 1; margin 0.5 + 0.5 * (70 - 20) / 70.
     assert d.confidence == round(0.5 + 0.5 * 50 / 70, 2)
 
 
-def test_dataloader_bound(tmp_path):
+def test_dataloader_bound():
     b = base().x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
                  0, 600)
     b.kernel(GEMM, 600, 300, corr=1).op("aten::mm", 900, 100)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert shares(d) == {"dataloader": 60.0, "compute": 30.0, "host": 10.0}
     assert d.bound is Bound.DATALOADER
     assert "data-loader wait exposed 60.0%" in d.evidence[0]
 
 
-def test_host_bound_tiny_kernels(tmp_path):
+def test_host_bound_tiny_kernels():
     b = base().op("aten::add", 0, 1000)
     for i in range(10):
         b.kernel(ELEMENTWISE, 100 * i + 50, 7, corr=i + 1)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert shares(d) == {"memory": 7.0, "host": 93.0}
     assert d.bound is Bound.HOST  # a GPU busy 7% with tiny kernels is host-bound
 
 
-def test_communication_bound(tmp_path):
+def test_communication_bound():
     b = base().kernel(NCCL, 0, 700, corr=1, stream=20).kernel(GEMM, 600, 300, corr=2)
     b.op("aten::mm", 900, 100)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     # 600-700 overlaps compute: only 600 us of communication are exposed.
     assert shares(d) == {"communication": 60.0, "compute": 30.0, "host": 10.0}
     assert d.bound is Bound.COMMUNICATION
 
 
-def test_idle_with_nothing_recorded_counts_toward_host(tmp_path):
+def test_idle_with_nothing_recorded_counts_toward_host():
     b = base().kernel(GEMM, 0, 300, corr=1)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert shares(d) == {"compute": 30.0, "idle": 70.0} and d.bound is Bound.HOST
 
 
-def test_roofline_signal_beats_names_when_shapes_are_recorded(tmp_path):
+def test_roofline_signal_beats_names_when_shapes_are_recorded():
     # A "GEMM" kernel launched by a skinny matmul is memory-bound on an H100 (ridge ~295 FLOP/B).
     b = base()
     b.op("aten::mm", 0, 100, ext=7, **{"Input Dims": [[8, 4096], [4096, 4096]],
@@ -102,21 +102,21 @@ def test_roofline_signal_beats_names_when_shapes_are_recorded(tmp_path):
     b.kernel(GEMM, 100, 800, corr=1, ext=7).op("aten::add", 900, 100)
     h100 = load_catalog().gpu("H100 SXM")
     from rightsize.analyzers.diagnosis.advise import ridge_for
-    d, work = run(tmp_path, b, ridge=ridge_for(h100))
+    d, work = run(b, ridge=ridge_for(h100))
     assert work.select("work", "signal", "precision").row(0) == ("memory", "roofline", "bf16")
     assert shares(d) == {"memory": 80.0, "host": 20.0} and d.bound is Bound.MEMORY
 
 
-def test_ncu_signal_decides_first(tmp_path):
+def test_ncu_signal_decides_first():
     b = base().kernel(ELEMENTWISE, 100, 800, corr=1).op("aten::add", 0, 1000)
     ncu = pl.DataFrame({"kernel_name_normalized": ["vectorized_elementwise_kernel<4>"],
                         "sm_throughput_pct": [91.0], "memory_throughput_pct": [40.0]})
-    d, work = run(tmp_path, b, ncu=ncu)
+    d, work = run(b, ncu=ncu)
     assert work.select("work", "signal").row(0) == ("compute", "ncu")
     assert d.bound is Bound.COMPUTE and d.confidence == 1.0
 
 
-def test_counters_signal_and_nvml_side_by_side(tmp_path):
+def test_counters_signal_and_nvml_side_by_side():
     b = base().kernel(GEMM, 100, 800, corr=1).op("aten::mm", 0, 1000)
     t0 = 0
     samples = pl.DataFrame({
@@ -124,7 +124,7 @@ def test_counters_signal_and_nvml_side_by_side(tmp_path):
         "gpu_util_pct": [100.0, 40.0], "gpm_sm_util_pct": [90.0, 80.0],
         "gpm_tensor_util_pct": [10.0, 20.0], "gpm_dram_bw_util_pct": [70.0, 60.0],
     })
-    d, work = run(tmp_path, b, samples=samples)
+    d, work = run(b, samples=samples)
     assert work.select("work", "signal").row(0) == ("memory", "counters")
     nv = d.utilization["nvml"]
     assert (nv["samples"], nv["gpu_util_pct_mean"], nv["gpu_util_pct_peak"]) == (2, 70.0, 100.0)
@@ -132,27 +132,27 @@ def test_counters_signal_and_nvml_side_by_side(tmp_path):
     assert any("NVML utilization.gpu 70.0%" in e for e in d.evidence)
 
 
-def test_cpu_only_trace_splits_host_op_self_time(tmp_path):
-    b = TraceBuilder(devices=[])
+def test_cpu_only_trace_splits_host_op_self_time():
+    b = FrameBuilder(devices=[])
     b.step(1, 0, 1000)
     b.op("aten::linear", 0, 600, ext=1)
     b.op("aten::addmm", 50, 500, ext=2, **{"Input Dims": [[512], [512, 512], [512, 512]],
                                           "Input type": ["float", "float", "float"]})
     b.op("aten::empty", 60, 5)  # tiny: dispatch overhead
     b.op("aten::relu", 600, 300, ext=3, **{"Input Dims": [[512, 512]], "Input type": ["float"]})
-    d, _work = run(tmp_path, b)
+    d, _work = run(b)
     assert d.device == "cpu"
     # addmm self time 495 us compute; relu 300 memory; linear's own 100 us and the tiny op host.
     assert shares(d) == {"compute": 49.5, "memory": 30.0, "host": 10.5, "idle": 10.0}
     assert d.bound is Bound.COMPUTE
 
 
-def test_recommendations_and_sizing_in_the_analysis(tmp_path):
+def test_recommendations_and_sizing_in_the_analysis():
     b = base().x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
                  0, 600)
     b.kernel(GEMM, 600, 300, corr=1).op("aten::mm", 900, 100)
     b.memory(10, 1 << 30, 1 << 30, 2 << 30)
-    trace = read_kineto(b.write(tmp_path / "t.json"))
+    trace = b.trace()
     r = analyze_trace(trace, Context(catalog=load_catalog()))
     ids = [x.id for x in r.recommendations]
     assert ids[0] == "dataloader-stall" and "low-gpu-utilization" in ids

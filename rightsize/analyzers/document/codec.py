@@ -74,7 +74,7 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
         return _union(typing.get_args(tp), value, where)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _dataclass(tp, value, where)
     if origin is tuple:
         item = typing.get_args(tp)[0]
