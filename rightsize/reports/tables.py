@@ -53,7 +53,6 @@ class Memory:
     capacity_bytes: int | None
     used_pct: float | None
     devices: tuple[NamedValue, ...]
-    estimate: tuple[NamedValue, ...]
     empty: str | None
 
 
@@ -129,7 +128,6 @@ def memory(doc: Document) -> Memory:
         peak, m.peak_reserved_bytes, cap,
         100.0 * peak / cap if peak is not None and cap else None,
         devices,
-        (),  # an analysis of traces has no model config to estimate from (rightsize estimate)
         None if peak is not None else
         "No memory events in the trace (record with profile_memory=True).",
     )
