@@ -20,6 +20,8 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +189,47 @@ def read_proc_records(run_dir: str | Path) -> list[dict[str, Any]]:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             records.append({"file": path.name, "error": f"unreadable: {exc.__class__.__name__}"})
     return records
+
+
+Scalar = str | int | float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What reports show of a manifest, read once (:func:`run_info`): the command, when it ran,
+    how it ended, the environment, and the collectors that did not collect (with why)."""
+
+    argv: tuple[str, ...]
+    times: tuple[tuple[str, Scalar], ...]  # cwd, started_at, ended_at, duration_s (when set)
+    exit: str | None  # "code 0" / "signal 15"; None while running
+    environment: tuple[tuple[str, Scalar], ...]
+    not_collected: tuple[tuple[str, str, str], ...]  # (collector, status, reason)
+
+
+def run_info(manifest: Mapping[str, Any]) -> RunInfo:
+    """The :class:`RunInfo` of a manifest as :func:`read_manifest` returns it; keys an older
+    manifest lacks are simply absent, never an error."""
+    command = _obj(manifest.get("command"))
+    env = _obj(manifest.get("environment"))
+    exit_ = _obj(manifest.get("exit"))
+    collectors = _obj(manifest.get("collectors"))
+    return RunInfo(
+        argv=tuple(str(a) for a in command.get("argv") or []),
+        times=tuple((k, manifest[k]) for k in ("cwd", "started_at", "ended_at", "duration_s")
+                    if _scalar(manifest.get(k)) and manifest.get(k) is not None),
+        exit=(f"signal {exit_['signal']}" if exit_.get("signal")
+              else f"code {exit_.get('code')}") if exit_ else None,
+        environment=tuple((str(k), v) for k, v in env.items() if _scalar(v)),
+        not_collected=tuple(
+            (str(name), str(c.get("status")), str(c.get("reason") or "no reason recorded"))
+            for name, c in collectors.items()
+            if isinstance(c, Mapping) and c.get("status") not in ("collected", "written", None)),
+    )
+
+
+def _obj(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))

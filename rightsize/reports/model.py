@@ -29,6 +29,7 @@ from rightsize.reports.sections import (
     Timeline,
 )
 from rightsize.reports.tables import KernelRow, Memory, OpRow, Recommendation, SizingView
+from rightsize.rundir import RunInfo, run_info
 
 TOP_KERNELS = 15
 TOP_OPS = 15
@@ -89,9 +90,10 @@ def _opt_list(values: Sequence[float | None] | None) -> list[float | None] | Non
 
 def build_model(doc: Document, manifest: Mapping[str, Any] | None = None) -> ReportModel:
     """The report of one analysis document (and the manifest of its run directory, if any)."""
+    run = run_info(manifest) if manifest else None
     signals = tables.signal_index(doc.diagnosis)
     return ReportModel(
-        title=_title(doc, manifest),
+        title=_title(doc, run),
         version=doc.tool.version,
         headline=parts.headline(doc),
         overview=parts.overview(doc),
@@ -103,18 +105,16 @@ def build_model(doc: Document, manifest: Mapping[str, Any] | None = None) -> Rep
         memory=tables.memory(doc),
         sizing=tables.sizing_view(doc.sizing),
         recommendations=tuple(tables.recommendation(r) for r in doc.recommendations),
-        provenance=provenance(doc, manifest),
+        provenance=provenance(doc, run),
         document=doc,
     )
 
 
-def _title(doc: Document, manifest: Mapping[str, Any] | None) -> str:
-    if manifest:
-        argv = (manifest.get("command") or {}).get("argv") or []
-        if argv:
-            first = str(argv[0]).rsplit("/", 1)[-1]  # /venv/bin/python3 -> python3
-            shown = [first if first.startswith("python") else str(argv[0]), *argv[1:]]
-            return "rightsize: " + " ".join(str(a) for a in shown)
+def _title(doc: Document, run: RunInfo | None) -> str:
+    if run and run.argv:
+        first = run.argv[0].rsplit("/", 1)[-1]  # /venv/bin/python3 -> python3
+        shown = [first if first.startswith("python") else run.argv[0], *run.argv[1:]]
+        return "rightsize: " + " ".join(shown)
     if doc.inputs:
         name = doc.inputs[0].path.rstrip("/").rsplit("/", 1)[-1]
         more = f" (+{len(doc.inputs) - 1} more)" if len(doc.inputs) > 1 else ""
@@ -122,39 +122,26 @@ def _title(doc: Document, manifest: Mapping[str, Any] | None) -> str:
     return "rightsize report"
 
 
-def provenance(doc: Document, manifest: Mapping[str, Any] | None) -> Provenance:
-    """Where the numbers come from: inputs, versions, definitions, and what was missing.
-    The manifest (``rightsize.rundir``) is the run directory's own record, read as written."""
+def provenance(doc: Document, run: RunInfo | None) -> Provenance:
+    """Where the numbers come from: inputs, versions, definitions, and what was missing."""
     inputs = tuple(InputRow(i.path, i.format, i.bytes, i.events) for i in doc.inputs)
     tools = [NamedValue(doc.tool.name, doc.tool.version)]
-    run: list[NamedValue] = []
-    if manifest:
-        env = manifest.get("environment") or {}
-        tools += [
-            NamedValue(k, fmt.value(v))
-            for k, v in env.items()
-            if v is None or isinstance(v, str | int | float)
-        ]
-        cmd = manifest.get("command") or {}
-        if cmd.get("argv"):
-            run.append(NamedValue("command", " ".join(str(a) for a in cmd["argv"])))
-        for key in ("cwd", "started_at", "ended_at", "duration_s"):
-            if manifest.get(key) is not None:
-                run.append(NamedValue(key, fmt.value(manifest[key])))
-        exit_ = manifest.get("exit") or {}
-        if exit_:
-            run.append(NamedValue("exit", f"signal {exit_['signal']}" if exit_.get("signal")
-                                  else f"code {exit_.get('code')}"))
+    rows: list[NamedValue] = []
+    if run:
+        tools += [NamedValue(k, fmt.value(v)) for k, v in run.environment]
+        if run.argv:
+            rows.append(NamedValue("command", " ".join(run.argv)))
+        rows += [NamedValue(k, fmt.value(v)) for k, v in run.times]
+        if run.exit:
+            rows.append(NamedValue("exit", run.exit))
     definitions = tuple(NamedValue(k, v) for k, v in doc.definitions.items())
-    return Provenance(inputs, tuple(tools), tuple(run), definitions,
-                      tuple(_missing(doc, manifest)), doc.notes)
+    return Provenance(inputs, tuple(tools), tuple(rows), definitions,
+                      tuple(_missing(doc, run)), doc.notes)
 
 
-def _missing(doc: Document, manifest: Mapping[str, Any] | None) -> list[str]:
-    out = []
-    for name, c in ((manifest or {}).get("collectors") or {}).items():
-        if isinstance(c, Mapping) and c.get("status") not in ("collected", "written", None):
-            out.append(f"{name}: {c.get('status')} ({c.get('reason') or 'no reason recorded'})")
+def _missing(doc: Document, run: RunInfo | None) -> list[str]:
+    out = [f"{name}: {status} ({reason})" for name, status, reason in
+           (run.not_collected if run else ())]
     if not doc.devices:
         out.append("GPU: no GPU activity in the trace (a CPU-only run)")
     if not doc.steps.count:

@@ -134,3 +134,16 @@ def test_renderers_share_one_interface():
         assert r.name == name and isinstance(r.render(m), str)
     with pytest.raises(Exception, match="unknown report format"):
         render.renderer("pdf")
+
+
+def test_provenance_of_a_real_run_directory():
+    from rightsize.rundir import read_manifest
+    from tests.report_docs import SAMPLES
+
+    m = build_model(typed(real_doc()), read_manifest(SAMPLES / "train_dataloader-cpu"))
+    assert m.title == "rightsize: python samples/train_dataloader.py"
+    run = {r.name: r.value for r in m.provenance.run}
+    assert run["exit"] == "code 0" and run["duration_s"] == "2.73"
+    assert ("torch", "2.13.0+cpu") in [(t.name, t.value) for t in m.provenance.tools]
+    assert m.provenance.missing[0] == ("nvml: missing (NVML unavailable: NVML library not found "
+                                       "(no NVIDIA driver on this machine))")
