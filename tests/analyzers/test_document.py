@@ -75,6 +75,14 @@ def test_contract_doc_lists_every_key_of_the_classes(section, cls):
     assert _keys(cls) <= _documented(section)
 
 
+@pytest.mark.parametrize("section, cls", [("metrics", dm.Metrics), ("diagnosis", dd.Diagnosis)])
+def test_every_key_the_contract_doc_tables_name_exists(section, cls):
+    rows = re.findall(r"^\| ([^|]+) \|", _section((ROOT / "docs" / "json-contract.md")
+                                                  .read_text(), section), re.MULTILINE)
+    named = {k for row in rows for k in re.findall(r"`([a-z_0-9]+)`", row)}
+    assert named and named <= _keys(cls)
+
+
 def test_contract_doc_top_level_table_matches_the_document():
     text = (ROOT / "docs" / "json-contract.md").read_text()
     table = text[text.index("| key | type | meaning |"):]
