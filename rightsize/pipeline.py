@@ -42,18 +42,16 @@ def run(paths: list[str | Path], options: Options = Options(),
     metric logs) and analyze them: the analyzer results and their document."""
     from rightsize.analyzers.analysis import Context, analyze
     from rightsize.analyzers.document.build import document
-    from rightsize.analyzers.document.definitions import definitions_for
     from rightsize.analyzers.metrics.definitions import options_for
     from rightsize.analyzers.sizing.projection import Constraints
     from rightsize.catalog import load_catalog
     from rightsize.traces.loader import ReadOptions, load
 
-    definitions_for(options.definitions)  # an unknown name fails before any reading
+    steps_opt, breakdown_opt = options_for(options.definitions)  # fails before any reading
     inputs = load(list(paths), progress,
                   ReadOptions(step_range=options.step_range, timezone=options.timezone))
     if progress:
         progress("analyzing")
-    steps_opt, breakdown_opt = options_for(options.definitions)
     context = Context(
         catalog=options.catalog if options.catalog is not None else load_catalog(),
         ncu=inputs.ncu, gpu_samples=inputs.gpu_samples,

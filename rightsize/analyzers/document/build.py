@@ -30,7 +30,12 @@ TOP_SIGNAL_GROUPS = 15
 
 
 def _ms(ns: float | None) -> float | None:
-    return None if ns is None else round(ns / NS_PER_MS, 6)
+    return None if ns is None else _msv(ns)
+
+
+def _msv(ns: float) -> float:
+    """Nanoseconds as milliseconds, 6 decimals (whole ns)."""
+    return round(ns / NS_PER_MS, 6)
 
 
 def _r(x: float | None, nd: int = 4) -> float | None:
@@ -101,15 +106,15 @@ def _metrics(r: RankAnalysis) -> dm.Metrics:
         achieved_occupancy_pct=_r(dev.achieved_occupancy_pct) if dev else None,
         tensor_core_kernel_pct=_r(r.tensor_cores.plugin_pct),
         tensor_core_kernel_pct_extended=_r(r.tensor_cores.extended_pct),
-        breakdown_ms=None if b is None else dm.BreakdownMs(*(_ms(getattr(b, f"{k}_ns")) for k in (
+        breakdown_ms=None if b is None else dm.BreakdownMs(*(_msv(getattr(b, f"{k}_ns")) for k in (
             "kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec",
-            "other", "step"))),  # type: ignore[arg-type]  # _ms of a float is a float
+            "other", "step"))),
         hta=None if t is None else dm.Hta(
             _r(t.pct(t.idle_us)), _r(t.pct(t.compute_us)), _r(t.pct(t.non_compute_us)),
-            _ms(t.span_us * 1000),  # type: ignore[arg-type]
-            tuple(dm.StreamIdle(s.stream, _ms(s.host_wait_us * 1000),  # type: ignore[arg-type]
-                                _ms(s.kernel_wait_us * 1000),  # type: ignore[arg-type]
-                                _ms(s.other_us * 1000)) for s in r.idle)),  # type: ignore[arg-type]
+            _msv(t.span_us * 1000),
+            tuple(dm.StreamIdle(s.stream, _msv(s.host_wait_us * 1000),
+                                _msv(s.kernel_wait_us * 1000), _msv(s.other_us * 1000))
+                  for s in r.idle)),
         peak_memory_bytes=peak.peak_allocated_bytes if peak else None,
         peak_reserved_bytes=peak.peak_reserved_bytes if peak else None,
         memory=tuple(dm.MemoryPeak(m.device, m.peak_allocated_bytes, m.peak_reserved_bytes,
