@@ -183,8 +183,7 @@ def _kernel_notes(trace: Trace, primary: int | None) -> list[str]:
 def _sizing(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,
             primary: int | None, peak: int | None, context: Context,
             notes: list[str]) -> sizing.Sizing | None:
-    if context.catalog is None:
-        notes.append("no sizing: no GPU catalog was given (rightsize.pipeline uses the shipped one)")
+    if context.catalog is None:  # a library caller's choice; the pipeline and API always pass one
         return None
     try:
         return sizing.project(_workload(trace, steps, diag, work, primary, peak,
