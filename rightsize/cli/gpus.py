@@ -1,50 +1,21 @@
 """``rightsize gpus``: list the GPU catalog (specs, dense throughput, the price used and its date).
 
-Also home of :func:`load_catalog_for_cli` and :data:`catalog_option`, which every command that
-prices GPUs shares: the shipped catalog plus user files from ``$RIGHTSIZE_CATALOG``
-(``os.pathsep``-separated) and ``--catalog FILE`` (applied last, so it wins).
-Only click is imported at module level; the catalog is imported when the command runs.
+The catalog option and loading every pricing command shares live in :mod:`rightsize.cli.common`
+(re-exported here for older imports). Only click is imported at module level.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from rightsize.cli.common import catalog_option, load_catalog_for_cli
+
 if TYPE_CHECKING:
     from rightsize.catalog import Catalog
-
-CATALOG_ENV = "RIGHTSIZE_CATALOG"
-
-catalog_option: Callable[[Any], Any] = click.option(
-    "--catalog", "catalog_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-    help=f"Extra GPUs/prices (CSV or JSON) that add to or override the shipped catalog; "
-         f"also read from ${CATALOG_ENV}.")
-
-
-def load_catalog_for_cli(path: Path | None) -> Catalog:
-    """The catalog with ``$RIGHTSIZE_CATALOG`` files, then ``path``, applied."""
-    from rightsize.catalog import load_catalog, parse_catalog_text
-    from rightsize.errors import InputError
-
-    paths = [Path(p) for p in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if p]
-    paths += [path] if path else []
-    files = []
-    for p in paths:
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError(p, f"cannot read the catalog file ({exc.strerror or exc})") from None
-        except UnicodeDecodeError:
-            raise InputError(p, "the catalog file is not UTF-8 text") from None
-        files.append(parse_catalog_text(text, str(p)))
-    return load_catalog(files)
-
 
 def _gpu_json(catalog: Catalog, name: str, provider: str | None) -> dict[str, Any]:
     gpu = catalog.gpu(name)

@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from rightsize.rundir import SCHEDULE_DEFAULTS
+
 EPILOG = """\b
 Examples:
   rightsize run train.py --lr 3e-4
@@ -59,16 +61,16 @@ class _RunCommand(click.Command):
     type=click.Path(file_okay=False, path_type=Path),
     help="Run directory (default: rightsize-runs/<name>-<timestamp>/; never overwritten).",
 )
-@click.option("--wait", default=1, show_default=True, type=click.IntRange(0), help="Steps skipped.")
+@click.option("--wait", default=SCHEDULE_DEFAULTS["wait"], show_default=True, type=click.IntRange(0), help="Steps skipped.")
 @click.option(
-    "--warmup", default=1, show_default=True, type=click.IntRange(0), help="Warm-up steps."
+    "--warmup", default=SCHEDULE_DEFAULTS["warmup"], show_default=True, type=click.IntRange(0), help="Warm-up steps."
 )
 @click.option(
-    "--active", default=3, show_default=True, type=click.IntRange(1), help="Steps traced."
+    "--active", default=SCHEDULE_DEFAULTS["active"], show_default=True, type=click.IntRange(1), help="Steps traced."
 )
 @click.option(
     "--repeat",
-    default=1,
+    default=SCHEDULE_DEFAULTS["repeat"],
     show_default=True,
     type=click.IntRange(0),
     help="Cycles (0 = until exit).",
@@ -151,8 +153,8 @@ def run(ctx: click.Context, script: str, args: tuple[str, ...], **opts: object) 
 
 def _report(result: Any, warn: Callable[[str], None]) -> None:
     """report.html and the verdict-first summary; never changes the job's exit code."""
-    import json
-
+    from rightsize.analyzers.document import Document
+    from rightsize.cli.common import use_color
     from rightsize.errors import RightsizeError
     from rightsize.reports.render import summary, write_report
     from rightsize.rundir import ANALYSIS, REPORT_HTML
@@ -160,10 +162,10 @@ def _report(result: Any, warn: Callable[[str], None]) -> None:
     if result.manifest["collectors"]["analysis"]["status"] != "written":
         return
     try:
-        doc = json.loads((result.run_dir / ANALYSIS).read_text())
+        doc = Document.from_json(result.run_dir / ANALYSIS)
         page = write_report(doc, result.run_dir / REPORT_HTML, force=False,
                             manifest=result.manifest)
-        click.echo(summary(doc, page, result.manifest, color=sys.stderr.isatty()), err=True,
+        click.echo(summary(doc, page, result.manifest, color=use_color(sys.stderr)), err=True,
                    nl=False)
     except (RightsizeError, OSError, ValueError) as exc:
         warn(f"report not written: {exc}")
