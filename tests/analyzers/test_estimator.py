@@ -152,7 +152,7 @@ def test_training_quantized_weights_is_refused():
 
 
 @pytest.mark.parametrize(("cfg", "words"), [
-    ({"model_type": "rwkv", "hidden_size": 8}, "model_type 'rwkv' is not supported"),
+    ({"model_type": "rwkv", "hidden_size": 8}, "no num_attention_heads / n_head"),
     ({"model_type": "llama", "num_attention_heads": 8}, "no hidden_size"),
     ({"model_type": "llama", "hidden_size": "big", "num_attention_heads": 8}, "not a count"),
     ([1, 2], "not a JSON object"),

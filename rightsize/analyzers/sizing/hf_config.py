@@ -207,7 +207,8 @@ def _embeddings(f: Fields, family: Family, notes: list[str]) -> dict[str, Any]:
     encoder = f.has("type_vocab_size")  # BERT lineage: segment embeddings, encoder only
     rotary = any(f.has(k) for k in ("rotary_dim", "rope_theta", "partial_rotary_factor",
                                      "rotary_pct", "rope_scaling"))
-    absolute = f.text("position_embedding_type") == "absolute"
+    kind = f.text("position_embedding_type")
+    absolute = kind == "absolute" or (encoder and not kind)  # BertConfig's default
     positions = 0
     if absolute or (f.has("n_positions") and not rotary):
         positions = f.count("max_position_embeddings", "n_positions", minimum=1) or 0
