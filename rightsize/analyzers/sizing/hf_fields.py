@@ -27,26 +27,7 @@ class ModelConfigError(RightsizeError):
 
 # Keys that change neither the parameter count nor the memory (token ids, RoPE and norm
 # constants, initialization, generation and routing hyper-parameters, tokenizer and tooling).
-NO_MEMORY_EFFECT = frozenset("""
-_name_or_path architectures auto_map bos_token_id eos_token_id pad_token_id sep_token_id
-decoder_start_token_id initializer_range initializer_factor transformers_version use_cache
-tokenizer_class rope_theta rope_scaling rope_local_base_freq rope_type rotary rotary_dim
-rotary_emb_base rotary_pct partial_rotary_factor rms_norm_eps layer_norm_eps layer_norm_epsilon
-layernorm_epsilon hidden_act hidden_activation activation_function torch_dtype dtype
-pretraining_tp attn_logit_softcapping final_logit_softcapping query_pre_attn_scalar
-cache_implementation router_aux_loss_coef router_jitter_noise output_router_logits
-norm_topk_prob scoring_func topk_method n_group topk_group routed_scaling_factor
-aux_loss_alpha seq_aux scale_attn_weights attention_softmax_in_fp32
-scale_attention_softmax_in_fp32 scale_attn_by_inverse_layer_idx reorder_and_upcast_attn
-summary_type summary_use_proj summary_activation summary_proj_to_labels summary_first_dropout
-classifier_dropout gradient_checkpointing embd_pdrop embedding_dropout sliding_window_size
-runner_max_sequence_length use_flash_attn use_sdpa _attn_implementation id2label label2id
-problem_type finetuning_task bad_words_ids task_specific_params prefix max_length
-output_attentions output_hidden_states return_dict chunk_size_feed_forward
-is_encoder_decoder model_type position_embedding_type ep_size moe_layer_freq
-attention_dropout attn_pdrop attention_probs_dropout_prob hidden_dropout_prob resid_pdrop
-hidden_dropout dropout mlp_dropout use_return_dict tie_encoder_decoder
-""".split())
+NO_MEMORY_EFFECT = frozenset(["_name_or_path", "architectures", "auto_map", "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id", "initializer_range", "initializer_factor", "transformers_version", "use_cache", "tokenizer_class", "rope_theta", "rope_scaling", "rope_local_base_freq", "rope_type", "rotary", "rotary_dim", "rotary_emb_base", "rotary_pct", "partial_rotary_factor", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon", "hidden_act", "hidden_activation", "activation_function", "torch_dtype", "dtype", "pretraining_tp", "attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar", "cache_implementation", "router_aux_loss_coef", "router_jitter_noise", "output_router_logits", "norm_topk_prob", "scoring_func", "topk_method", "n_group", "topk_group", "routed_scaling_factor", "aux_loss_alpha", "seq_aux", "scale_attn_weights", "attention_softmax_in_fp32", "scale_attention_softmax_in_fp32", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout", "classifier_dropout", "gradient_checkpointing", "embd_pdrop", "embedding_dropout", "sliding_window_size", "runner_max_sequence_length", "use_flash_attn", "use_sdpa", "_attn_implementation", "id2label", "label2id", "problem_type", "finetuning_task", "bad_words_ids", "task_specific_params", "prefix", "max_length", "output_attentions", "output_hidden_states", "return_dict", "chunk_size_feed_forward", "is_encoder_decoder", "model_type", "position_embedding_type", "ep_size", "moe_layer_freq", "attention_dropout", "attn_pdrop", "attention_probs_dropout_prob", "hidden_dropout_prob", "resid_pdrop", "hidden_dropout", "dropout", "mlp_dropout", "use_return_dict", "tie_encoder_decoder"])
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,8 +65,8 @@ def _t5(f: Fields) -> ModelShape:
                       mlp=MlpKind.GATED if gated else MlpKind.PLAIN,
                       tied_embeddings=bool(f.flag("tie_word_embeddings", default=True)),
                       cross_attention_layers=dec, extra_params=2 * buckets * heads + d,
-                      notes=("encoder-decoder (T5): activations and KV cache modelled as a"
-                             " decoder of the same width",))
+                      notes=(("encoder-decoder (T5): activations and KV cache modelled as a"
+                             " decoder of the same width"),))
 
 
 def _bart(f: Fields) -> ModelShape:
@@ -83,8 +83,8 @@ def _bart(f: Fields) -> ModelShape:
                        out_bias=True, mlp_bias=True, final_norm=False,
                        tied_embeddings=bool(f.flag("tie_word_embeddings", default=True)),
                        cross_attention_layers=dec, max_positions=positions - 2,
-                       notes=("encoder-decoder (BART): activations and KV cache modelled as"
-                              " a decoder of the same width",))
+                       notes=(("encoder-decoder (BART): activations and KV cache modelled as"
+                              " a decoder of the same width"),))
     _req(f, "decoder_attention_heads")
     ffn_delta = dec * (mlp_params(shape, dec_ffn) - mlp_params(shape, enc_ffn))
     norms = 2 * 2 * d if f.flag("add_final_layer_norm", default=False) else 0
@@ -114,5 +114,5 @@ def _vit(f: Fields) -> ModelShape:
                       qkv_bias=bool(f.flag("qkv_bias", default=True)), out_bias=True,
                       mlp_bias=True, learned_positions=patches + 1, lm_head=False,
                       pooler=not classifier, extra_params=extra, max_positions=patches + 1,
-                      notes=(f"vision transformer: its sequence is {patches} patches + the class"
-                             f" token; pass --seq {patches + 1}",))
+                      notes=((f"vision transformer: its sequence is {patches} patches + the class"
+                             f" token; pass --seq {patches + 1}"),))
