@@ -97,7 +97,8 @@ def _core(f: Fields) -> dict[str, Any]:
     h = f.count("hidden_size", "n_embd", "d_model", required=True, minimum=1)
     heads = f.count("num_attention_heads", "n_head", "num_heads", required=True, minimum=1)
     assert h is not None and heads is not None
-    if f.flag("multi_query", default=False):
+    if f.flag("multi_query", default=False) and not f.flag("new_decoder_architecture",
+                                                            default=False):
         kv_heads: int | None = 1
     else:
         kv_heads = f.count("num_key_value_heads", "num_kv_heads", "n_head_kv", minimum=1)
@@ -121,14 +122,15 @@ def _core(f: Fields) -> dict[str, Any]:
 def _norms(f: Fields, family: Family, notes: list[str]) -> dict[str, Any]:
     if f.has("rms_norm_eps"):
         norm = NormKind.RMSNORM
-    elif f.has("layer_norm_eps") or f.has("layer_norm_epsilon") or f.has("layernorm_epsilon"):
+    elif any(f.has(k) for k in ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon",
+                                "norm_epsilon")):
         norm = NormKind.LAYERNORM
     else:
         norm = NormKind.RMSNORM
         notes.append("no rms_norm_eps / layer_norm_eps: RMSNorm assumed")
     gated = family.gated_mlp
     if gated is None:
-        if not f.text("hidden_act", "hidden_activation", "activation_function"):
+        if not f.text("hidden_act", "hidden_activation", "activation_function", "activation"):
             notes.append("no hidden_act: a gated (SwiGLU) MLP assumed")
             gated = True
         else:
@@ -138,7 +140,12 @@ def _norms(f: Fields, family: Family, notes: list[str]) -> dict[str, Any]:
     layer_norms = family.layer_norms
     if parallel and f.text("model_type") == "stablelm":
         layer_norms = 1
-    return {"norm": norm, "norm_bias": bool(f.flag("layer_norm_bias", default=True)),
+    if f.flag("new_decoder_architecture", default=False):  # Falcon-40B: ln_attn and ln_mlp
+        layer_norms = f.count("num_ln_in_parallel_attn", minimum=1) or 2
+    elif f.text("model_type") == "falcon" and not parallel:
+        layer_norms = 2
+    norm_bias = f.flag("layer_norm_bias", default=family.norm_bias)
+    return {"norm": norm, "norm_bias": bool(norm_bias),
             "layer_norms": layer_norms, "parallel_block": bool(parallel),
             "mlp": MlpKind.GATED if gated else MlpKind.PLAIN}
 
@@ -146,7 +153,8 @@ def _norms(f: Fields, family: Family, notes: list[str]) -> dict[str, Any]:
 def _biases(f: Fields, family: Family) -> dict[str, Any]:
     """Biases: an explicit field wins; else the family's; else the GPT-2/BERT lineage
     (LayerNorm + plain MLP) has them everywhere and the Llama lineage nowhere."""
-    lineage = (f.has("layer_norm_eps") or f.has("layer_norm_epsilon")) and \
+    lineage = (f.has("layer_norm_eps") or f.has("layer_norm_epsilon")
+               or f.has("norm_epsilon")) and \
         not (family.gated_mlp or gated_by_activation(f))
     every = f.flag("use_bias", "bias", default=None)
     attn = f.flag("attention_bias", default=every)

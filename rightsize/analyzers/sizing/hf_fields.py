@@ -27,7 +27,36 @@ class ModelConfigError(RightsizeError):
 
 # Keys that change neither the parameter count nor the memory (token ids, RoPE and norm
 # constants, initialization, generation and routing hyper-parameters, tokenizer and tooling).
-NO_MEMORY_EFFECT = frozenset(["_name_or_path", "architectures", "auto_map", "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id", "initializer_range", "initializer_factor", "transformers_version", "use_cache", "tokenizer_class", "rope_theta", "rope_scaling", "rope_local_base_freq", "rope_type", "rotary", "rotary_dim", "rotary_emb_base", "rotary_pct", "partial_rotary_factor", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon", "hidden_act", "hidden_activation", "activation_function", "torch_dtype", "dtype", "pretraining_tp", "attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar", "cache_implementation", "router_aux_loss_coef", "router_jitter_noise", "output_router_logits", "norm_topk_prob", "scoring_func", "topk_method", "n_group", "topk_group", "routed_scaling_factor", "aux_loss_alpha", "seq_aux", "scale_attn_weights", "attention_softmax_in_fp32", "scale_attention_softmax_in_fp32", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout", "classifier_dropout", "gradient_checkpointing", "embd_pdrop", "embedding_dropout", "sliding_window_size", "runner_max_sequence_length", "use_flash_attn", "use_sdpa", "_attn_implementation", "id2label", "label2id", "problem_type", "finetuning_task", "bad_words_ids", "task_specific_params", "prefix", "max_length", "output_attentions", "output_hidden_states", "return_dict", "chunk_size_feed_forward", "is_encoder_decoder", "model_type", "position_embedding_type", "ep_size", "moe_layer_freq", "attention_dropout", "attn_pdrop", "attention_probs_dropout_prob", "hidden_dropout_prob", "resid_pdrop", "hidden_dropout", "dropout", "mlp_dropout", "use_return_dict", "tie_encoder_decoder"])
+NO_MEMORY_EFFECT = frozenset((
+    "_name_or_path", "architectures", "auto_map", "bos_token_id", "eos_token_id",
+    "pad_token_id", "sep_token_id", "decoder_start_token_id", "initializer_range",
+    "initializer_factor", "transformers_version", "use_cache", "tokenizer_class", "rope_theta",
+    "rope_scaling", "rope_local_base_freq", "rope_type", "rotary", "rotary_dim",
+    "rotary_emb_base", "rotary_pct", "partial_rotary_factor", "rms_norm_eps", "layer_norm_eps",
+    "layer_norm_epsilon", "layernorm_epsilon", "hidden_act", "hidden_activation",
+    "activation_function", "torch_dtype", "dtype", "pretraining_tp", "attn_logit_softcapping",
+    "final_logit_softcapping", "query_pre_attn_scalar", "cache_implementation",
+    "router_aux_loss_coef", "router_jitter_noise", "output_router_logits", "norm_topk_prob",
+    "scoring_func", "topk_method", "n_group", "topk_group", "routed_scaling_factor",
+    "aux_loss_alpha", "seq_aux", "scale_attn_weights", "attention_softmax_in_fp32",
+    "scale_attention_softmax_in_fp32", "scale_attn_by_inverse_layer_idx",
+    "reorder_and_upcast_attn", "summary_type", "summary_use_proj", "summary_activation",
+    "summary_proj_to_labels", "summary_first_dropout", "classifier_dropout",
+    "gradient_checkpointing", "embd_pdrop", "embedding_dropout", "sliding_window_size",
+    "runner_max_sequence_length", "use_flash_attn", "use_sdpa", "_attn_implementation",
+    "id2label", "label2id", "problem_type", "finetuning_task", "bad_words_ids",
+    "task_specific_params", "prefix", "max_length", "output_attentions",
+    "output_hidden_states", "return_dict", "chunk_size_feed_forward", "is_encoder_decoder",
+    "model_type", "position_embedding_type", "ep_size", "moe_layer_freq", "attention_dropout",
+    "attn_pdrop", "attention_probs_dropout_prob", "hidden_dropout_prob", "resid_pdrop",
+    "hidden_dropout", "dropout", "mlp_dropout", "use_return_dict", "tie_encoder_decoder",
+    "rope_parameters", "dense_act_fn", "is_gated_act", "dropout_rate",
+    "relative_attention_max_distance", "scale_decoder_outputs", "activation_dropout",
+    "decoder_layerdrop", "encoder_layerdrop", "forced_eos_token_id", "init_std",
+    "scale_embedding", "encoder_stride", "pooler_act", "original_max_position_embeddings",
+    "logit_scale", "residual_dropout", "qk_head_dim", "rope_interleave", "activation", "alibi",
+    "is_decoder", "norm_epsilon",
+))
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +70,7 @@ class Family:
     mlp_bias: bool | None = None
     lm_head_bias: bool = False
     layer_norms: int = 2
+    norm_bias: bool = True  # LayerNorm models only
     parallel_block: bool = False
     qk_norm: str = "none"  # "head" or "full" when the class always has one
     shared_expert_gate: bool = False
@@ -81,6 +111,11 @@ FAMILIES: dict[str, Family] = {
                           reason="DeepseekV2Config: q_lora_rank defaults to 1536 when absent"),
     "deepseek_v3": Family(defaults=(("q_lora_rank", 1536),), tied_default=False,
                           reason="DeepseekV3Config: q_lora_rank defaults to 1536 when absent"),
+    "cohere": Family(layer_norms=1, parallel_block=True, norm_bias=False, tied_default=True,
+                     reason="CohereDecoderLayer: one bias-free LayerNorm, parallel; tied"),
+    "falcon": Family(layer_norms=1, reason="FalconDecoderLayer: one norm when parallel, two"
+                                           " (ln_attn, ln_mlp) in the new architecture"),
+    "mbart": Family(reason="MBart: BART plus a final LayerNorm on each stack"),
     "gpt2": Family(tied_default=True, reason="GPT2LMHeadModel ties the lm head"),
     "gpt_bigcode": Family(tied_default=True, reason="GPTBigCodeForCausalLM ties the lm head"),
 }
@@ -154,7 +189,7 @@ class Fields:
 def gated_by_activation(f: Fields) -> bool:
     """SiLU-family activations come with gated MLPs (SwiGLU) in every Hugging Face decoder;
     GELU ones with plain fc1/fc2 unless the family says otherwise (Gemma's GeGLU)."""
-    act = f.text("hidden_act", "hidden_activation", "activation_function").lower()
+    act = f.text("hidden_act", "hidden_activation", "activation_function", "activation").lower()
     return act in _SILU
 
 

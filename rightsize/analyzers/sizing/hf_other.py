@@ -87,7 +87,8 @@ def _bart(f: Fields) -> ModelShape:
                               " a decoder of the same width"),))
     _req(f, "decoder_attention_heads")
     ffn_delta = dec * (mlp_params(shape, dec_ffn) - mlp_params(shape, enc_ffn))
-    norms = 2 * 2 * d if f.flag("add_final_layer_norm", default=False) else 0
+    final = f.flag("add_final_layer_norm", default=f.text("model_type") == "mbart")
+    norms = 2 * 2 * d if final else 0
     extra = 2 * positions * d + 2 * 2 * d + ffn_delta + norms
     return replace(shape, extra_params=extra)
 
