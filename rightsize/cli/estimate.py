@@ -51,6 +51,14 @@ class Count(click.ParamType):
 
     name = "count"
 
+    def fail(self, message: str, param: click.Parameter | None = None,
+             ctx: click.Context | None = None) -> Any:
+        """One line and exit 1 through the CLI's error boundary, like every other bad input."""
+        from rightsize.errors import RightsizeError
+
+        flag = f"--{param.name.replace('_', '-')}: " if param is not None and param.name else ""
+        raise RightsizeError(f"{flag}{message}")
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int) and not isinstance(value, bool):
             number: float = value
@@ -68,7 +76,9 @@ class Count(click.ParamType):
 
 def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float:
     if not (math.isfinite(value) and 0 <= value < 1):
-        raise click.BadParameter(f"{value!r} is not a fraction in [0, 1)")
+        from rightsize.errors import RightsizeError
+
+        raise RightsizeError(f"--headroom: {value!r} is not a fraction in [0, 1)")
     return value
 
 
