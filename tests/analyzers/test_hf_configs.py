@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -42,7 +43,8 @@ def shared_config(name: str) -> dict:
 
 def test_counts_table_is_sources_md():
     text = shared_path("configs", "SOURCES.md").read_text()
-    rows = dict(re.findall(r"^\| (\S+\.json) \|.*?\| \w+ \| ([\d,]+) \|", text, re.M))
+    row = r"^\| (\S+\.json) \|.*?\| \w+ \| ([\d,]+) \|"
+    rows = dict(re.findall(row, text, re.MULTILINE))
     assert {k: int(v.replace(",", "")) for k, v in rows.items()} == SHARED_COUNTS
 
 
@@ -108,8 +110,9 @@ def test_unknown_fields_reported():
            "num_hidden_layers": 2, "vocab_size": 10, "rms_norm_eps": 1e-6, "hidden_act": "silu",
            "tie_word_embeddings": False, "frobnicate_layers": 3}
     notes = from_hf_config(cfg).notes
-    assert notes == ("config fields not understood, assumed not to change the parameter count"
-                     " or memory: frobnicate_layers",)
+    words = ("config fields not understood, assumed not to change the parameter count"
+             " or memory: frobnicate_layers")
+    assert notes == (words,)
 
 
 @pytest.mark.parametrize(("patch", "words"), [
@@ -181,7 +184,6 @@ def test_exact_without_transformers_says_what_to_install(tmp_path):
         (tmp_path / "sitecustomize.py").write_text(
             "import sys\nsys.modules['transformers'] = None\n")
     env = {"PYTHONPATH": str(tmp_path)}
-    import os
     out = subprocess.run([sys.executable, "-m", "rightsize", "estimate", "--hf-config",
                           str(shared_path("configs", "mlc-gemma_2b.json")), "--exact"],
                          check=False, capture_output=True, text=True, timeout=120,
