@@ -138,15 +138,21 @@ def feed_forward_bytes(shape: ModelShape, e: float, moe: bool) -> float:
     out += k * (2 * e * h + _mlp_bytes(shape, width, e))
     if shape.shared_expert_intermediate_size:
         out += _mlp_bytes(shape, shape.shared_expert_intermediate_size, e)
-        out += 2 * e * h if shape.shared_expert_gate else 0  # output and gate kept
+        out += e * (h + 1) if shape.shared_expert_gate else 0  # output and sigmoid gate kept
     return out
 
 
-def attention_bytes(shape: ModelShape, e: float) -> float:
+def _mla_pads_values(shape: ModelShape, flash: bool) -> bool:
+    """FlashAttention needs one head size: HF's DeepseekV2 pads V to the query/key head size
+    (qk_nope + qk_rope) and slices the output, so V and the kernel output are that wide."""
+    return flash and shape.mla and shape.v_head_dim != shape.head_size
+
+
+def attention_bytes(shape: ModelShape, e: float, flash: bool = True) -> float:
     """Per token: q/k/v input, Q, K, V, output-projection input; under MLA also the latent
     path (kv_a_layernorm and, with q_lora_rank, q_a_layernorm and their outputs)."""
-    per = e * (shape.hidden_size + shape.q_dim + shape.kv_dim + shape.v_dim
-               + shape.attn_out_dim)
+    v = shape.q_dim if _mla_pads_values(shape, flash) else shape.v_dim
+    per = e * (shape.hidden_size + shape.q_dim + shape.kv_dim + v + shape.attn_out_dim)
     if shape.mla:
         per += _norm_bytes(shape, shape.kv_lora_rank, e) + e * shape.kv_lora_rank
         if shape.q_lora_rank:
@@ -167,14 +173,16 @@ def layer_activation_bytes(shape: ModelShape, setup: Setup, e: float,
     moe = bool(shape.num_experts) if moe is None else moe
     h = shape.hidden_size
     per_token = shape.layer_norms * _norm_bytes(shape, h, e)
-    per_token += attention_bytes(shape, e) + feed_forward_bytes(shape, e, moe)
+    per_token += attention_bytes(shape, e, setup.flash_attention)
+    per_token += feed_forward_bytes(shape, e, moe)
     # Dropout masks: CUDA's fused dropout keeps a bool mask; CPU keeps a float noise tensor.
     mask = 1 if setup.device == "cuda" else e
     if shape.hidden_dropout:
         per_token += 2 * h * mask
     scores = 0.0
     if setup.flash_attention:  # SDPA keeps its output and fp32 log-sum-exp
-        per_token += e * shape.attn_out_dim + 4 * shape.num_heads
+        out = shape.q_dim if _mla_pads_values(shape, True) else shape.attn_out_dim
+        per_token += e * out + 4 * shape.num_heads
     elif setup.recompute is Recompute.NONE:
         per_token += e * 2 * (shape.q_dim - shape.kv_dim)  # repeat_kv copies for GQA
         per_score = SAVED_TENSORS.softmax_bytes + (e if e < 4 else 0)
