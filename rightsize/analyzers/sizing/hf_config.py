@@ -52,7 +52,9 @@ def from_hf_config(config: Mapping[str, Any], name: str = "") -> ModelShape:
     if not isinstance(config, Mapping):
         raise ModelConfigError("model config is not a JSON object")
     text = config.get("text_config")
+    towers: list[str] = []
     if isinstance(text, Mapping):
+        towers = [k for k in ("vision_config", "audio_config") if k in config]
         config = {**text, "model_type": text.get("model_type", config.get("model_type"))}
     model_type = str(config.get("model_type") or "")
     family = FAMILIES.get(model_type, Family())
@@ -66,6 +68,9 @@ def from_hf_config(config: Mapping[str, Any], name: str = "") -> ModelShape:
 
     if hf_other.handles(f):
         return hf_other.read(f, name)
+    if towers:
+        notes.append(f"multimodal config: the text model only; {', '.join(towers)} towers"
+                     " and projectors not counted (use --exact for the whole model)")
     if model_type and model_type not in FAMILIES:
         notes.append(f"model_type {model_type!r}: structure read from the config's fields"
                      " alone (no hard-coded conventions known for it)")
