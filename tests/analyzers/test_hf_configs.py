@@ -108,7 +108,7 @@ def test_seq_beyond_positions_warns():
 def test_unknown_fields_reported():
     cfg = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
            "num_hidden_layers": 2, "vocab_size": 10, "rms_norm_eps": 1e-6, "hidden_act": "silu",
-           "tie_word_embeddings": False, "frobnicate_layers": 3}
+           "tie_word_embeddings": False, "intermediate_size": 128, "frobnicate_layers": 3}
     notes = from_hf_config(cfg).notes
     words = ("config fields not understood, assumed not to change the parameter count"
              " or memory: frobnicate_layers")
@@ -190,3 +190,34 @@ def test_exact_without_transformers_says_what_to_install(tmp_path):
                          env={**os.environ, **env})
     assert out.returncode == 1 and "pip install rightsize[exact]" in out.stderr
     assert out.stderr.count("\n") == 1
+
+
+# transformers 5.24 default configs (t5-small, bart-large, vit-base-patch16-224 dimensions);
+# counts: sum(p.numel()) of the class built on the meta device, checked with --exact
+OTHER_CONFIGS = [
+    ({"model_type": "t5", "is_encoder_decoder": True, "d_model": 512, "d_kv": 64, "d_ff": 2048,
+      "num_layers": 6, "num_decoder_layers": 6, "num_heads": 8, "vocab_size": 32128,
+      "feed_forward_proj": "relu", "relative_attention_num_buckets": 32}, 60_506_624),
+    ({"model_type": "bart", "is_encoder_decoder": True, "d_model": 1024, "encoder_layers": 12,
+      "decoder_layers": 12, "encoder_attention_heads": 16, "decoder_attention_heads": 16,
+      "encoder_ffn_dim": 4096, "decoder_ffn_dim": 4096, "vocab_size": 50265,
+      "max_position_embeddings": 1024}, 406_291_456),
+    ({"model_type": "vit", "architectures": ["ViTModel"], "hidden_size": 768,
+      "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+      "image_size": 224, "patch_size": 16, "num_channels": 3, "qkv_bias": True}, 86_389_248),
+]
+
+
+@pytest.mark.parametrize(("cfg", "count"), OTHER_CONFIGS, ids=["t5", "bart", "vit"])
+def test_encoder_decoder_and_vision_counts(cfg, count):
+    assert from_hf_config(cfg).params().total == count
+
+
+def test_multimodal_reads_text_model_and_says_so():
+    cfg = {"model_type": "llava", "vision_config": {"hidden_size": 1024},
+           "text_config": {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+                           "num_hidden_layers": 2, "vocab_size": 10, "rms_norm_eps": 1e-6,
+                           "hidden_act": "silu", "tie_word_embeddings": False}}
+    shape = from_hf_config(cfg)
+    assert shape.params().total == 2 * (4 * 64 * 64 + 3 * 64 * 256 + 128) + 2 * 640 + 64
+    assert "vision_config towers and projectors not counted" in shape.notes[0]

@@ -74,7 +74,7 @@ def from_hf_config(config: Mapping[str, Any], name: str = "") -> ModelShape:
     if model_type and model_type not in FAMILIES:
         notes.append(f"model_type {model_type!r}: structure read from the config's fields"
                      " alone (no hard-coded conventions known for it)")
-    shape = ModelShape(**_core(f), **_norms(f, family, notes), **_biases(f, family),
+    shape = ModelShape(**_core(f, notes), **_norms(f, family, notes), **_biases(f, family),
                        **_attention(f, family), **_moe(f, family),
                        **_embeddings(f, family, notes), **_windows(f, family),
                        attention_dropout=f.fraction("attention_dropout", "attn_pdrop",
@@ -98,7 +98,7 @@ def _finish(shape: ModelShape, f: Fields, notes: list[str]) -> ModelShape:
     return replace(shape, notes=tuple(notes))
 
 
-def _core(f: Fields) -> dict[str, Any]:
+def _core(f: Fields, notes: list[str]) -> dict[str, Any]:
     h = f.count("hidden_size", "n_embd", "d_model", required=True, minimum=1)
     heads = f.count("num_attention_heads", "n_head", "num_heads", required=True, minimum=1)
     assert h is not None and heads is not None
@@ -116,6 +116,8 @@ def _core(f: Fields) -> dict[str, Any]:
                                f" num_key_value_heads {kv_heads}")
     # GPT-2/GPT-J leave n_inner null for the 4 x hidden default.
     inter = f.count("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", minimum=1)
+    if inter is None and not f.has("n_embd"):
+        notes.append("no intermediate_size: 4 x hidden_size assumed (the GPT-2 default)")
     return {"hidden_size": h, "num_heads": heads, "num_kv_heads": kv_heads,
             "head_dim": head_dim, "intermediate_size": inter or 4 * h,
             "num_layers": f.count("num_hidden_layers", "n_layer", "num_layers", required=True,
