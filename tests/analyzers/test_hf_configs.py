@@ -221,3 +221,11 @@ def test_multimodal_reads_text_model_and_says_so():
     shape = from_hf_config(cfg)
     assert shape.params().total == 2 * (4 * 64 * 64 + 3 * 64 * 256 + 128) + 2 * 640 + 64
     assert "vision_config towers and projectors not counted" in shape.notes[0]
+
+
+def test_encoder_only_has_no_kv_cache():
+    bert = from_hf_config(shared_config("mlc-snowflake-arctic-embed-m.json"))
+    est = estimate(bert, Setup(mode=Mode.INFERENCE, seq=512))
+    assert (est.memory.kv_cache_bytes, est.kv_cache) == (0, None)
+    assert "learned position table has no row" in estimate(
+        bert, Setup(mode=Mode.INFERENCE, seq=513)).warnings[0]

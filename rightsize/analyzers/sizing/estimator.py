@@ -205,7 +205,11 @@ def _shard_training(parts: _Parts, layer_params: int, setup: Setup, notes: list[
 def _inference(parts: _Parts, shape: ModelShape | None, setup: Setup,
                notes: list[str]) -> KvCache | None:
     e = _activation_element_bytes(setup)
-    cache = kv_cache(shape, setup.seq, setup.batch, e) if shape is not None else None
+    generates = shape is not None and shape.lm_head
+    cache = kv_cache(shape, setup.seq, setup.batch, e) if shape is not None and generates \
+        else None
+    if shape is not None and not generates:
+        notes.append("encoder-only model: no KV cache (one forward pass, nothing generated)")
     parts.kv = cache.bytes if cache else 0
     if cache is not None:
         notes.append(f"KV cache: {cache.definition}")
@@ -224,9 +228,12 @@ def _inference(parts: _Parts, shape: ModelShape | None, setup: Setup,
 def _warnings(shape: ModelShape | None, setup: Setup) -> tuple[str, ...]:
     if shape is None or not shape.max_positions or setup.seq <= shape.max_positions:
         return ()
+    why = ("its learned position table has no row for them: the model cannot run at this"
+           " length" if shape.learned_positions else
+           "positions beyond it were not trained: quality degrades unless RoPE scaling covers"
+           " them")
     return ((f"--seq {setup.seq} exceeds the model's max_position_embeddings"
-            f" {shape.max_positions}: positions beyond it are untrained (learned position"
-            " tables have no row for them)"),)
+            f" {shape.max_positions}; {why}"),)
 
 
 def _overhead(tensors: float, setup: Setup, notes: list[str]) -> float:
