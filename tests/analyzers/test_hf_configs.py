@@ -229,3 +229,15 @@ def test_encoder_only_has_no_kv_cache():
     assert (est.memory.kv_cache_bytes, est.kv_cache) == (0, None)
     assert "learned position table has no row" in estimate(
         bert, Setup(mode=Mode.INFERENCE, seq=513)).warnings[0]
+
+
+@pytest.mark.parametrize(("name", "ways"), [
+    ("dotnet-meta-llama-3.1-8B-Instruct.json", 8),  # 8 KV heads over 8 GPUs
+    ("mlc-gpt_bigcode.json", 1),  # MQA: the one KV head is replicated
+    ("mlc-deepseek_v2_lite.json", 1),  # the MLA latent is replicated
+])
+def test_tensor_parallel_kv_split_by_heads(name, ways):
+    shape = from_hf_config(shared_config(name))
+    one = estimate(shape, Setup(mode=Mode.INFERENCE, seq=1024)).memory.kv_cache_bytes
+    eight = estimate(shape, Setup(mode=Mode.INFERENCE, seq=1024, gpus=8)).memory.kv_cache_bytes
+    assert eight == one // ways

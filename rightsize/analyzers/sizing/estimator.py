@@ -218,11 +218,23 @@ def _inference(parts: _Parts, shape: ModelShape | None, setup: Setup,
                          f" {cache.decompressed_bytes / 2**30:,.2f} GiB")
     if setup.gpus > 1:
         parts.weights /= setup.gpus
-        parts.kv /= setup.gpus
-        notes.append(f"tensor parallel over {setup.gpus} GPUs: weights and KV cache split"
-                     f" {setup.gpus} ways")
+        ways = kv_split_ways(shape, setup.gpus)
+        parts.kv /= ways
+        notes.append(f"tensor parallel over {setup.gpus} GPUs: weights split {setup.gpus}"
+                     f" ways, KV cache {ways} ways"
+                     + ("" if ways == setup.gpus else " (its heads are replicated beyond that,"
+                        " as vLLM does; an MLA latent is one head)"))
     parts.acts = activation_bytes(shape, setup, e) if shape is not None else 0
     return cache
+
+
+def kv_split_ways(shape: ModelShape | None, gpus: int) -> int:
+    """Tensor parallelism splits the KV cache by heads: at most ``kv_heads`` ways (MQA's one
+    head and the MLA latent are replicated on every rank)."""
+    if shape is None:
+        return gpus
+    heads = 1 if shape.mla else shape.kv_heads
+    return max(1, min(gpus, heads))
 
 
 def _warnings(shape: ModelShape | None, setup: Setup) -> tuple[str, ...]:
