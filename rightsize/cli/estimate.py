@@ -2,8 +2,11 @@
 
 Reads a Hugging Face ``config.json`` (``--hf-config``) or takes ``--params`` and/or layer shapes,
 builds a :class:`~rightsize.analyzers.sizing.estimator.Setup` from the options, and prints the estimate
-(text, or ``--format json``) with every catalog GPU it fits on, alone or as N GPUs.
-Only click is imported at module level.
+(text, or ``--format json``, strict JSON) with every catalog GPU it fits on, alone or as N
+GPUs, and what to change when it fits nowhere. ``--exact`` also counts the parameters of the
+transformers model built on the meta device (:mod:`rightsize.profiler.exact_params`). Bad
+numbers (NaN, infinity, negatives, fractions) are one-line errors. Only click is imported at
+module level.
 """
 
 from __future__ import annotations

@@ -250,7 +250,7 @@ def _embeddings(f: Fields, family: Family, notes: list[str]) -> dict[str, Any]:
 def _windows(f: Fields, family: Family) -> dict[str, Any]:
     """Sliding-window layers: an explicit ``layer_types`` list, else the family pattern,
     Qwen2's layers above ``max_window_layers``, or every layer (Mistral)."""
-    window = f.count("sliding_window", minimum=1) or 0
+    window = f.count("sliding_window") or 0
     layers = f.count("num_hidden_layers", "n_layer", "num_layers") or 0
     use = f.flag("use_sliding_window", default=True)
     above = f.count("max_window_layers")
