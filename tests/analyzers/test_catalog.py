@@ -23,7 +23,8 @@ def catalog():
 
 
 def test_package_data_loads_with_sources(catalog):
-    assert len(catalog.gpus) == 22
+    assert len(catalog.gpus) == 25
+    assert [g.name for g in catalog.gpus if g.consumer] == ["RTX 4090"]
     h100 = catalog.gpu("H100 SXM")
     assert h100.fp16_bf16_tflops_dense == 989.4  # dense, not the 1979 sparse figure
     assert h100.memory_bytes == 80 * 2**30
