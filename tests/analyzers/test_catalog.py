@@ -66,7 +66,7 @@ def test_match_device_names(catalog, name, mem, sms, want):
 @pytest.mark.parametrize(("name", "mem", "sms", "words"), [
     ("AMD Radeon Graphics", 68702699520, 104, "not in the GPU catalog"),
     ("GeForce GTX 1060 with Max-Q Design", 6442450944, 10, "not in the GPU catalog"),
-    ("NVIDIA A100-PCIE-40GB", 2 * 42505273344, 108, "matches no catalog entry by memory"),
+    ("NVIDIA A100-PCIE-40GB", 24 * 2**30, 108, "matches no catalog entry by memory"),
     ("NVIDIA A100", None, None, "ambiguous"),
 ])
 def test_unknown_devices_are_reported_not_guessed(catalog, name, mem, sms, words):
