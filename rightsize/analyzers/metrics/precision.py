@@ -32,7 +32,7 @@ NAME_RULES: tuple[tuple[str, str], ...] = (
     (r"bf16|bfloat16", "bf16"),
     (r"fp16|f16|h884|h1688|h16816|hgemm|half|(?:^|_)h_", "fp16"),
     (r"tf32|s1688|s16816|s884|tensorop_s\d", "tf32"),
-    (r"sgemm|f32f32_f32|fp32", "fp32"),
+    (r"sgemm|f32f32_f32|fp32|ffma", "fp32"),
 )
 # Matrix-unit kernel names: an fp32 op on one of these ran as TF32 (Ampere and later).
 TENSOR_CORE_NAMES = r"xmma|tensorop|gmma|wgmma|mfma|cijk_.*_mfma|nvjet"

@@ -41,15 +41,20 @@ class Rates:
     floor_us: float  # shortest kernel: launch + ramp, whatever the size
     stream_fraction: float  # of datasheet DRAM bandwidth, large elementwise kernels
     gemm_max: Mapping[str, float]  # Precision value -> fraction of dense peak, large GEMMs
-    gemm_half_flops: float  # FLOPs at which a GEMM reaches half of gemm_max
+    gemm_half_flops: Mapping[str, float]  # Precision value -> FLOPs reaching half gemm_max
     fitted: bool = True  # False: vendor median of the fitted GPUs
     sources: tuple[str, ...] = field(default=())
+    # Floors as other timing methods see them (NeuSight's per-op CUDA events add framework
+    # overhead); used by benchmarks/projection_accuracy.py on those data only.
+    dataset_floor_us: Mapping[str, float] = field(default_factory=dict)
 
     def gemm_fraction(self, precision: str, flops: float) -> float:
         top = self.gemm_max.get(precision)
-        if top is None:  # not measured at this precision: the median of the others
+        half = self.gemm_half_flops.get(precision)
+        if top is None or half is None:  # not measured at this precision: the others' median
             top = statistics.median(self.gemm_max.values())
-        return top * flops / (flops + self.gemm_half_flops)
+            half = statistics.median(self.gemm_half_flops.values())
+        return top * flops / (flops + half)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +76,9 @@ class RatesTable:
             stream_fraction=statistics.median(r.stream_fraction for r in pool),
             gemm_max={p: statistics.median(r.gemm_max[p] for r in pool if p in r.gemm_max)
                       for p in precisions},
-            gemm_half_flops=statistics.median(r.gemm_half_flops for r in pool),
+            gemm_half_flops={p: statistics.median(r.gemm_half_flops[p] for r in pool
+                                                  if p in r.gemm_half_flops)
+                             for p in precisions},
             fitted=False,
             sources=(f"median of the fitted {gpu.vendor + ' ' if same else ''}GPUs",),
         )
@@ -83,7 +90,8 @@ def parse_rates(doc: Mapping[str, Any]) -> RatesTable:
     for name, r in doc["gpus"].items():
         rates[name] = Rates(name, str(r["vendor"]), float(r["floor_us"]), float(r["stream_fraction"]),
                             {k: float(v) for k, v in r["gemm_max"].items()},
-                            float(r["gemm_half_flops"]), True, tuple(r.get("sources", ())))
+                            {k: float(v) for k, v in r["gemm_half_flops"].items()}, True, tuple(r.get("sources", ())),
+                            {k: float(v) for k, v in r.get("dataset_floor_us", {}).items()})
     return RatesTable(rates, float(doc["error_pct"]), str(doc["procedure"]))
 
 
@@ -100,14 +108,19 @@ def peak_flops(gpu: Gpu, precision: str) -> float:
     return (peak or gpu.fp32_tflops or 1.0) * 1e12
 
 
-def kernel_s(gpu: Gpu, rates: Rates, flops: float, bytes_: float, precision: str) -> float:
-    """Model time (s) of a kernel doing ``flops`` and moving ``bytes_`` on ``gpu``."""
+def kernel_s(gpu: Gpu, rates: Rates, flops: float, bytes_: float, precision: str,
+             kernels: int = 1, kind: str = GEMM) -> float:
+    """Model time (s) of ``kernels`` kernels doing ``flops`` and moving ``bytes_`` on ``gpu``.
+
+    Only GEMM-kind kernels are timed by their FLOPs: an elementwise kernel's few FLOPs per
+    byte never bound it, and the GEMM efficiency curve does not describe it.
+    """
     t_flops = 0.0
-    if flops > 0:
+    if flops > 0 and kind == GEMM:
         t_flops = flops / (peak_flops(gpu, precision) * rates.gemm_fraction(
             _used(gpu, precision), flops))
     t_bytes = bytes_ / (gpu.memory_bandwidth_gbs * 1e9 * rates.stream_fraction)
-    return max(rates.floor_us * 1e-6, t_flops, t_bytes)
+    return max(rates.floor_us * 1e-6 * kernels, t_flops, t_bytes)
 
 
 def _used(gpu: Gpu, precision: str) -> str:
@@ -116,7 +129,7 @@ def _used(gpu: Gpu, precision: str) -> str:
 
 def project_kernel_s(measured_s: float, src: tuple[Gpu, Rates], dst: tuple[Gpu, Rates],
                      precision: str, flops: float | None = None, bytes_: float | None = None,
-                     kind: str = OTHER) -> float:
+                     kind: str = OTHER, kernels: int = 1) -> float:
     """A kernel that took ``measured_s`` on ``src``, projected onto ``dst``.
 
     With FLOPs or bytes: ``measured_s`` x model(dst) / model(src). Without: scaled by its kind
@@ -125,8 +138,9 @@ def project_kernel_s(measured_s: float, src: tuple[Gpu, Rates], dst: tuple[Gpu, 
     """
     (sg, sr), (dg, dr) = src, dst
     if flops or bytes_:
-        return measured_s * (kernel_s(dg, dr, flops or 0.0, bytes_ or 0.0, precision)
-                             / kernel_s(sg, sr, flops or 0.0, bytes_ or 0.0, precision))
+        f, b = flops or 0.0, bytes_ or 0.0
+        return measured_s * (kernel_s(dg, dr, f, b, precision, kernels, kind)
+                             / kernel_s(sg, sr, f, b, precision, kernels, kind))
     if kind == GEMM:
         f = TYPICAL_GEMM_FLOPS
         ratio = (f / (peak_flops(dg, precision) * dr.gemm_fraction(_used(dg, precision), f))
