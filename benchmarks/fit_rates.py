@@ -39,12 +39,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from timings import HOST, Op, Workload, model_of, read_all, trace_kernels  # noqa: E402
+from timings import HOST, Op, Workload, model_of, read_all, trace_kernels
 
-from rightsize.analyzers.metrics.precision import name_precision  # noqa: E402
-from rightsize.analyzers.sizing.rates import GEMM, STREAM, Rates  # noqa: E402
-from rightsize.catalog import Catalog, Gpu, load_catalog  # noqa: E402
-from rightsize.errors import RightsizeError  # noqa: E402
+from rightsize.analyzers.metrics.precision import name_precision
+from rightsize.analyzers.sizing.rates import GEMM, STREAM, Rates
+from rightsize.catalog import Catalog, Gpu, load_catalog
+from rightsize.errors import RightsizeError
 
 HALF_GRID = tuple(10 ** (6 + i / 8) for i in range(49))
 STREAM_MIN_BYTES = 16 * 2**20

@@ -27,17 +27,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fit_rates import PROCEDURE, fit, gather  # noqa: E402
-from timings import HOST, Workload, model_of, read_all  # noqa: E402
+from fit_rates import PROCEDURE, fit, gather
+from timings import HOST, Workload, model_of, read_all
 
-from rightsize.analyzers.sizing.rates import (  # noqa: E402
+from rightsize.analyzers.sizing.rates import (
     Rates,
     RatesTable,
     load_rates,
     parse_rates,
     project_kernel_s,
 )
-from rightsize.catalog import Catalog, load_catalog  # noqa: E402
+from rightsize.catalog import Catalog, load_catalog
 
 
 def _rates(table: RatesTable, catalog: Catalog, gpu: str, dataset: str) -> Rates:
@@ -132,8 +132,8 @@ def pair_traces(a: Path, b: Path, catalog: Catalog) -> list[dict[str, Any]]:
 
 
 def _table(rows: list[dict[str, Any]], head: dict[str, Any]) -> str:
-    lines = [f"{'workload':<44} {'source':<15} {'target':<15} {'measured':>10} {'projected':>10}"
-             f" {'error':>8}"]
+    lines = [(f"{'workload':<44} {'source':<15} {'target':<15} {'measured':>10}"
+             f" {'projected':>10} {'error':>8}")]
     for r in rows:
         lines.append(f"{r['workload'][:44]:<44} {r['source'][:15]:<15} {r['target'][:15]:<15}"
                      f" {r['measured_ms']:>10.3f} {r['projected_ms']:>10.3f}"

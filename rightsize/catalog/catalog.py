@@ -190,8 +190,8 @@ def _build(cls: type[_T], row: Mapping[str, str], origin: str, where: str,
         return cls(**values)
     except TypeError:
         need = [f.name for f in fields(cls) if f.default is MISSING]
-        column = {f: c for c, f in CSV_COLUMNS.items()}
-        missing = [column.get(n, n) for n in need if n not in values]
+        header = {f: c for c, f in CSV_COLUMNS.items()}
+        missing = [header.get(n, n) for n in need if n not in values]
         raise CatalogError(f"{where}: missing {', '.join(missing)}") from None
 
 
