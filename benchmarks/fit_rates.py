@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timings import HOST, Op, Workload, model_of, read_all, trace_kernels
 
 from rightsize.analyzers.metrics.precision import name_precision
-from rightsize.analyzers.sizing.rates import GEMM, STREAM, Rates
+from rightsize.analyzers.sizing.rates import GEMM, STREAM, Rates, rate_key
 from rightsize.catalog import Catalog, Gpu, load_catalog
 from rightsize.errors import RightsizeError
 
@@ -50,7 +50,7 @@ HALF_GRID = tuple(10 ** (6 + i / 8) for i in range(49))
 STREAM_MIN_BYTES = 16 * 2**20
 TRACE_PAIRS = ("tracelens-h100-*", "tracelens-mi300-*")
 KERNEL_DATASETS = ("trace", "vidur")
-MIN_GEMM_ROWS = 5  # fewer GEMMs at a precision say too little about its rate
+MIN_ROWS = 5  # fewer GEMMs at a precision (large streams) say too little about the rate
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,21 +136,21 @@ def fit_gpu(gpu: Gpu, samples: list[Sample]) -> dict[str, Any]:
     # include framework overhead, so a GPU with only those gets the others' median (fit()).
     kernel = [v for d, v in floors.items() if d in KERNEL_DATASETS]
     floor_us = min(kernel) if kernel else floors.get("neusight", 5.0)
-    big = max(STREAM_MIN_BYTES, 4 * (gpu.l2_mb or 0) * 2**20)  # larger than L2
+    big = max(STREAM_MIN_BYTES, (gpu.l2_mb or 0) * 2**20)  # no smaller than L2
     streams = [s.op.bytes / (s.op.measured_ms * 1e-3) / (gpu.memory_bandwidth_gbs * 1e9)
                for s in samples if s.op.bytes >= big and _memory_bound(gpu, s.op)]
-    stream = min(1.0, statistics.median(streams)) if streams else 0.7
+    stream = min(1.0, statistics.median(streams)) if len(streams) >= MIN_ROWS else None
     gemms = [s.op for s in samples if s.op.kind == GEMM and s.op.flops > 0]
     tops: dict[str, float] = {}
     halves: dict[str, float] = {}
-    for prec in sorted({str(gpu.tflops(op.precision)[1]) for op in gemms}):
-        rows = [op for op in gemms if str(gpu.tflops(op.precision)[1]) == prec]
+    for prec in sorted({rate_key(gpu.tflops(op.precision)[1]) for op in gemms}):
+        rows = [op for op in gemms if rate_key(gpu.tflops(op.precision)[1]) == prec]
         best: tuple[float, float, float] | None = None
         for half in HALF_GRID:
-            top = _gemm_max(gpu, rows, half, floor_us, stream)
+            top = _gemm_max(gpu, rows, half, floor_us, stream or 0.8)
             if top is None:
                 break
-            r = Rates(gpu.name, gpu.vendor, floor_us, stream, {prec: top}, {prec: half})
+            r = Rates(gpu.name, gpu.vendor, floor_us, stream or 0.8, {prec: top}, {prec: half})
             loss = sum(math.log(_model_s(gpu, r, op) / (op.measured_ms * 1e-3)) ** 2
                        for op in rows)
             if best is None or loss < best[0]:
@@ -159,7 +159,7 @@ def fit_gpu(gpu: Gpu, samples: list[Sample]) -> dict[str, Any]:
             halves[prec], tops[prec] = best[1], best[2]
     return {"vendor": gpu.vendor, "floor_us": round(floor_us, 3),
             "floor_from_kernels": bool(kernel), "dataset_floor_us": floors,
-            "stream_fraction": round(stream, 4),
+            "stream_fraction": None if stream is None else round(stream, 4),
             "gemm_max": {p: round(v, 4) for p, v in sorted(tops.items())},
             "gemm_half_flops": {p: float(f"{v:.4g}") for p, v in sorted(halves.items())},
             "samples": {"gemm": len(gemms), "stream": len(streams), "all": len(samples)},
@@ -177,7 +177,7 @@ def _gemm_max(gpu: Gpu, gemms: list[Op], half: float, floor_us: float,
         if not peak or t <= 2 * floor_us * 1e-6 or t_bytes >= 0.5 * t:
             continue  # floor- or bandwidth-bound: says little about the GEMM rate
         logs.append(math.log(op.flops / (peak * 1e12 * t) * (op.flops + half) / op.flops))
-    return min(1.0, math.exp(statistics.fmean(logs))) if len(logs) >= MIN_GEMM_ROWS else None
+    return min(1.0, math.exp(statistics.fmean(logs))) if len(logs) >= MIN_ROWS else None
 
 
 def fit(samples: list[Sample], catalog: Catalog, exclude_models: tuple[str, ...] = (),
@@ -188,9 +188,12 @@ def fit(samples: list[Sample], catalog: Catalog, exclude_models: tuple[str, ...]
             by_gpu[s.gpu].append(s)
     gpus = {name: fit_gpu(catalog.gpu(name), ss) for name, ss in sorted(by_gpu.items())}
     measured = [g["floor_us"] for g in gpus.values() if g["floor_from_kernels"]]
+    streams = [g["stream_fraction"] for g in gpus.values() if g["stream_fraction"] is not None]
     for g in gpus.values():
         if not g.pop("floor_from_kernels") and measured:
             g["floor_us"] = round(statistics.median(measured), 3)
+        if g["stream_fraction"] is None:  # too few large elementwise ops: the others' median
+            g["stream_fraction"] = round(statistics.median(streams), 4)
     return {"gpus": gpus}
 
 

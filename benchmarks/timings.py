@@ -18,6 +18,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rightsize.analyzers.sizing.rates import GEMM, STREAM
 from rightsize.catalog import Catalog
@@ -221,3 +222,25 @@ def trace_kernels(path: Path, catalog: Catalog) -> tuple[object, tuple, float]:
     steps = rank.steps.count
     return gpu, kernel_work(rank.work, steps, gpu.architecture), \
         rank.diagnosis.step_ns / steps / 1e6
+
+
+def trace_workload(path: Path, catalog: Catalog) -> tuple[Any, Any]:
+    """(sizing Workload, catalog GPU) of one trace, built as the analysis builds it."""
+    from rightsize.analyzers.analysis import Context, analyze_trace
+    from rightsize.analyzers.sizing.measured import measured_inputs
+    from rightsize.analyzers.sizing.model import Workload as SizingWorkload
+    from rightsize.traces.loader import ReadOptions, load
+
+    inputs = load([path], None, ReadOptions())
+    trace = inputs.traces[0]
+    rank = analyze_trace(trace, Context(catalog=catalog))
+    gpu = rank.device_match.gpu if rank.device_match else None
+    diag = rank.diagnosis
+    if gpu is None or rank.work is None or diag is None or diag.shares_pct is None:
+        raise SystemExit(f"{path}: no catalog GPU or no diagnosis")
+    step_ms = diag.step_ns / rank.steps.count / 1e6
+    shares = {k: step_ms * v / 100.0 for k, v in diag.shares_pct.items()}
+    return SizingWorkload(step_ms=step_ms, shares_ms=shares, peak_memory_bytes=None,
+                          current_device_name=gpu.name,
+                          **measured_inputs(trace, rank.work, rank.steps.count,
+                                            rank.primary_device, gpu.architecture)), gpu

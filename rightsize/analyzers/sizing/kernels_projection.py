@@ -10,6 +10,7 @@ Communication kernels are left out (their scaling is the sizing's decision). Pur
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -22,6 +23,9 @@ from rightsize.catalog import Gpu
 from rightsize.vocab import WorkClass
 
 GEMM_OPS = MATMUL | CONV | ATTENTION
+# Kernels of unknown size whose names say matrix or attention math scale as GEMMs, whatever
+# their class (a latency-limited attention kernel is still tensor-core work).
+MATRIX_NAMES = r"gemm|attn|attention|flash|fmha|cijk_|xmma|conv|mfma|wgmma"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +72,8 @@ def kernel_work(work: pl.DataFrame, steps: int,
     rest = (w.filter(~pl.col("shaped")).with_columns(pl.coalesce("group", "name").alias("group"))
             .group_by("group", "work", "kernel_precision")
             .agg(pl.col("dur_ns").sum(), count=pl.len()))
-    items += [KernelWork(group, GEMM if cls == WorkClass.COMPUTE.value else STREAM, None, None,
+    items += [KernelWork(group, GEMM if cls == WorkClass.COMPUTE.value
+                         or re.search(MATRIX_NAMES, group.lower()) else STREAM, None, None,
                          prec, dur / steps, cnt / steps)
               for group, cls, prec, dur, cnt in rest.iter_rows()]
     return tuple(sorted(items, key=lambda k: (-k.dur_ns, k.name)))

@@ -32,6 +32,12 @@ GEMM, STREAM, OTHER = "gemm", "stream", "other"
 TYPICAL_GEMM_FLOPS = 1e10
 
 
+def rate_key(precision: str) -> str:
+    """The rate a precision is fitted under: bf16 and fp16 share the 16-bit tensor rate (one
+    datasheet peak, the same MMA units), so they are fitted and looked up together."""
+    return "fp16" if precision in ("bf16", "fp16") else str(precision)
+
+
 @dataclass(frozen=True, slots=True)
 class Rates:
     """What one GPU reaches in practice, as fractions of its datasheet peaks."""
@@ -49,8 +55,8 @@ class Rates:
     dataset_floor_us: Mapping[str, float] = field(default_factory=dict)
 
     def gemm_fraction(self, precision: str, flops: float) -> float:
-        top = self.gemm_max.get(precision)
-        half = self.gemm_half_flops.get(precision)
+        top = self.gemm_max.get(rate_key(precision))
+        half = self.gemm_half_flops.get(rate_key(precision))
         if top is None or half is None:  # not measured at this precision: the others' median
             top = statistics.median(self.gemm_max.values())
             half = statistics.median(self.gemm_half_flops.values())
