@@ -14,6 +14,7 @@ import polars as pl
 
 from rightsize import __version__
 from rightsize.analyzers.analysis import Analysis, RankAnalysis
+from rightsize.analyzers.metrics.precision import precision_json
 
 SCHEMA_VERSION = 1
 NS_PER_MS = 1e6
@@ -80,6 +81,7 @@ def document(analysis: Analysis, inputs: list[dict[str, Any]]) -> dict[str, Any]
         "diagnosis": _diagnosis(primary) if primary else _counters(analysis),
         "recommendations": [r.to_json() for r in primary.recommendations] if primary else [],
         "sizing": primary.sizing.to_json() if primary and primary.sizing else None,
+        "precision": precision_json(primary.work, primary.device_match) if primary else None,
         "timeline": primary.timeline.to_json() if primary and primary.timeline else None,
         "top_kernels": _top_kernels(primary) if primary else [],
         "top_ops": _top_ops(primary) if primary else [],

@@ -121,3 +121,12 @@ def precision_mix(work: pl.DataFrame, architecture: str | None = None,
         unknown_pct=100.0 * (total - known_ns) / total if total else 0.0,
         groups=tuple(GroupPrecision(g, p, ns / 1e6) for g, p, ns in groups.iter_rows()),
     )
+
+
+def precision_json(work: pl.DataFrame | None, match: Any = None) -> dict[str, Any] | None:
+    """The document's ``precision`` object for a rank's classified work (``None``: no kernels);
+    ``match`` is the rank's catalog DeviceMatch (its architecture decides TF32)."""
+    if work is None or work.height == 0 or "dur_ns" not in work.columns:
+        return None
+    gpu = getattr(match, "gpu", None)
+    return precision_mix(work, getattr(gpu, "architecture", None)).to_json()
