@@ -2,7 +2,7 @@
 
 Input: classified device work (``diagnose``'s kernels with ``name``, ``dur_ns``, ``group``,
 ``work`` and, where the launching op recorded its input types, ``precision``) and the GPU's
-architecture. Output: :class:`PrecisionMix`. Evidence, best first:
+architecture; communication kernels are left out (their dtype is data, not math). Output: :class:`PrecisionMix`. Evidence, best first:
 
 1. the kernel name: ``e4m3``/``e5m2``/``fp8`` -> fp8; ``i8``/``int8``/``imma`` -> int8;
    ``bf16`` -> bf16; ``fp16``/``f16``/``h884``/``h1688``/``h16816``/``hgemm``/``half`` -> fp16;
@@ -98,6 +98,10 @@ def precision_mix(work: pl.DataFrame, architecture: str | None = None,
                   top_groups: int = 20) -> PrecisionMix:
     """Time-weighted precision of ``work`` (kernels with ``name``, ``dur_ns``; optional
     ``group``, ``work``, ``precision``)."""
+    if work.height == 0:
+        return PrecisionMix(None, {}, 0.0, ())
+    if "work" in work.columns:  # collectives move data; their dtype is not math precision
+        work = work.filter(pl.col("work").fill_null("") != "communication")
     if work.height == 0:
         return PrecisionMix(None, {}, 0.0, ())
     w = with_precision(work, architecture)

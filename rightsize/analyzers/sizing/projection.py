@@ -165,16 +165,21 @@ def _caveats(workload: Workload, constraints: Constraints, current: Gpu | None, 
     measured_gpus = max(workload.ranks, workload.gpus)
     if comm > 0 and current is not None and (
             gpus * (workload.ranks if workload.gpus == 1 else 1) != measured_gpus
-            or _fabric(gpu) != _fabric(current)):
+            or _fabric(gpu, measured_gpus) != _fabric(current, measured_gpus)):
         warnings.append(f"{_NOT_LIKE}: the measured job ran {measured_gpus} ranks over"
-                        f" {_fabric(current)}; communication ({comm:.1f} ms per step) is held"
+                        f" {_fabric(current, measured_gpus)}; communication ({comm:.1f} ms per"
+                        " step) is held"
                         " as measured, which this candidate does not keep")
         ok = False
     return warnings, ok
 
 
-def _fabric(gpu: Gpu) -> str:
-    return "NVLink" if gpu.nvlink_gbs_total else "PCIe"
+def _fabric(gpu: Gpu, ranks: int) -> str:
+    """What joins ``ranks`` of ``gpu`` (within a node): a GPU link only if its domain holds
+    them all (bridged PCIe cards join 2 or 4)."""
+    group = nvlink_group(gpu)
+    return "NVLink/Infinity Fabric" if group > 1 and group >= min(ranks, GPUS_PER_NODE) \
+        else "PCIe"
 
 
 def _pick(cands: list[Candidate]) -> Candidate | None:
