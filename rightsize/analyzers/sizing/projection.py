@@ -300,8 +300,9 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
         elif (best.gpu != cur.gpu and savings is not None
               and savings >= THRESHOLDS.over_provisioned_savings_pct):
             verdict = Verdict.OVER_PROVISIONED
-            words.append(f"{best.gpu} does the same work for {savings:.0f}% less per step:"
-                         f" {_speed_words(best, cur)} (prices seen {best.price_date_seen})")
+            speed, detail = _speed_words(best, cur)
+            words.append(f"{best.gpu} is {speed}, {savings:.0f}% cheaper per step ({detail};"
+                         f" prices seen {best.price_date_seen})")
         elif best.gpu != cur.gpu and savings is None:
             words.append(f"the catalog has no price for the {current.name}, so it cannot be"
                          f" judged; the cheapest per step is {best.gpu} at"
@@ -330,16 +331,16 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
                   savings, cands, "; ".join(words) + ".")
 
 
-def _speed_words(best: Candidate, cur: Candidate) -> str:
-    """"3.1x slower (12.0 ms, range 10.1-13.9, vs 3.9 ms)": the speed said first."""
+def _speed_words(best: Candidate, cur: Candidate) -> tuple[str, str]:
+    """("3.1x slower", "12.0 ms projected, range 10.1-13.9, vs 3.9 ms now"): speed first."""
     b, c = best.projected_step_ms or 0.0, cur.projected_step_ms or 0.0
     ratio = b / c if c else 1.0
     speed = (f"{ratio:.1f}x slower" if ratio >= 1.05 else
-             f"{1 / ratio:.1f}x faster" if ratio <= 1 / 1.05 and ratio > 0 else "as fast")
+             f"{1 / ratio:.1f}x faster" if 0 < ratio <= 1 / 1.05 else "as fast")
     span = (f", range {best.projected_step_ms_low:.1f}-{best.projected_step_ms_high:.1f}"
             if best.projected_step_ms_low is not None
             and best.projected_step_ms_high is not None else "")
-    return f"{speed} ({b:.1f} ms projected{span}, vs {c:.1f} ms now)"
+    return speed, f"{b:.1f} ms projected{span}, vs {c:.1f} ms now"
 
 
 def _stall_words(shares: Mapping[str, float], step_ms: float) -> str:
