@@ -204,10 +204,10 @@ def test_cross_vendor_projection_on_the_real_catalog():
 
 
 def _real(precision="bf16", **kw):
-    base = dict(step_ms=50, shares_ms={"compute": 30, "memory": 10, "host": 10},
-                precision=precision, peak_memory_bytes=2 * GIB,
-                current_device_name="NVIDIA H100 80GB HBM3", current_sm_count=132,
-                current_memory_bytes=85018279936)
+    base = {"step_ms": 50, "shares_ms": {"compute": 30, "memory": 10, "host": 10},
+                "precision": precision, "peak_memory_bytes": 2 * GIB,
+                "current_device_name": "NVIDIA H100 80GB HBM3", "current_sm_count": 132,
+                "current_memory_bytes": 85018279936}
     return Workload(**{**base, **kw})
 
 
@@ -226,8 +226,8 @@ def test_named_gpu_without_the_precision_is_projected_with_a_warning():
     s = project(_real(), load_catalog(), gpus=("V100 16GB SXM2",))
     v100 = {c.gpu: c for c in s.candidates}["V100 16GB SXM2"]
     assert v100.projected_step_ms is not None and v100.precision_used == "fp32"
-    assert v100.warnings == ("the V100 16GB SXM2 has no bf16 math: projected at fp32, which"
-                             " changes numerics and speed",)
+    assert v100.warnings == (("the V100 16GB SXM2 has no bf16 math: projected at fp32, which"
+                             " changes numerics and speed"),)
     assert s.recommended == "H100 SXM"
 
 
