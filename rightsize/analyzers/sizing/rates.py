@@ -87,6 +87,9 @@ class RatesTable:
                              for p in precisions},
             fitted=False,
             sources=(f"median of the fitted {gpu.vendor + ' ' if same else ''}GPUs",),
+            dataset_floor_us={d: statistics.median(r.dataset_floor_us[d] for r in pool
+                                                   if d in r.dataset_floor_us)
+                              for d in {d for r in pool for d in r.dataset_floor_us}},
         )
 
 
