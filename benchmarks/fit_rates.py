@@ -9,19 +9,23 @@ the TraceLens H100/MI300X trace pairs (bf16) with FLOPs/bytes from their recorde
 
 Procedure, per catalog GPU with data:
 
-1. ``floor_us``: the 1st percentile of every measured device-kernel/op time on the GPU (the
-   shortest a kernel gets, launch and ramp included).
-2. ``stream_fraction``: the median of achieved bandwidth / datasheet bandwidth over
-   elementwise/norm ops moving >= 16 MiB.
-3. ``gemm_half_flops`` and ``gemm_max[precision]``: the GEMM rows' times are modelled as
+1. ``floor_us``: the 1st percentile of the kernel-level times on the GPU (CUPTI trace kernels,
+   Vidur ops); a GPU with only NeuSight's per-op events (framework overhead included) gets the
+   median of the others; ``dataset_floor_us`` keeps each data set's own floor for the harness.
+2. ``stream_fraction``: the median of achieved / datasheet bandwidth over memory-bound ops
+   (elementwise, norms, GEMVs under a quarter of the ridge) larger than L2 and 16 MiB; fewer
+   than 5 such ops: the others' median.
+3. ``gemm_half_flops`` and ``gemm_max`` per rate (bf16 and fp16 share the 16-bit tensor rate):
+   the GEMM rows' times are modelled as
    max(floor, F / (peak x gemm_max x F / (F + half)), bytes / (bw x stream_fraction)); ``half``
    is searched on a log grid (1e6..1e12 FLOPs, 49 points), and for each ``half`` ``gemm_max`` is
    the geometric mean of the fraction each compute-bound row implies (capped at 1); the pair
    with the least squared log error wins.
 
-``error_pct`` (the range every projected step carries) is the 90th percentile of the
-leave-one-GPU-out |error| of ``projection_accuracy.py`` on the same data, passed with
-``--error-pct`` after running it.
+``error_pct`` (the range a projection between two fitted GPUs carries) is the 90th percentile
+of the leave-one-model-out |error| of ``projection_accuracy.py --cv`` on the same data, and
+``error_pct_unfitted`` (a projection involving a GPU without fitted rates) that of the
+leave-one-GPU-out |error|; pass them with ``--error-pct``/``--error-pct-unfitted``.
 """
 
 from __future__ import annotations
@@ -207,11 +211,13 @@ def gather(roots: list[Path], trace_dir: Path | None, catalog: Catalog) -> list[
     return samples
 
 
-PROCEDURE = ("benchmarks/fit_rates.py: floor = 1st percentile of measured kernel/op times; "
-             "stream_fraction = median achieved/datasheet bandwidth of elementwise ops >= 16 MiB;"
-             " GEMM efficiency max x F/(F+half) fitted by least squared log error (half on a log"
-             " grid, max = geometric mean of implied fractions); per GPU, only on"
-             " shared/timings (NeuSight, Vidur) and the TraceLens H100/MI300X trace pairs")
+PROCEDURE = ("benchmarks/fit_rates.py, per GPU, only on shared/timings (NeuSight, Vidur) and the"
+             " TraceLens H100/MI300X trace pairs: floor = 1st percentile of kernel-level times"
+             " (traces, Vidur; else the others' median); stream_fraction = median achieved /"
+             " datasheet bandwidth of memory-bound ops larger than L2; GEMM efficiency"
+             " max x F/(F+half) per rate (bf16 = fp16) by least squared log error (half on a"
+             " log grid, max = geometric mean of implied fractions). error_pct: p90 |error|"
+             " leave-one-model-out; error_pct_unfitted: leave-one-GPU-out")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,15 +225,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("roots", nargs="+", type=Path, help="folders laid out like shared/timings")
     ap.add_argument("--traces", type=Path, help="folder with the tracelens-{h100,mi300} pairs")
     ap.add_argument("--error-pct", type=float, default=None,
-                    help="validation |error| (p90, leave-one-GPU-out) to store as the range")
+                    help="range between fitted GPUs: p90 |error|, leave-one-model-out")
+    ap.add_argument("--error-pct-unfitted", type=float, default=None,
+                    help="range involving an unfitted GPU: p90 |error|, leave-one-GPU-out")
     ap.add_argument("--write", type=Path, help="write the rates JSON here (else stdout)")
     args = ap.parse_args(argv)
     catalog = load_catalog()
     doc = fit(gather(args.roots, args.traces, catalog), catalog)
     old = json.loads(args.write.read_text()) if args.write and args.write.exists() else {}
     doc = {"procedure": PROCEDURE,
-           "error_pct": args.error_pct if args.error_pct is not None else old.get("error_pct",
-                                                                                  25.0),
+           "error_pct": args.error_pct if args.error_pct is not None
+           else old.get("error_pct", 25.0),
+           "error_pct_unfitted": args.error_pct_unfitted if args.error_pct_unfitted is not None
+           else old.get("error_pct_unfitted", 30.0),
            "sources": ["sitar-lab/NeuSight@6945927d (MIT): linear.csv, bmm.csv, label/",
                        "microsoft/vidur@7d475133 (MIT): data/profiling/compute/*/mlp.csv",
                        "TraceLens H100/MI300X trace pairs (shared/traces/kineto)"],

@@ -122,7 +122,7 @@ def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
     step = None if bound is None else fixed + bound * workload.gpus / gpus
     low = high = step
     if step is not None and bound is not None and gpu is not current:
-        spread = bound * workload.gpus / gpus * table.error_pct / 100
+        spread = bound * workload.gpus / gpus * table.error_for(current or gpu, gpu) / 100
         low, high = step - spread, step + spread
     price = catalog.price(gpu.name, constraints.provider)
     usd_h = price.usd_per_gpu_hour * gpus if price else None

@@ -66,8 +66,15 @@ class Rates:
 @dataclass(frozen=True, slots=True)
 class RatesTable:
     rates: Mapping[str, Rates]  # catalog GPU name -> fitted rates
-    error_pct: float  # validation |error| that projected steps carry as their range
+    error_pct: float  # range of a projection between fitted GPUs (p90 |error|, leave-one-model-out)
     procedure: str
+    error_pct_unfitted: float | None = None  # ... involving an unfitted GPU (leave-one-GPU-out)
+
+    def error_for(self, *gpus: Gpu) -> float:
+        """The |error| (%) a projection between ``gpus`` carries as its range."""
+        if all(g.name in self.rates for g in gpus) or self.error_pct_unfitted is None:
+            return self.error_pct
+        return self.error_pct_unfitted
 
     def for_gpu(self, gpu: Gpu) -> Rates:
         """Fitted rates of ``gpu``, else the median of its vendor's fitted GPUs."""
@@ -101,7 +108,9 @@ def parse_rates(doc: Mapping[str, Any]) -> RatesTable:
                             {k: float(v) for k, v in r["gemm_max"].items()},
                             {k: float(v) for k, v in r["gemm_half_flops"].items()}, True, tuple(r.get("sources", ())),
                             {k: float(v) for k, v in r.get("dataset_floor_us", {}).items()})
-    return RatesTable(rates, float(doc["error_pct"]), str(doc["procedure"]))
+    unfitted = doc.get("error_pct_unfitted")
+    return RatesTable(rates, float(doc["error_pct"]), str(doc["procedure"]),
+                      None if unfitted is None else float(unfitted))
 
 
 @cache
