@@ -66,7 +66,9 @@ def main(argv: list[str] | None = None) -> None:
     except RightsizeError as exc:
         if sys.stderr.isatty():
             sys.stderr.write("\r\033[K")  # clear a progress line left on the terminal
-        click.echo(f"rightsize: error: {exc}", err=True)
+        from rightsize.reports.fmt import safe_line
+
+        click.echo(f"rightsize: error: {safe_line(exc)}", err=True)
         sys.exit(1)
     except click.exceptions.Abort:
         click.echo("rightsize: aborted", err=True)
@@ -84,7 +86,9 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # a bug, not bad input: still one line unless debugging
         if os.environ.get("RIGHTSIZE_DEBUG"):
             raise
-        click.echo(f"rightsize: internal error: {type(exc).__name__}: {exc} "
+        from rightsize.reports.fmt import safe_line
+
+        click.echo(f"rightsize: internal error: {type(exc).__name__}: {safe_line(exc)} "
                    "(set RIGHTSIZE_DEBUG=1 for the traceback, and please report it)", err=True)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import click
 
+from rightsize import outputs
 from rightsize.cli.gpus import catalog_option, load_catalog_for_cli
 from rightsize.cli.output import Progress, tune_allocator, write_output
-from rightsize.errors import OutputExistsError
+from rightsize.errors import OutputExistsError, RightsizeError
+from rightsize.reports.fmt import safe_line
 
 
 @click.command()
@@ -50,8 +52,9 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     (ncu --csv) and GPU metric logs (nvidia-smi --query-gpu CSV, dcgm-exporter, dcgmi dmon),
     in any mix. The format is detected from the content.
 
-    An HTML report is written too: beside -o, into a run directory, or to
-    ./rightsize-report.html (an existing report is kept unless --force).
+    An HTML report is written too: beside -o (a.json -> a.report.html), into a run directory,
+    or to ./rightsize-report.html. --force replaces only the files named on the command line and
+    reports rightsize wrote itself; an output is never one of the inputs.
 
     \b
     Examples:
@@ -68,6 +71,8 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     constraints = Constraints(target_step_ms=target_step_ms, target_throughput=target_throughput,
                               max_usd_per_hour=max_usd_per_hour, headroom_fraction=headroom,
                               provider=provider)
+    if output is not None:  # before a long analysis, not after
+        outputs.check_target(output, paths, force)
     tune_allocator()
     progress = Progress(enabled=not quiet)
     doc = analyze_paths(list(paths), progress, step_range=step_range, timezone=timezone,
@@ -80,26 +85,36 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     else:
         from rightsize.reports.text import render_text
         text = render_text(doc, color=output is None and sys.stdout.isatty())
-    write_output(text, output, force)
+    write_output(text, output, force, paths)
     if output is not None and not quiet:
-        click.echo(f"wrote {output}", err=True)
+        click.echo(f"wrote {safe_line(output)}", err=True)
     if not no_report:
         _write_report(doc, list(paths), output, force, quiet)
 
 
 def _write_report(doc: dict, paths: list[Path], output: Path | None, force: bool,
                   quiet: bool) -> None:
-    from rightsize.reports.render import default_html_path, write_report
+    """The optional HTML report: a failure to write it is a warning, not a failed analysis."""
+    from rightsize.reports.render import default_html_path, render
 
-    target = default_html_path(paths, output)
+    target = outputs.derived_report_path(output, default_html_path(paths))
+    if target is None:
+        if not quiet:
+            click.echo(f"no HTML report: {safe_line(output)} is not a regular file", err=True)
+        return
     try:
-        page = write_report(doc, target, force)
+        checked = outputs.check_target(target, paths, force, derived=True)
+        page = outputs.write_text(checked, render(doc, "html"))
     except OutputExistsError:
         if not quiet:
-            click.echo(f"kept the existing report {target} (pass --force to replace it)",
-                       err=True)
+            why = ("it is not a report rightsize wrote" if force
+                   else "pass --force to replace it")
+            click.echo(f"kept the existing report {safe_line(target)} ({why})", err=True)
+        return
+    except RightsizeError as exc:
+        click.echo(f"rightsize: warning: no HTML report: {safe_line(exc)}", err=True)
         return
     if not quiet:
-        click.echo(f"report: {page}", err=True)
-        click.echo(f"next: open {page} in a browser, or rightsize report "
-                   f"{' '.join(map(str, paths))} --format text", err=True)
+        click.echo(f"report: {safe_line(page)}", err=True)
+        click.echo(f"next: open {safe_line(page)} in a browser, or rightsize report "
+                   f"{safe_line(' '.join(map(str, paths)))} --format text", err=True)

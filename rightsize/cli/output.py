@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
-from rightsize.errors import OutputExistsError, RightsizeError
+from rightsize import outputs
 
 
 class Progress:
@@ -51,28 +51,14 @@ class Progress:
             sys.stderr.flush()
 
 
-def write_output(text: str, output: Path | None, force: bool) -> None:
-    """Print to stdout, or write ``output`` atomically (never over an existing file unless force)."""
+def write_output(text: str, output: Path | None, force: bool,
+                 inputs: Sequence[Path] = ()) -> None:
+    """Print to stdout, or write ``output`` (see :mod:`rightsize.outputs`: never an input, never
+    an existing file without ``force``, whole or not at all, mode and owner kept)."""
     if output is None:
         click.echo(text, nl=False)
         return
-    if output.exists() and not force and not _is_device(output):
-        raise OutputExistsError(output)
-    if _is_device(output):
-        with output.open("w") as fh:
-            fh.write(text)
-        return
-    tmp = output.with_name(f".{output.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, output)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise RightsizeError(f"cannot write {output}: {exc.strerror or exc}") from None
-
-
-def _is_device(path: Path) -> bool:
-    return str(path).startswith("/dev/")
+    outputs.write_text(outputs.check_target(output, inputs, force), text)
 
 
 def tune_allocator() -> None:

@@ -6,6 +6,7 @@ this rightsize's, else a fresh analysis), then hands over to ``rightsize.reports
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,27 +50,30 @@ def report(
     Arguments are run directories written by `rightsize run` or anything `rightsize analyze`
     reads. A run directory's analysis.json is reused when it is current.
     """
-    from rightsize.errors import OutputExistsError
+    from rightsize import outputs
     from rightsize.reports import render
+    from rightsize.reports.fmt import safe_line
 
-    if output is None and fmt == "html":
+    derived = output is None and fmt == "html"
+    if derived:
         output = render.default_html_path(list(paths))
-    if output is not None and output.exists() and not force:
-        raise OutputExistsError(output)  # before a long analysis, not after
+    if output is not None:  # before a long analysis, not after
+        outputs.check_target(output, paths, force, derived=derived)
     doc, manifest = _analysis(list(paths), quiet)
     if output is None:
         color = _color()
         click.echo(render.render(doc, fmt, manifest, color=color), nl=False)
         return
-    written = render.write_report(doc, output, force, manifest, fmt=fmt)
+    target = outputs.check_target(output, paths, force, derived=derived)
+    written = outputs.write_text(target, render.render(doc, fmt, manifest))
     if quiet:
         return
     if fmt == "html":
-        click.echo(render.summary(doc, written, manifest, color=_color()), nl=False)
+        click.echo(render.summary(doc, safe_line(written), manifest, color=_color()), nl=False)
     else:
-        click.echo(f"wrote {written}", err=True)
+        click.echo(f"wrote {safe_line(written)}", err=True)
     click.echo(
-        f"next: {_open_command(written) if fmt == 'html' else _text_command(paths)}",
+        safe_line(f"next: {_open_command(written) if fmt == 'html' else _text_command(paths)}"),
         err=fmt != "html",
     )
 
@@ -77,18 +81,21 @@ def report(
 def _analysis(paths: list[Path], quiet: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The analysis document and, for one run directory, its manifest."""
     from rightsize import rundir
+    from rightsize.cli.gpus import CATALOG_ENV
 
     run_dirs = [p for p in paths if rundir.is_run_dir(p)]
     manifest = rundir.read_manifest(run_dirs[0]) if len(run_dirs) == 1 else None
-    if len(paths) == 1 and run_dirs:
+    custom_catalog = bool(os.environ.get(CATALOG_ENV))  # the stored sizing used the shipped one
+    if len(paths) == 1 and run_dirs and not custom_catalog:
         doc = _stored_analysis(paths[0])
         if doc is not None:
             return doc, manifest
+    from rightsize.cli.gpus import load_catalog_for_cli
     from rightsize.cli.output import Progress
     from rightsize.pipeline import analyze_paths
 
     progress = Progress(enabled=not quiet)
-    doc = analyze_paths(list(paths), progress)
+    doc = analyze_paths(list(paths), progress, catalog=load_catalog_for_cli(None))
     progress.done()
     return doc, manifest
 
@@ -114,8 +121,6 @@ def _stored_analysis(run_dir: Path) -> dict[str, Any] | None:
 
 def _color() -> bool:
     """Colors on a terminal only, and not when NO_COLOR is set (no-color.org)."""
-    import os
-
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
