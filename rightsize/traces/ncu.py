@@ -148,8 +148,11 @@ def _long_raw(header: list[str], rows: list[list[str]]) -> pl.DataFrame:
 
 def _product(col: str) -> pl.Expr:
     """``"(16, 4, 1)"`` -> 64."""
-    dims = pl.col(col).str.extract_all(r"\d+").list.eval(pl.element().cast(pl.Int64))
-    return dims.list.eval(pl.element().product()).list.first()
+    # Float64 then a lenient cast: a dimension or product beyond int64 is null, never a wrap.
+    dims = pl.col(col).str.extract_all(r"[0-9]+").list.eval(
+        pl.element().cast(pl.Float64, strict=False))
+    product = dims.list.eval(pl.element().product()).list.first()
+    return pl.when(product < 2.0**63).then(product).otherwise(None).cast(pl.Int64, strict=False)
 
 
 def _scaled(long: pl.DataFrame) -> pl.DataFrame:
