@@ -233,7 +233,8 @@ def _base_time(path: Path, value: Any) -> int | None:
             raise InputError(path, f"baseTimeNanoseconds is not a whole number: {value!r:.40}")
         return None
     if not 0 <= base <= INT64_MAX:
-        raise InputError(path, f"baseTimeNanoseconds {base} is outside int64 nanoseconds")
+        raise InputError(path, f"baseTimeNanoseconds {str(value)[:40]} is outside int64 "
+                               "nanoseconds")
     return base
 
 

@@ -108,8 +108,8 @@ def test_report_failure_is_a_warning_when_the_sibling_is_a_directory(tmp_path, t
     res = cli("analyze", trace, "--format", "json", cwd=tmp_path)
     assert res.returncode == 0 and json.loads(res.stdout)["schema_version"] == 1
     assert res.stderr.decode().splitlines() == [
-        "rightsize: warning: no HTML report: cannot write rightsize-report.html: "
-        "it is a directory"]
+        ("rightsize: warning: no HTML report: cannot write rightsize-report.html: "
+        "it is a directory")]
 
 
 def test_force_keeps_mode(tmp_path, trace):
