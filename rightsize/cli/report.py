@@ -59,13 +59,12 @@ def report(
         output = render.default_html_path(list(paths))
     if output is not None:  # before a long analysis, not after
         outputs.check_target(output, paths, force, derived=derived)
-    doc, manifest = _analysis(list(paths), quiet)
+    doc, manifest, text = _rendered(list(paths), fmt, quiet, _color() if output is None else False)
     if output is None:
-        color = _color()
-        click.echo(render.render(doc, fmt, manifest, color=color), nl=False)
+        click.echo(text, nl=False)
         return
     target = outputs.check_target(output, paths, force, derived=derived)
-    written = outputs.write_text(target, render.render(doc, fmt, manifest))
+    written = outputs.write_text(target, text)
     if quiet:
         return
     if fmt == "html":
@@ -78,18 +77,66 @@ def report(
     )
 
 
-def _analysis(paths: list[Path], quiet: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The analysis document and, for one run directory, its manifest."""
+# What a stored analysis.json or manifest.json whose fields have the wrong types raises while
+# it is rendered (the report model trusts the documented shapes).
+_MISSHAPEN = (TypeError, KeyError, ValueError, AttributeError, IndexError)
+
+
+def _rendered(
+    paths: list[Path], fmt: str, quiet: bool, color: bool
+) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
+    """The analysis, the manifest and the rendered report. A stored analysis or a manifest that
+    does not have its documented shape is treated like a half-written one: the traces are
+    analyzed again (and a manifest that cannot be shown is left out, with a note)."""
+    from rightsize.reports import render
+
+    doc, manifest, stored = _analysis(paths, quiet)
+    try:
+        return doc, manifest, render.render(doc, fmt, manifest, color=color)
+    except _MISSHAPEN:
+        if not stored and manifest is None:
+            raise
+    if stored:
+        _note(f"{paths[0]}: the stored analysis.json does not match its schema; "
+              "analyzing the traces again", quiet)
+        doc = _fresh_analysis(paths, quiet)
+    try:
+        return doc, manifest, render.render(doc, fmt, manifest, color=color)
+    except _MISSHAPEN:
+        if manifest is None:
+            raise
+    _note(f"{paths[0]}: manifest.json does not match its schema; the report leaves it out", quiet)
+    return doc, None, render.render(doc, fmt, None, color=color)
+
+
+def _note(message: str, quiet: bool) -> None:
+    from rightsize.reports.fmt import safe_line
+
+    if not quiet:
+        click.echo(f"rightsize: note: {safe_line(message)}", err=True)
+
+
+def _analysis(
+    paths: list[Path], quiet: bool
+) -> tuple[dict[str, Any], dict[str, Any] | None, bool]:
+    """The analysis document, for one run directory its manifest, and whether the document is
+    the stored one."""
     from rightsize import rundir
     from rightsize.cli.gpus import CATALOG_ENV
 
     run_dirs = [p for p in paths if rundir.is_run_dir(p)]
     manifest = rundir.read_manifest(run_dirs[0]) if len(run_dirs) == 1 else None
+    if manifest is not None and not isinstance(manifest, dict):
+        manifest = None
     custom_catalog = bool(os.environ.get(CATALOG_ENV))  # the stored sizing used the shipped one
     if len(paths) == 1 and run_dirs and not custom_catalog:
         doc = _stored_analysis(paths[0])
         if doc is not None:
-            return doc, manifest
+            return doc, manifest, True
+    return _fresh_analysis(paths, quiet), manifest, False
+
+
+def _fresh_analysis(paths: list[Path], quiet: bool) -> dict[str, Any]:
     from rightsize.cli.gpus import load_catalog_for_cli
     from rightsize.cli.output import Progress
     from rightsize.pipeline import analyze_paths
@@ -97,7 +144,7 @@ def _analysis(paths: list[Path], quiet: bool) -> tuple[dict[str, Any], dict[str,
     progress = Progress(enabled=not quiet)
     doc = analyze_paths(list(paths), progress, catalog=load_catalog_for_cli(None))
     progress.done()
-    return doc, manifest
+    return doc
 
 
 def _stored_analysis(run_dir: Path) -> dict[str, Any] | None:
