@@ -9,7 +9,7 @@ import click
 
 from rightsize import outputs
 from rightsize.cli.gpus import catalog_option, load_catalog_for_cli
-from rightsize.cli.output import Progress, tune_allocator, write_output
+from rightsize.cli.output import Progress, note_interrupted, tune_allocator, write_output
 from rightsize.errors import OutputExistsError, RightsizeError
 from rightsize.reports.fmt import safe_line
 
@@ -79,6 +79,7 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
                         catalog=catalog, constraints=constraints,
                         samples_per_step=samples_per_step)
     progress.done()
+    note_interrupted(doc, quiet)
     if fmt == "json":
         import json
         text = json.dumps(doc, indent=2, allow_nan=False) + "\n"

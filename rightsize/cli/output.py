@@ -82,3 +82,21 @@ def tune_allocator() -> None:
         libc.mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD
     except (OSError, AttributeError):  # not glibc (musl has no mallopt): keep the defaults
         return
+
+
+def note_interrupted(doc: dict, quiet: bool) -> None:
+    """Say on stderr when an input run directory was interrupted (its manifest still says
+    ``running`` but the rightsize that wrote it is gone): its data may be partial."""
+    if quiet:
+        return
+    from rightsize.reports.fmt import safe_line
+
+    seen: set[str] = set()
+    for entry in doc.get("inputs") or []:
+        if not isinstance(entry, dict) or entry.get("run_status") != "interrupted":
+            continue
+        run = str(Path(str(entry.get("path"))).parent.parent)
+        if run not in seen:
+            seen.add(run)
+            click.echo(f"rightsize: note: {safe_line(run)}: the run was interrupted (rightsize "
+                       "was killed while it ran); its data may be partial", err=True)

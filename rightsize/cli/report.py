@@ -138,12 +138,13 @@ def _analysis(
 
 def _fresh_analysis(paths: list[Path], quiet: bool) -> dict[str, Any]:
     from rightsize.cli.gpus import load_catalog_for_cli
-    from rightsize.cli.output import Progress
+    from rightsize.cli.output import Progress, note_interrupted
     from rightsize.pipeline import analyze_paths
 
     progress = Progress(enabled=not quiet)
     doc = analyze_paths(list(paths), progress, catalog=load_catalog_for_cli(None))
     progress.done()
+    note_interrupted(doc, quiet)
     return doc
 
 

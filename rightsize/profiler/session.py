@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rightsize import __version__
+from rightsize.errors import OutputExistsError, RightsizeError
 from rightsize.profiler.host import HostSampler, host_info
 from rightsize.profiler.launch import ExitStatus, Target, child_env, run_child
 from rightsize.profiler.nvml import NvmlSampler, NvmlStatus
@@ -90,7 +91,12 @@ def run_job(
     ``collectors.analysis`` entry; it must not raise."""
     started = now()
     stamp = started.astimezone().strftime("%Y%m%d-%H%M%S")
-    run_dir = create_run_dir(options.out or default_run_dir(target.name, stamp))
+    out = options.out or default_run_dir(target.name, stamp)
+    try:
+        run_dir = create_run_dir(out)
+    except OutputExistsError:  # run has no --force: a run directory is never reused
+        raise RightsizeError(f"{out} already exists and is not empty; a run never overwrites "
+                             "one: choose another --out") from None
     manifest = _base_manifest(target, options, started)
     write_manifest(run_dir, manifest)
 
@@ -169,6 +175,9 @@ def _base_manifest(target: Target, options: RunOptions, started: datetime) -> di
     return {
         "tool": {"name": "rightsize", "version": __version__},
         "status": "running",
+        # who writes this run: a reader that finds "running" with this process gone on this
+        # host knows the run was interrupted (rightsize was killed before it could say so)
+        "rightsize_pid": os.getpid(),
         "command": {"kind": target.kind, "argv": list(target.argv), "name": target.name},
         "rightsize_argv": list(sys.argv),
         "cwd": os.getcwd(),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import socket
 import stat
 import sys
 import tempfile
@@ -129,7 +130,7 @@ def expand(paths: list[Path]) -> list[tuple[Path, Path | None]]:
         check_regular(p)
         if p.is_dir():
             if rundir.is_run_dir(p):
-                rundir.read_manifest(p)  # one-line error for a newer or broken run directory
+                run_status(p)  # one-line error for a newer or broken run directory
                 files = rundir.trace_paths(p)
                 if not files:
                     raise InputError(p, "run directory without traces (was --no-profiler used?)")
@@ -142,6 +143,27 @@ def expand(paths: list[Path]) -> list[tuple[Path, Path | None]]:
         else:
             out.append((p, None))
     return out
+
+
+def run_status(run_dir: Path) -> str | None:
+    """The manifest's ``status``, or ``interrupted`` when it still says ``running`` but the
+    rightsize process that wrote it is gone (killed before it could record the end)."""
+    manifest = rundir.read_manifest(run_dir)
+    status = manifest.get("status") if isinstance(manifest, dict) else None
+    if status != "running" or not isinstance(manifest, dict):
+        return status if isinstance(status, str) else None
+    pid = manifest.get("rightsize_pid")
+    host = manifest.get("host")
+    same_host = isinstance(host, dict) and host.get("hostname") == socket.gethostname()
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or not same_host:
+        return status
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "interrupted"
+    except (PermissionError, OverflowError):
+        return status
+    return status
 
 
 def load(paths: list[str | Path], progress: Progress | None = None,
@@ -178,6 +200,7 @@ def _load(paths: list[Path], progress: Progress | None, options: ReadOptions) ->
     ncu_frames: list[pl.DataFrame] = []
     gpu_frames: list[pl.DataFrame] = []
     host_frames: list[pl.DataFrame] = []
+    statuses: dict[Path, str | None] = {}
     for i, (f, run) in enumerate(files, 1):
         fmt = detect(f)
         label = f"[{i}/{len(files)}] {f.name}"
@@ -185,6 +208,8 @@ def _load(paths: list[Path], progress: Progress | None, options: ReadOptions) ->
             progress(f"reading {label}")
         size = f.stat().st_size
         entry: dict[str, Any] = {"path": str(f), "format": fmt, "bytes": size}
+        if run is not None:
+            entry["run_status"] = statuses.setdefault(run, run_status(run))
         if fmt in ("kineto", "nsys"):
             trace = _read_trace(f, fmt, label, progress, options)
             traces.append(trace)
