@@ -155,6 +155,13 @@ def read_nsys(path: str | Path, step_range: str | None = None) -> Trace:
         raise InputError(path, f"unreadable or damaged nsys export ({one_line(exc)})") from exc
     finally:
         db.close()
+    for name in ("kernels", "transfers", "runtime", "cpu_ops", "steps"):
+        frame = trace.frame(name)
+        missing = frame.filter(pl.col("ts_ns").is_null() | pl.col("dur_ns").is_null()).height
+        if missing:  # a damaged row: an activity without a time cannot be placed
+            what = name.replace("_", " ").rstrip("s")
+            raise InputError(path, f"{missing} {what} row(s) without a start or end time "
+                                   "(a damaged export)")
     if all(trace.frame(name).is_empty() for name in _EVENT_FRAMES):
         raise InputError(path, "an Nsight Systems export without kernels, copies, runtime "
                                "calls or NVTX ranges")
