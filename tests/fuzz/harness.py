@@ -24,7 +24,8 @@ MAX_RSS_BYTES = 3 << 30  # the whole fuzz run, polars and numpy included
 
 # Bounded in time: the whole suite stays under a minute on a CI runner.
 FUZZ = settings(max_examples=int(os.environ.get("RIGHTSIZE_FUZZ_EXAMPLES", "40")),
-                deadline=None, derandomize=True, database=None,
+                deadline=None, database=None,
+                derandomize=not os.environ.get("RIGHTSIZE_FUZZ_RANDOM"),
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
 

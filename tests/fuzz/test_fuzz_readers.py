@@ -23,8 +23,8 @@ from tests.tracebuilder import two_step_trace
 # -- values a hostile file may hold --------------------------------------------------------
 NASTY_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)),
                      max_size=40) | st.sampled_from(
-    ["\x1b[2J", "\x1b]52;c;QQ==\x07", "\u202e", "ProfilerStep#1", "Memcpy HtoD (Pageable -> "
-     "Device)", "kernel", "cuda_runtime", "cpu_op", "gpu_memcpy", "user_annotation", ""])
+    ["\x1b[2J", "\x1b]52;c;QQ==\x07", "\u202e", "ProfilerStep#1", ("Memcpy HtoD (Pageable -> "
+     "Device)"), "kernel", "cuda_runtime", "cpu_op", "gpu_memcpy", "user_annotation", ""])
 NUMBERS = (st.integers(min_value=-(1 << 70), max_value=1 << 70)
            | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([0, 1, -1]))
 JSON_SCALARS = st.none() | st.booleans() | NUMBERS | NASTY_TEXT
