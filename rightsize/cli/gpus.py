@@ -31,11 +31,13 @@ def load_catalog_for_cli(path: Path | None) -> Catalog:
     """The catalog with ``$RIGHTSIZE_CATALOG`` files, then ``path``, applied."""
     from rightsize.catalog import load_catalog, parse_catalog_text
     from rightsize.errors import InputError
+    from rightsize.traces.limits import check_regular
 
     paths = [Path(p) for p in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if p]
     paths += [path] if path else []
     files = []
     for p in paths:
+        check_regular(p, stdin_hint=False)  # a FIFO would block the read
         try:
             text = p.read_text(encoding="utf-8")
         except OSError as exc:
@@ -86,7 +88,7 @@ def gpus(min_memory_gb: float | None, provider: str | None, fmt: str,
     chosen = catalog.select(min_memory_gb, provider)
     if fmt == "json":
         click.echo(json.dumps({"gpus": [_gpu_json(catalog, g.name, provider) for g in chosen],
-                               "catalog_files": list(catalog.origins)}, indent=2))
+                               "catalog_files": list(catalog.origins)}, indent=2, allow_nan=False))
         return
     head = (f"{'GPU':<16} {'mem GB':>6} {'GB/s':>6} {'fp32':>6} {'bf16':>7} {'fp8':>7}"
             f" {'TDP W':>6}  {'$/GPU-h':>7}  price seen")

@@ -118,3 +118,16 @@ def check_lines(data: bytes, where: object) -> None:
                 raise LimitError(LINE_BYTES, where)
             return
         start = end + 1
+
+
+def check_regular(path: Path, stdin_hint: bool = True) -> None:
+    """Refuse FIFOs, devices and sockets before opening them (opening a FIFO blocks)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(path, "no such file or directory") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        hint = "; to read standard input, pass '-'" if stdin_hint else ""
+        raise InputError(path, f"not a regular file (a pipe, device or socket){hint}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import gzip
 import os
 import socket
-import stat
 import sys
 import tempfile
 import zlib
@@ -91,19 +90,6 @@ def _first_content(fh: Any) -> bytes:
     return b""
 
 
-def check_regular(path: Path) -> None:
-    """Refuse FIFOs, devices and sockets before opening them (opening a FIFO blocks)."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise InputError(path, "no such file or directory") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise InputError(path, "not a regular file (a pipe, device or socket); to read "
-                               "standard input, pass '-'")
-
-
 def detect(path: Path) -> str:
     """The format of a file from its content: kineto, nsys, ncu or metrics-log."""
     head = sniff(path)
@@ -127,7 +113,7 @@ def expand(paths: list[Path]) -> list[tuple[Path, Path | None]]:
     """Files to read, each with the run directory it belongs to (or None)."""
     out: list[tuple[Path, Path | None]] = []
     for p in paths:
-        check_regular(p)
+        limits.check_regular(p)
         if p.is_dir():
             if rundir.is_run_dir(p):
                 run_status(p)  # one-line error for a newer or broken run directory

@@ -267,7 +267,7 @@ def _at_exit():
 # Installed only over the job's defaults (SIG_DFL for SIGTERM, Python's KeyboardInterrupt for
 # SIGINT) and only while profiling may still happen: once it is over, or on the first signal,
 # the job's own dispositions are back.
-_PREVIOUS = {}  # signum -> the disposition ours replaced
+_PREVIOUS: dict = {}  # signum -> the disposition ours replaced
 
 
 def _install_signal_handlers():

@@ -38,7 +38,7 @@ CONFIG = dict(DEFAULTS)
 
 # Called once profiling is over in this process (done, failed, cut): the injector restores the
 # job's own signal dispositions there.
-ON_DONE = []
+ON_DONE: list = []
 
 
 def warn(message):
