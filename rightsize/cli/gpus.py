@@ -31,13 +31,14 @@ def load_catalog_for_cli(path: Path | None) -> Catalog:
     """The catalog with ``$RIGHTSIZE_CATALOG`` files, then ``path``, applied."""
     from rightsize.catalog import load_catalog, parse_catalog_text
     from rightsize.errors import InputError
-    from rightsize.traces.limits import check_regular
+    from rightsize.outputs import is_special
 
     paths = [Path(p) for p in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if p]
     paths += [path] if path else []
     files = []
     for p in paths:
-        check_regular(p, stdin_hint=False)  # a FIFO would block the read
+        if is_special(p):  # a FIFO would block the read
+            raise InputError(p, "not a regular file (a pipe, device or socket)")
         try:
             text = p.read_text(encoding="utf-8")
         except OSError as exc:
