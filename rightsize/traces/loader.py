@@ -116,8 +116,11 @@ def expand(paths: list[Path]) -> list[tuple[Path, Path | None]]:
         limits.check_regular(p)
         if p.is_dir():
             if rundir.is_run_dir(p):
-                run_status(p)  # one-line error for a newer or broken run directory
+                status = run_status(p)  # one-line error for a newer or broken run directory
                 files = rundir.trace_paths(p)
+                if not files and status == "interrupted":
+                    raise InputError(p, "run directory without traces: the run was interrupted "
+                                        "(rightsize was killed) before a trace was written")
                 if not files:
                     raise InputError(p, "run directory without traces (was --no-profiler used?)")
                 out.extend((f, p) for f in files)

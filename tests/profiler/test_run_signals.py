@@ -103,7 +103,10 @@ def test_job_dies_with_rightsize_and_the_run_says_interrupted(tmp_path: Path) ->
     res = subprocess.run([sys.executable, "-m", "rightsize", "analyze", str(run), "--format",
                           "json", "--no-report"], capture_output=True, text=True, timeout=120,
                          cwd=tmp_path, check=False)
-    assert f"rightsize: note: {run}: the run was interrupted" in res.stderr
+    # With a trace (a short window flushed on the way out) a note; without one, the error says so
+    assert (f"rightsize: note: {run}: the run was interrupted" in res.stderr
+            or res.stderr == f"rightsize: error: {run}: run directory without traces: the run "
+                             "was interrupted (rightsize was killed) before a trace was written\n")
 
 
 DISPOSITIONS = """
