@@ -132,3 +132,15 @@ def test_symlinked_output_stays_a_symlink(tmp_path, trace):
               cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert link.is_symlink() and json.loads(real.read_text())["schema_version"] == 1
+
+
+def test_report_honours_rightsize_catalog(tmp_path, trace):
+    prices = tmp_path / "prices.csv"
+    prices.write_text("gpu,provider,instance_type,gpus_per_instance,usd_per_gpu_hour,seen_on\n"
+                      "L4,myco,box,1,0.01,2026-01-01\n")
+    res = cli("report", trace, "--format", "json", "-q", cwd=tmp_path,
+              env={"RIGHTSIZE_CATALOG": str(prices)})
+    assert res.returncode == 0, res.stderr
+    assert b'"price_provider": "myco"' in res.stdout
+    plain = cli("report", trace, "--format", "json", "-q", cwd=tmp_path)
+    assert b"myco" not in plain.stdout
