@@ -144,3 +144,15 @@ def test_report_honours_rightsize_catalog(tmp_path, trace):
     assert b'"price_provider": "myco"' in res.stdout
     plain = cli("report", trace, "--format", "json", "-q", cwd=tmp_path)
     assert b"myco" not in plain.stdout
+
+
+def test_stdout_on_a_full_device_is_one_line(tmp_path, trace):
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        res = subprocess.run([sys.executable, "-m", "rightsize", "analyze", str(trace),
+                              "--format", "json", "-q", "--no-report"], stdout=full,
+                             stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+    assert res.returncode == 1
+    assert res.stderr == "rightsize: error: cannot write the output: No space left on device\n"
