@@ -81,5 +81,10 @@ class JobRunner:
         for task in list(self._tasks):
             task.cancel()
         if self._pool is not None:
+            # Analyses in progress are stopped, not awaited: their runs stay queued/running in
+            # the index and start again with the next server (see resume).
+            workers = list(getattr(self._pool, "_processes", {}).values())
             self._pool.shutdown(wait=False, cancel_futures=True)
+            for process in workers:
+                process.terminate()
             self._pool = None
