@@ -1,0 +1,86 @@
+"""The token rule, the limits (503 + Retry-After), restarts, and the CLI without its extra."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from rightsize.serve.config import resolve_token
+from tests.conftest import shared_path
+from tests.serve.serving import Server
+
+TRACE = ("traces", "kineto", "hta-cupti_profiler-benchmark_result_924719_1679055439_trace.json.gz")
+OTHER = ("traces", "kineto", "hta-critical_path-alexnet-benchmark_result_2869224_1695835535_trace.json.gz")
+
+
+def test_token_rule(tmp_path: Path) -> None:
+    assert resolve_token("127.0.0.1", None) == (None, False)
+    assert resolve_token("::1", None) == (None, False)
+    assert resolve_token("127.0.0.1", "given") == ("given", False)
+    token, generated = resolve_token("0.0.0.0", None)
+    assert generated and token is not None and len(token) >= 32
+    assert resolve_token("example.org", "t") == ("t", False)
+
+    server = Server(tmp_path / "data", ("--token", "s3cret", "--max-queued", "1")).start()
+    try:
+        assert "Authorization: Bearer s3cret" in server.log.read_text()
+        assert server.request("GET", "/healthz").status == 200
+        for path in ("/", "/runs", "/api/runs", "/static/serve.js", "/compare"):
+            assert server.request("GET", path).status == 401, path
+        assert server.request("GET", "/api/runs",
+                              headers={"Authorization": "Bearer wrong"}).status == 401
+        assert server.upload(("t.json", b"{}")).status == 401
+        assert server.request("GET", "/?token=wrong").status == 401
+
+        login = server.request("GET", "/?token=s3cret")
+        assert login.status == 303 and login.headers["location"] == "/"
+        cookie = login.headers["set-cookie"]
+        assert cookie.startswith("rightsize_token=s3cret;") and "HttpOnly" in cookie
+        assert "SameSite=strict" in cookie
+        assert server.request("GET", "/runs",
+                              headers={"Cookie": "rightsize_token=s3cret"}).status == 200
+
+        server.headers = {"Authorization": "Bearer s3cret"}
+        assert server.request("GET", "/api/runs").json() == {"runs": []}
+        # --max-queued 1: a second analysis while the first is queued or running waits
+        first = server.upload((TRACE[-1], shared_path(*TRACE).read_bytes()))
+        assert first.status == 201
+        busy = server.upload((OTHER[-1], shared_path(*OTHER).read_bytes()))
+        assert busy.status == 503 and busy.headers["retry-after"] == "5"
+        assert "queued or running" in busy.json()["error"]
+        assert server.wait(first.json()["id"])["status"] == "done"
+    finally:
+        server.stop()
+
+
+def test_restart_keeps_runs(tmp_path: Path) -> None:
+    data = shared_path(*TRACE).read_bytes()
+    first = Server(tmp_path / "data").start()
+    try:
+        run_id = first.upload((TRACE[-1], data)).json()["id"]
+        done = first.wait(run_id)
+        assert done["status"] == "done"
+    finally:
+        first.stop()
+    second = Server(tmp_path / "data").start()
+    try:
+        again = second.request("GET", f"/api/runs/{run_id}").json()
+        assert again == done
+        assert [r["id"] for r in second.request("GET", "/api/runs").json()["runs"]] == [run_id]
+        assert second.request("GET", f"/r/{run_id}").status == 200
+        assert second.upload(("copy.json.gz", data)).json() == \
+            {"id": run_id, "url": f"/r/{run_id}", "existing": True}
+    finally:
+        second.stop()
+
+
+def test_serve_without_its_extra_says_how_to_install_it() -> None:
+    code = ("import sys\nsys.modules['uvicorn'] = None\nsys.modules['starlette'] = None\n"
+            "from rightsize.cli import main\nmain(['serve'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [
+        "rightsize: error: rightsize serve needs its extra: pip install 'rightsize[serve]' "
+        "(uvicorn is missing)"]
