@@ -212,6 +212,7 @@ def create_app(config: ServeConfig) -> Starlette:
         Route("/r/{run_id}", server.report),
         Route("/compare", server.compare),
         Route("/static/{name}", server.static),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),  # no icon, no 404
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.server = server
