@@ -16,8 +16,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import (FileResponse, HTMLResponse, JSONResponse, RedirectResponse,
-                                 Response)
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from rightsize.serve import pages, security, upload
@@ -85,7 +84,7 @@ class Server:
                             status_code=201)
 
     async def list_runs(self, request: Request) -> Response:
-        runs = self.store.list(request.query_params.get("q"))
+        runs = self.store.runs(request.query_params.get("q"))
         return JSONResponse({"runs": [{**r, "url": f"/r/{r['id']}"} for r in runs]})
 
     async def get_run(self, request: Request) -> Response:
@@ -128,7 +127,7 @@ class Server:
 
     async def runs_page(self, request: Request) -> Response:
         query = request.query_params.get("q", "")
-        return _page("runs.html.j2", runs=self.store.list(query or None), query=query)
+        return _page("runs.html.j2", runs=self.store.runs(query or None), query=query)
 
     async def run_page(self, request: Request) -> Response:
         run = self._run_or_none(request)
@@ -146,7 +145,7 @@ class Server:
                             headers={"Content-Security-Policy": pages.REPORT_CSP})
 
     async def compare(self, request: Request) -> Response:
-        done = [r for r in self.store.list() if r["status"] == "done"]
+        done = [r for r in self.store.runs() if r["status"] == "done"]
         a_id = request.query_params.get("a", "")
         b_id = request.query_params.get("b", "")
         a, b = self.store.get(a_id), self.store.get(b_id)

@@ -91,7 +91,7 @@ class Store:
                              (input_key,)).fetchone()
         return _row(row) if row else None
 
-    def list(self, query: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    def runs(self, query: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
         """Runs newest first; ``query`` matches file names, verdict, device, status or id."""
         sql = f"SELECT {', '.join(_COLUMNS)} FROM runs"
         args: list[Any] = []

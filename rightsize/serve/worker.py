@@ -48,7 +48,7 @@ def analyze_run(db_path: str, run_dir: str, inputs: list[tuple[str, str]]) -> di
         return {"error": _one_line(_rename_text(str(exc), names))}
     except MemoryError:
         return {"error": "out of memory in the analysis worker (see --worker-memory-mb)"}
-    except Exception as exc:  # a bug, not bad input: still one line for the run page
+    except Exception as exc:  # noqa: BLE001 - a bug, not bad input: one line for the run page
         return {"error": _one_line(f"internal error: {type(exc).__name__}: "
                                    f"{_rename_text(str(exc), names)}")}
     finally:

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("starlette", reason="the serve extra is not installed")
 pytest.importorskip("uvicorn", reason="the serve extra is not installed")
 
-from tests.serve.serving import Server  # noqa: E402
+from tests.serve.serving import Server
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,10 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.client import HTTPConnection, HTTPResponse
 from pathlib import Path
 from typing import Any
-
 
 START_TIMEOUT_S = 30
 ANALYSIS_TIMEOUT_S = 60

@@ -81,6 +81,6 @@ def test_serve_without_its_extra_says_how_to_install_it() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=False)
     assert out.returncode == 1
-    assert out.stderr.strip().splitlines() == [
-        "rightsize: error: rightsize serve needs its extra: pip install 'rightsize[serve]' "
-        "(uvicorn is missing)"]
+    expected = ("rightsize: error: rightsize serve needs its extra: "
+                "pip install 'rightsize[serve]' (uvicorn is missing)")
+    assert out.stderr.strip().splitlines() == [expected]
