@@ -22,8 +22,9 @@ EXTRA_HINT = "rightsize serve needs its extra: pip install 'rightsize[serve]'"
               help="Cap per file, on the bytes received and on what a gzip file expands to.")
 @click.option("--workers", type=click.IntRange(min=1, max=64), default=2, show_default=True,
               help="Analysis processes running at once.")
-@click.option("--worker-memory-mb", type=click.IntRange(min=256), default=None,
-              help="Address-space limit of each analysis process (default: none).")
+@click.option("--worker-memory-mb", type=click.IntRange(min=0), default=None,
+              help="Address-space limit of each analysis process (default: this machine's "
+                   "memory divided by --workers; 0: no limit).")
 @click.option("--max-concurrent-uploads", type=click.IntRange(min=1), default=16,
               show_default=True, help="Beyond this, uploads get 503 with Retry-After.")
 @click.option("--max-queued", type=click.IntRange(min=1), default=64, show_default=True,
@@ -50,6 +51,12 @@ def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int
     from rightsize.serve.config import MIB, ServeConfig, resolve_token
 
     token, generated = resolve_token(host, token)
+    if worker_memory_mb is not None and 0 < worker_memory_mb < 256:
+        raise click.UsageError("--worker-memory-mb below 256 leaves no room to start Python")
+    if worker_memory_mb is None:
+        import psutil
+
+        worker_memory_mb = psutil.virtual_memory().total // MIB // workers
     config = ServeConfig(data_dir=data_dir.resolve(), host=host, port=port, token=token,
                          max_upload_bytes=max_upload_mb * MIB, workers=workers,
                          worker_memory_bytes=worker_memory_mb * MIB if worker_memory_mb else None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import socket
 from pathlib import Path
 
 from tests.conftest import shared_path
@@ -146,3 +147,49 @@ def test_cross_site_post_and_foreign_host_are_refused(server: Server) -> None:
     assert reply.status == 403
     reply = server.request("GET", "/api/runs", headers={"Host": "rebound.example:80"})
     assert reply.status == 421
+
+
+def test_trace_with_its_ncu_csv_in_one_upload(server: Server) -> None:
+    nsys = shared_path("traces", "nsys", "extrap-concurrent_example-concurrent.s1-profile1.sqlite")
+    ncu = shared_path("traces", "ncu", "llmperfopt-dsocr-kernel_0016-gemm-ncu.details.csv")
+    reply = server.upload((nsys.name, nsys.read_bytes()), (ncu.name, ncu.read_bytes()))
+    assert reply.status == 201
+    run = server.wait(reply.json()["id"])
+    assert run["status"] == "done", run["error"]
+    assert [f["name"] for f in run["files"]] == [nsys.name, ncu.name]
+    assert [(i["path"], i["format"]) for i in run["analysis"]["inputs"]] == \
+        [(nsys.name, "nsys"), (ncu.name, "ncu")]
+
+
+def test_413_comes_before_the_body_is_sent(server: Server) -> None:
+    """The cap is enforced while streaming: the answer arrives with most of the body unsent."""
+    boundary = "b0undary"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+            f"filename=\"big.json\"\r\n\r\n").encode()
+    declared = 20 * 1024 * 1024  # under the early Content-Length refusal (8 files x 4 MiB)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall((f"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                      f"Content-Type: multipart/form-data; boundary={boundary}\r\n"
+                      f"Content-Length: {declared}\r\n\r\n").encode() + head)
+        sent = len(head)
+        while sent < 5 * 1024 * 1024:  # a little past the 4 MiB cap, then stop sending
+            sock.sendall(b" " * 65536)
+            sent += 65536
+        answer = sock.recv(4096).decode()
+    assert answer.startswith("HTTP/1.1 413 ")
+    assert sent < declared / 3
+    assert list((server.data_dir / "tmp").iterdir()) == []
+
+
+def test_content_length_past_every_cap_is_refused_unread(server: Server) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall((f"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                      "Content-Type: multipart/form-data; boundary=x\r\n"
+                      f"Content-Length: {10**12}\r\n\r\n").encode())
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+            if answer.endswith(b"}"):
+                break
+    assert answer.startswith(b"HTTP/1.1 413 ")
+    assert answer.endswith(b'{"error":"the upload is larger than the server\'s cap"}')
