@@ -14,6 +14,7 @@ import logging
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any
 
 from rightsize.serve.config import ServeConfig
 from rightsize.serve.store import Store, blob_path
@@ -31,6 +32,9 @@ class JobRunner:
         self.store = store
         self._pool: ProcessPoolExecutor | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # One slot per worker: a run is "running" exactly while it holds one, and only this
+        # process writes the index (workers need no SQLite, even under a tight memory cap).
+        self._slots = asyncio.Semaphore(config.workers)
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -57,25 +61,31 @@ class JobRunner:
         task.add_done_callback(self._tasks.discard)
 
     async def _run(self, run_id: str) -> None:
-        run = self.store.get(run_id)
-        if run is None:
-            return  # deleted while queued
-        run_dir = self.config.runs_dir / run_id
+        async with self._slots:
+            run = self.store.get(run_id)
+            if run is None:
+                return  # deleted while queued
+            self.store.mark_running(run_id)
+            summary = await self._analyze(run)
+        if self.store.get(run_id) is not None:
+            self.store.finish(run_id, summary)
+        log.info("run %s: %s", run_id, summary.get("error") or "done")
+
+    async def _analyze(self, run: dict[str, Any]) -> dict[str, Any]:
         inputs = [(str(blob_path(self.config.blobs_dir, f["sha256"])), f["name"])
                   for f in run["files"]]
         loop = asyncio.get_running_loop()
         try:
-            summary = await loop.run_in_executor(
-                self._executor(), analyze_run, str(self.config.db_path), str(run_dir), inputs)
+            return await loop.run_in_executor(
+                self._executor(), analyze_run, str(self.config.runs_dir / run["id"]), inputs)
         except BrokenProcessPool:
             self._pool = None  # rebuilt on the next submit
-            summary = {"error": "the analysis worker died (out of memory or crashed); "
-                                "try a smaller capture or raise --worker-memory-mb"}
+            return {"error": "the analysis worker died (out of memory or crashed); "
+                             "try a smaller capture or raise --worker-memory-mb"}
         except asyncio.CancelledError:
             raise  # shutting down: the run stays queued/running and resumes on restart
-        if self.store.get(run_id) is not None:
-            self.store.finish(run_id, summary)
-        log.info("run %s: %s", run_id, summary.get("error") or "done")
+        except Exception as exc:  # noqa: BLE001 - the run must end failed, never stay running
+            return {"error": f"internal error: {type(exc).__name__}: {exc}"}
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -1,6 +1,6 @@
 """What one analysis worker process does with one run (runs in a spawned process).
 
-Input: the run's id, its directory and its inputs (blob path and display name each). Output:
+Input: the run's directory and its inputs (blob path and display name each). Output:
 ``analysis.json`` and ``report.html`` in the run directory, and a small summary dict for the
 index (verdict, device, step time, seconds spent) or ``{"error": one line}``. The analysis is
 :func:`rightsize.pipeline.analyze_paths` and the page :func:`rightsize.reports.render.write_report`,
@@ -18,22 +18,31 @@ from pathlib import Path
 from typing import Any
 
 from rightsize.errors import RightsizeError
-from rightsize.serve.store import Store
 
 ANALYSIS_JSON = "analysis.json"
 REPORT_HTML = "report.html"
 
 
 def init_worker(memory_limit_bytes: int | None) -> None:
-    """Pool initializer: cap this process's address space when the server was told to."""
+    """Pool initializer: import the analysis stack, then cap this process's address space.
+
+    Importing first keeps the cap for the analysis: numpy's BLAS reserves its thread buffers
+    at import and would fail there with a misleading error under a tight cap.
+    """
+    import numpy  # noqa: F401
+    import polars  # noqa: F401
+
+    import rightsize.analyzers.analysis
+    import rightsize.reports.render
+    import rightsize.traces.loader  # noqa: F401
+
     if memory_limit_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
 
 
-def analyze_run(db_path: str, run_dir: str, inputs: list[tuple[str, str]]) -> dict[str, Any]:
+def analyze_run(run_dir: str, inputs: list[tuple[str, str]]) -> dict[str, Any]:
     """Analyze one run; never raises for a bad input (the error is the summary)."""
     run = Path(run_dir)
-    Store(Path(db_path)).mark_running(run.name)
     names = _link_inputs(run, inputs)
     start = time.perf_counter()
     try:

@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("starlette", reason="the serve extra is not installed")
 pytest.importorskip("uvicorn", reason="the serve extra is not installed")
+pytest.importorskip("python_multipart", reason="the serve extra is not installed")
 
 from tests.serve.serving import Server
 

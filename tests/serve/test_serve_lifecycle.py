@@ -84,3 +84,15 @@ def test_serve_without_its_extra_says_how_to_install_it() -> None:
     expected = ("rightsize: error: rightsize serve needs its extra: "
                 "pip install 'rightsize[serve]' (uvicorn is missing)")
     assert out.stderr.strip().splitlines() == [expected]
+
+
+def test_a_worker_past_its_memory_limit_fails_the_run_in_one_line(tmp_path: Path) -> None:
+    server = Server(tmp_path / "data", ("--worker-memory-mb", "400")).start()
+    try:
+        big = ("traces", "kineto", "hta-df_index_resolver-df_index_resolver.json.gz")
+        run = server.wait(server.upload((big[-1], shared_path(*big).read_bytes())).json()["id"])
+        assert run["status"] == "failed"
+        assert "memory" in run["error"] and "\n" not in run["error"]
+        assert server.request("GET", "/healthz").status == 200  # the server itself is fine
+    finally:
+        server.stop()
