@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
 
 from rightsize.serve.config import resolve_token
+from rightsize.serve.store import Store, blob_path
 from tests.conftest import shared_path
 from tests.serve.serving import Server
 
@@ -94,5 +96,22 @@ def test_a_worker_past_its_memory_limit_fails_the_run_in_one_line(tmp_path: Path
         assert run["status"] == "failed"
         assert "memory" in run["error"] and "\n" not in run["error"]
         assert server.request("GET", "/healthz").status == 200  # the server itself is fine
+    finally:
+        server.stop()
+
+
+def test_runs_left_queued_by_a_stopped_server_are_analyzed_at_start(tmp_path: Path) -> None:
+    data = shared_path(*TRACE).read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    blob = blob_path(tmp_path / "data" / "blobs", digest)
+    blob.parent.mkdir(parents=True)
+    blob.write_bytes(data)
+    store = Store(tmp_path / "data" / "runs.sqlite")
+    run_id = store.create([{"name": "left.json.gz", "sha256": digest, "bytes": len(data)}], "k")
+    store.mark_running(run_id)  # as a server killed mid-analysis leaves it
+    server = Server(tmp_path / "data").start()
+    try:
+        run = server.wait(run_id)
+        assert run["status"] == "done" and run["analysis"]["inputs"][0]["path"] == "left.json.gz"
     finally:
         server.stop()
