@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from rightsize.serve.config import resolve_token
@@ -24,7 +26,8 @@ def test_token_rule(tmp_path: Path) -> None:
     assert generated and token is not None and len(token) >= 32
     assert resolve_token("example.org", "t") == ("t", False)
 
-    server = Server(tmp_path / "data", ("--token", "s3cret", "--max-queued", "1")).start()
+    server = Server(tmp_path / "data", ("--token", "s3cret", "--max-queued", "1",
+                                        "--max-concurrent-uploads", "1")).start()
     try:
         assert "Authorization: Bearer s3cret" in server.log.read_text()
         assert server.request("GET", "/healthz").status == 200
@@ -52,6 +55,20 @@ def test_token_rule(tmp_path: Path) -> None:
         assert busy.status == 503 and busy.headers["retry-after"] == "5"
         assert "queued or running" in busy.json()["error"]
         assert server.wait(first.json()["id"])["status"] == "done"
+        # --max-concurrent-uploads 1: while one upload is being received, another waits
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as slow:
+            slow.sendall((f"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                          "Authorization: Bearer s3cret\r\nContent-Length: 100000\r\n"
+                          "Content-Type: multipart/form-data; boundary=b\r\n\r\n--b\r\n"
+                          "Content-Disposition: form-data; name=\"file\"; filename=\"s\""
+                          "\r\n\r\n{").encode())
+            for _ in range(50):  # until the server has begun receiving it
+                busy = server.upload(("t.json", b"{}"))
+                if busy.status == 503:
+                    break
+                time.sleep(0.05)
+            assert busy.status == 503 and busy.headers["retry-after"] == "5"
+            assert busy.json()["error"] == "busy: 1 uploads are in progress; retry later"
     finally:
         server.stop()
 
