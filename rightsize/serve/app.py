@@ -27,6 +27,7 @@ from rightsize.serve.store import RUN_ID, Store, blob_path
 from rightsize.serve.worker import ANALYSIS_JSON, REPORT_HTML
 
 _SLACK_BYTES = 1024 * 1024  # multipart headers and boundaries around the files
+_MIN_FREE_BYTES = 256 * 1024 * 1024  # room for the run's analysis.json and report.html too
 
 
 class Server:
@@ -50,9 +51,12 @@ class Server:
         if self.store.count_active() >= cfg.max_queued_runs:
             return self._busy(f"{cfg.max_queued_runs} analyses are queued or running")
         length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > cfg.max_upload_bytes * cfg.max_files_per_run \
-                + _SLACK_BYTES:
+        declared = int(length) if length.isdigit() else 0
+        if declared > cfg.max_upload_bytes * cfg.max_files_per_run + _SLACK_BYTES:
             return _error(413, "the upload is larger than the server's cap")
+        if shutil.disk_usage(cfg.data_dir).free < max(2 * declared, _MIN_FREE_BYTES):
+            return _error(507, f"too little free disk space in {cfg.data_dir.name}/ for this "
+                               "upload")
         self.uploads += 1
         try:
             received = await upload.receive(
