@@ -66,9 +66,23 @@ def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int
         app = create_app(config)
     except OSError as exc:
         raise RightsizeError(f"cannot use the data directory {data_dir}: {exc}") from None
+    _check_port(host, port)
     _announce(config, generated)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
                 server_header=False)
+
+
+def _check_port(host: str, port: int) -> None:
+    """Say in one line when the address is taken, instead of uvicorn's log after start-up."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(infos[0][4])
+    except OSError as exc:
+        raise RightsizeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def _announce(config: object, generated: bool) -> None:

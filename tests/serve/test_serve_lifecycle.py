@@ -132,3 +132,16 @@ def test_runs_left_queued_by_a_stopped_server_are_analyzed_at_start(tmp_path: Pa
         assert run["status"] == "done" and run["analysis"]["inputs"][0]["path"] == "left.json.gz"
     finally:
         server.stop()
+
+
+def test_a_taken_port_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "rightsize", "serve", "--port", str(port),
+                              "--data-dir", str(tmp_path)], capture_output=True, text=True,
+                             timeout=60, check=False)
+    assert out.returncode == 1
+    assert out.stderr.splitlines() == [
+        f"rightsize: error: cannot listen on 127.0.0.1:{port}: Address already in use"]
