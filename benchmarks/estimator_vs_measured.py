@@ -47,24 +47,117 @@ class RMSNorm(nn.Module):
         return self.weight * xf.to(x.dtype)
 
 
+class Mlp(nn.Module):
+    """Gated (SwiGLU) or plain GELU MLP of one width."""
+
+    def __init__(self, s: ModelShape, width: int) -> None:
+        super().__init__()
+        h, self.gated = s.hidden_size, s.mlp is MlpKind.GATED
+        if self.gated:
+            self.gate = nn.Linear(h, width, bias=s.mlp_bias)
+        self.up = nn.Linear(h, width, bias=s.mlp_bias)
+        self.down = nn.Linear(width, h, bias=s.mlp_bias)
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        if self.gated:
+            return self.down(F.silu(self.gate(y)) * self.up(y))
+        return self.down(F.gelu(self.up(y)))
+
+
+class Moe(nn.Module):
+    """As MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock in eager mode: fp32 softmax router,
+    top-k, a loop over experts gathering their tokens, index_add back; optional shared expert
+    with a sigmoid gate."""
+
+    def __init__(self, s: ModelShape) -> None:
+        super().__init__()
+        h = s.hidden_size
+        self.s = s
+        self.router = nn.Linear(h, s.num_experts, bias=False)
+        width = s.expert_intermediate_size or s.intermediate_size
+        self.experts = nn.ModuleList(Mlp(s, width) for _ in range(s.num_experts))
+        self.shared = Mlp(s, s.shared_expert_intermediate_size) \
+            if s.shared_expert_intermediate_size else None
+        self.shared_gate = nn.Linear(h, 1, bias=False) if s.shared_expert_gate else None
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        b, t, h = y.shape
+        x = y.view(-1, h)
+        weights = torch.softmax(self.router(x), dim=1, dtype=torch.float32)
+        weights, chosen = torch.topk(weights, self.s.experts_per_token, dim=-1)
+        weights = weights.to(x.dtype)
+        out = torch.zeros_like(x)
+        mask = F.one_hot(chosen, self.s.num_experts).permute(2, 1, 0)
+        for e, expert in enumerate(self.experts):
+            slot, token = torch.where(mask[e])
+            part = expert(x[token]) * weights[token, slot, None]
+            out = out.index_add(0, token, part)
+        if self.shared is not None:
+            shared = self.shared(x)
+            if self.shared_gate is not None:
+                shared = torch.sigmoid(self.shared_gate(x)) * shared
+            out = out + shared
+        return out.view(b, t, h)
+
+
+class Mla(nn.Module):
+    """As DeepseekV2Attention on its FlashAttention path (V padded to the query head size so
+    one fused kernel runs; CPU SDPA otherwise falls back to the math kernel): optional q_lora bottleneck with RMSNorm,
+    kv_a_proj_with_mqa to the latent + rope part, kv_a_layernorm, kv_b_proj to per-head
+    nope + v, the rope key shared by every head; RoPE itself is left out (no saved tensors
+    beyond the ones counted)."""
+
+    def __init__(self, s: ModelShape) -> None:
+        super().__init__()
+        h, heads, self.s = s.hidden_size, s.num_heads, s
+        qk = s.qk_nope_head_dim + s.qk_rope_head_dim
+        if s.q_lora_rank:
+            self.q_a = nn.Linear(h, s.q_lora_rank, bias=s.qkv_bias)
+            self.q_norm = RMSNorm(s.q_lora_rank)
+            self.q_b = nn.Linear(s.q_lora_rank, heads * qk, bias=False)
+        else:
+            self.q = nn.Linear(h, heads * qk, bias=False)
+        self.kv_a = nn.Linear(h, s.kv_lora_rank + s.qk_rope_head_dim, bias=s.qkv_bias)
+        self.kv_norm = RMSNorm(s.kv_lora_rank)
+        self.kv_b = nn.Linear(s.kv_lora_rank, heads * (s.qk_nope_head_dim + s.v_head_dim),
+                              bias=False)
+        self.o = nn.Linear(heads * s.v_head_dim, h, bias=s.out_bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.s
+        b, t, _ = x.shape
+        q = self.q_b(self.q_norm(self.q_a(x))) if s.q_lora_rank else self.q(x)
+        q = q.view(b, t, s.num_heads, -1).transpose(1, 2)
+        latent, k_pe = self.kv_a(x).split([s.kv_lora_rank, s.qk_rope_head_dim], dim=-1)
+        k_pe = k_pe.view(b, t, 1, s.qk_rope_head_dim).transpose(1, 2)
+        kv = self.kv_b(self.kv_norm(latent)).view(b, t, s.num_heads, -1).transpose(1, 2)
+        k_nope, v = kv.split([s.qk_nope_head_dim, s.v_head_dim], dim=-1)
+        k = torch.cat([k_nope, k_pe.expand(-1, s.num_heads, -1, -1)], dim=-1)
+        qk = s.qk_nope_head_dim + s.qk_rope_head_dim
+        if qk != s.v_head_dim:  # as HF does for FlashAttention: one head size, pad V
+            v = F.pad(v, [0, qk - s.v_head_dim])
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)[..., :s.v_head_dim]
+        return self.o(out.transpose(1, 2).reshape(b, t, s.num_heads * s.v_head_dim))
+
+
 class Block(nn.Module):
-    def __init__(self, s: ModelShape, flash: bool) -> None:
+    def __init__(self, s: ModelShape, flash: bool, moe: bool = False) -> None:
         super().__init__()
         h, q, kv = s.hidden_size, s.q_dim, s.kv_dim
         norm = RMSNorm if s.norm is NormKind.RMSNORM else nn.LayerNorm
         self.s, self.flash = s, flash
         self.norm1, self.norm2 = norm(h), norm(h)
-        self.q = nn.Linear(h, q, bias=s.qkv_bias)
-        self.k = nn.Linear(h, kv, bias=s.qkv_bias)
-        self.v = nn.Linear(h, kv, bias=s.qkv_bias)
-        self.o = nn.Linear(q, h, bias=s.out_bias)
-        i = s.intermediate_size
-        if s.mlp is MlpKind.GATED:
-            self.gate = nn.Linear(h, i, bias=s.mlp_bias)
-        self.up = nn.Linear(h, i, bias=s.mlp_bias)
-        self.down = nn.Linear(i, h, bias=s.mlp_bias)
+        self.mla = Mla(s) if s.mla else None
+        if not s.mla:
+            self.q = nn.Linear(h, q, bias=s.qkv_bias)
+            self.k = nn.Linear(h, kv, bias=s.qkv_bias)
+            self.v = nn.Linear(h, kv, bias=s.qkv_bias)
+            self.o = nn.Linear(q, h, bias=s.out_bias)
+        self.mlp: nn.Module = Moe(s) if moe else Mlp(s, s.intermediate_size)
 
     def attention(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mla is not None:
+            return self.mla(x)
         s = self.s
         b, t, _ = x.shape
         q = self.q(x).view(b, t, s.num_heads, s.head_size).transpose(1, 2)
@@ -88,12 +181,7 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         drop = self.s.hidden_dropout
         x = x + F.dropout(self.attention(self.norm1(x)), drop, self.training)
-        y = self.norm2(x)
-        if self.s.mlp is MlpKind.GATED:
-            y = self.down(F.silu(self.gate(y)) * self.up(y))
-        else:
-            y = self.down(F.gelu(self.up(y)))
-        return x + F.dropout(y, drop, self.training)
+        return x + F.dropout(self.mlp(self.norm2(x)), drop, self.training)
 
 
 class LM(nn.Module):
@@ -101,7 +189,8 @@ class LM(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(s.vocab_size, s.hidden_size)
         self.pos = nn.Embedding(s.learned_positions, s.hidden_size) if s.learned_positions else None
-        self.blocks = nn.ModuleList(Block(s, flash) for _ in range(s.num_layers))
+        self.blocks = nn.ModuleList(Block(s, flash, bool(s.num_experts) and i >= s.dense_layers)
+                                    for i in range(s.num_layers))
         norm = RMSNorm if s.norm is NormKind.RMSNORM else nn.LayerNorm
         self.norm = norm(s.hidden_size)
         self.head = nn.Linear(s.hidden_size, s.vocab_size, bias=False)
@@ -138,6 +227,16 @@ CASES = (
                     qkv_bias=True, out_bias=True, mlp_bias=True, learned_positions=256,
                     tied_embeddings=True, final_norm=True, attention_dropout=0.1,
                     hidden_dropout=0.1, name="gpt-like"), 4, 256, False),
+    Case("MoE 8 experts top-2 + gated shared expert, SDPA",
+         ModelShape(256, 4, 4, 688, 2048, num_experts=8, experts_per_token=2,
+                    expert_intermediate_size=256, shared_expert_intermediate_size=512,
+                    shared_expert_gate=True, name="moe"), 8, 256, True),
+    Case("MLA (q_lora, kv_lora 64) + MoE, dense first layer, SDPA",
+         ModelShape(256, 4, 4, 688, 2048, q_lora_rank=96, kv_lora_rank=64,
+                    qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32, num_experts=8,
+                    experts_per_token=2, expert_intermediate_size=256,
+                    shared_expert_intermediate_size=512, dense_layers=1, name="mla-moe"),
+         8, 256, True),
 )
 
 

@@ -20,10 +20,12 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rightsize.errors import OutputExistsError, RunDirError
+from rightsize.errors import OutputExistsError, RightsizeError, RunDirError
 
 # Bump when a reader of an older rightsize could misread the directory; additive keys do not.
 SCHEMA_VERSION = 1
@@ -35,6 +37,11 @@ PROCS_DIR = "procs"
 ANALYSIS = "analysis.json"
 REPORT_HTML = "report.html"
 TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
+
+# The profiler's step schedule (torch.profiler.schedule): skip 1 step, warm up 1, trace 3, once.
+# The startup hook (profiler/bootstrap, which cannot import rightsize) keeps a copy that
+# tests/profiler/test_bootstrap_pins.py holds equal to this one.
+SCHEDULE_DEFAULTS = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
 
 
 def trace_name(rank: int, pid: int, window: int = 1) -> str:
@@ -93,18 +100,51 @@ def create_run_dir(path: str | Path) -> Path:
     return run_dir
 
 
-def write_json_atomic(path: str | Path, doc: Any) -> None:
-    """Write JSON to a temporary file beside ``path`` and rename it, so readers never see half."""
+def write_text_atomic(path: str | Path, text: str, mkdir: bool = False) -> Path:
+    """The one atomic writer: ``text`` goes to a temporary file beside ``path`` that is then
+    renamed over it, so readers see the old file or the whole new one, never half. ``mkdir``
+    creates missing parent directories. A failure raises a one-line :class:`RightsizeError`
+    and leaves no temporary file behind. Callers decide about overwriting (``--force``)."""
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    tmp: str | None = None
     try:
+        if mkdir:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2, sort_keys=False, default=str)
-            fh.write("\n")
+            fh.write(text)
         os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except OSError as exc:
+        raise RightsizeError(f"cannot write {target}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def write_json_atomic(path: str | Path, doc: Any) -> None:
+    """Write ``doc`` as indented JSON with :func:`write_text_atomic`."""
+    write_text_atomic(path, json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def new_manifest(command: dict[str, Any], started_at: str, collectors: dict[str, Any],
+                 **extra: Any) -> dict[str, Any]:
+    """The manifest of a run that has just started, for ``rightsize run`` and for
+    ``rightsize.profile()`` alike: what ran, where, when, and every collector's status so far;
+    ``extra`` adds keys (environment, host, settings...) before ``collectors``."""
+    from rightsize import __version__
+
+    return {
+        "tool": {"name": "rightsize", "version": __version__},
+        "status": "running",
+        "command": command,
+        "cwd": os.getcwd(),
+        "started_at": started_at,
+        "exit": None,
+        **extra,
+        "collectors": collectors,
+        "files": {"traces": [], "samples": [], "analysis": None},
+    }
 
 
 def write_manifest(run_dir: str | Path, manifest: dict[str, Any]) -> None:
@@ -149,3 +189,47 @@ def read_proc_records(run_dir: str | Path) -> list[dict[str, Any]]:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             records.append({"file": path.name, "error": f"unreadable: {exc.__class__.__name__}"})
     return records
+
+
+Scalar = str | int | float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What reports show of a manifest, read once (:func:`run_info`): the command, when it ran,
+    how it ended, the environment, and the collectors that did not collect (with why)."""
+
+    argv: tuple[str, ...]
+    times: tuple[tuple[str, Scalar], ...]  # cwd, started_at, ended_at, duration_s (when set)
+    exit: str | None  # "code 0" / "signal 15"; None while running
+    environment: tuple[tuple[str, Scalar], ...]
+    not_collected: tuple[tuple[str, str, str], ...]  # (collector, status, reason)
+
+
+def run_info(manifest: Mapping[str, Any]) -> RunInfo:
+    """The :class:`RunInfo` of a manifest as :func:`read_manifest` returns it; keys an older
+    manifest lacks are simply absent, never an error."""
+    command = _obj(manifest.get("command"))
+    env = _obj(manifest.get("environment"))
+    exit_ = _obj(manifest.get("exit"))
+    collectors = _obj(manifest.get("collectors"))
+    return RunInfo(
+        argv=tuple(str(a) for a in command.get("argv") or []),
+        times=tuple((k, manifest[k]) for k in ("cwd", "started_at", "ended_at", "duration_s")
+                    if _scalar(manifest.get(k)) and manifest.get(k) is not None),
+        exit=(f"signal {exit_['signal']}" if exit_.get("signal")
+              else f"code {exit_.get('code')}") if exit_ else None,
+        environment=tuple((str(k), v) for k, v in env.items() if _scalar(v)),
+        not_collected=tuple(
+            (str(name), str(c.get("status")), str(c.get("reason") or "no reason recorded"))
+            for name, c in collectors.items()
+            if isinstance(c, Mapping) and c.get("status") not in ("collected", "written", None)),
+    )
+
+
+def _obj(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))

@@ -11,7 +11,8 @@ from tests.conftest import REPO
 
 PKG = REPO / "rightsize"
 # layer (a subpackage, or a top-level module by its name) -> what it must never import
-_ABOVE_ANALYZERS = ("rightsize.profiler", "rightsize.reports", "rightsize.cli", "rightsize.pipeline")
+_ABOVE_ANALYZERS = ("rightsize.profiler", "rightsize.reports", "rightsize.cli", "rightsize.pipeline",
+                    "rightsize.api")
 FORBIDDEN = {
     "vocab": ("rightsize.",),
     "errors": ("rightsize.",),
@@ -19,10 +20,11 @@ FORBIDDEN = {
     "rundir": ("rightsize.analyzers", "rightsize.traces", *_ABOVE_ANALYZERS),
     "traces": ("rightsize.analyzers", *_ABOVE_ANALYZERS),
     "analyzers": _ABOVE_ANALYZERS,
-    "reports": ("rightsize.profiler", "rightsize.cli", "rightsize.pipeline"),
+    "reports": ("rightsize.profiler", "rightsize.cli", "rightsize.pipeline", "rightsize.api"),
     "profiler": ("rightsize.analyzers", "rightsize.reports", "rightsize.pipeline",
                  "rightsize.catalog"),
-    "pipeline": ("rightsize.profiler", "rightsize.cli"),
+    "pipeline": ("rightsize.profiler", "rightsize.cli", "rightsize.api"),
+    "api": ("rightsize.profiler", "rightsize.cli"),  # the Python front end, beside the CLI
 }
 HEAVY_OUTSIDE_PROFILER = ("torch", "pynvml")
 

@@ -97,9 +97,11 @@ class TraceBuilder:
 BASE_NS = 1_700_000_000_000_000_000
 
 
-def two_step_trace() -> TraceBuilder:
-    """The hand-built training trace whose every metric is worked out in tests/test_metrics.py."""
-    b = TraceBuilder(base_ns=BASE_NS)
+def two_step_trace(b: Any = None) -> Any:
+    """The hand-built training trace whose every metric is worked out in
+    tests/analyzers/test_metrics.py; ``b`` may be a :class:`tests.framebuilder.FrameBuilder`
+    (same methods) to get the same trace as inline frames."""
+    b = TraceBuilder(base_ns=BASE_NS) if b is None else b
     b.step(1, 1000.0, 1000.0).step(2, 2000.0, 1000.0)
     b.x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
         1000.0, 200.0)
@@ -128,5 +130,6 @@ def two_step_trace() -> TraceBuilder:
     b.x("python_function", "train.py(10): step", 2500.0, 100.0)
     b.memory(1100.0, 1000, 1000, 8192).memory(1200.0, 4000, 5000, 8192)
     b.memory(2200.0, -2000, 3000, 8192)
-    b.extra["distributedInfo"] = {"backend": "nccl", "rank": 0, "world_size": 2}
+    if isinstance(b, TraceBuilder):
+        b.extra["distributedInfo"] = {"backend": "nccl", "rank": 0, "world_size": 2}
     return b

@@ -19,6 +19,7 @@ from rightsize.analyzers.metrics import hta, kernels, tb_plugin
 from rightsize.analyzers.metrics.steps import StepOptions, Steps, find_steps
 from rightsize.analyzers.metrics.timeline import Timeline, timeline
 from rightsize.analyzers.sizing import projection as sizing
+from rightsize.analyzers.sizing.measured import measured_inputs
 from rightsize.catalog import Catalog, DeviceMatch
 from rightsize.traces.schema import Trace
 
@@ -32,6 +33,8 @@ class Context:
     gpu_samples: pl.DataFrame | None = None  # NVML / DCGM / nvidia-smi samples
     constraints: sizing.Constraints = field(default_factory=sizing.Constraints)
     step_options: StepOptions = field(default_factory=StepOptions)
+    breakdown_options: tb_plugin.BreakdownOptions = field(
+        default_factory=tb_plugin.BreakdownOptions)  # plugin defects on: definitions=tb-plugin
     samples_per_step: int | None = None  # for throughput targets and cost per 1k samples
 
 
@@ -92,83 +95,104 @@ class Analysis:
         return max(self.ranks, key=lambda r: r.kernel_ns) if self.ranks else None
 
 
+_STEP_SOURCE_NOTES = {
+    "cpu_span": "no ProfilerStep annotations: one step spans the host operators",
+    "gpu_span": "no step ranges: one step spans the GPU activity",
+    "trace_span": "no ProfilerStep annotations or host operators: one step spans the trace",
+    "none": "no timed events: no steps",
+}
+
+
 def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
+    """Every metric of one rank; what cannot be computed is ``None`` with a note."""
     notes: list[str] = []
-    steps = find_steps(trace, context.step_options)
-    if steps.source == "cpu_span":
-        notes.append("no ProfilerStep annotations: one step spans the host operators")
-    elif steps.source == "gpu_span":
-        notes.append("no step ranges: one step spans the GPU activity")
-    elif steps.source == "trace_span":
-        notes.append("no ProfilerStep annotations or host operators: one step spans the trace")
-    elif steps.source == "none":
-        notes.append("no timed events: no steps")
-    if steps.dropped:
-        notes.append(f"dropped {steps.dropped} trailing step(s) with missing or truncated GPU work")
-    breakdown = tb_plugin.breakdown(trace, steps) if steps.count else None
+    steps = _steps(trace, context, notes)
     devices = tuple(tb_plugin.device_metrics(trace, steps))
     primary = max(devices, key=lambda d: d.kernel_ns).device if devices else None
-    if trace.kernels.height == 0:
-        notes.append("no GPU kernels in the trace: GPU metrics are null")
     prim_kernels = trace.kernels.filter(pl.col("device") == primary) if primary is not None \
         else trace.kernels.clear()
-    if primary is not None and not trace.kernels["blocks_per_sm"].is_not_null().any():
-        notes.append("kernels carry no 'blocks per SM' (e.g. AMD/ROCm): Est. SM efficiency is null")
-    if primary is not None and not trace.kernels["occupancy_pct"].is_not_null().any():
-        notes.append("kernels carry no occupancy estimate: Est. achieved occupancy is null")
+    notes += _kernel_notes(trace, primary)
     hta_rows = hta.kept_rows(trace)
     temporal = hta.temporal_breakdown(trace, rows=hta_rows)
-    if trace.memory.height == 0:
-        notes.append("no [memory] events (profile_memory was off): peak memory is null")
-    comm = None
-    if steps.count and prim_kernels.height:
-        comm = kernels.communication(prim_kernels, int(steps.start_ns[0]), int(steps.end_ns[-1]))
+    idle = tuple(hta.idle_breakdown(trace, rows=hta_rows))
+    memory = tuple(kernels.memory_peaks(trace.memory))  # computed once, used three times
     match = _device_match(trace, primary, context.catalog)
     if match is not None and match.gpu is None:
         notes.append(match.note)
     ridge = advise.ridge_for(match.gpu) if match is not None and match.gpu is not None else None
     diag, work = diagnose(trace, steps, primary, ridge, context.ncu, context.gpu_samples)
-    peak = _peak(kernels.memory_peaks(trace.memory), primary)
-    memory_bytes = _device_prop(trace, primary, "memory_bytes")
-    temporal_idle = tuple(hta.idle_breakdown(trace, rows=hta_rows))
+    peak = _peak(memory, primary)
     recs: tuple[advise.Recommendation, ...] = ()
     plan = None
     if diag is not None:
         dev = next((d for d in devices if d.device == primary), None)
-        recs = tuple(advise.recommend(_measures(trace, diag, work, dev, peak, memory_bytes,
-                                                temporal, temporal_idle),
-                                      diag.bound.value if diag.bound else None))
-        if context.catalog is not None:
-            try:
-                plan = sizing.project(_workload(trace, steps, diag, work, primary, peak,
-                                                context.samples_per_step),
-                                      context.catalog, context.constraints)
-            except sizing.SizingError as exc:
-                notes.append(f"no sizing: {exc}")
+        measures = _measures(trace, diag, work, dev, peak,
+                             _device_prop(trace, primary, "memory_bytes"), temporal, idle)
+        recs = tuple(advise.recommend(measures, diag.bound.value if diag.bound else None))
+        plan = _sizing(trace, steps, diag, work, primary, peak, context, notes)
+    window = (int(steps.start_ns[0]), int(steps.end_ns[-1])) if steps.count else None
     return RankAnalysis(
         trace=trace,
         steps=steps,
-        breakdown=breakdown,
+        breakdown=tb_plugin.breakdown(trace, steps, context.breakdown_options)
+        if steps.count else None,
         devices=devices,
         primary_device=primary,
         tensor_cores=kernels.tensor_cores(prim_kernels),
         temporal=temporal,
-        idle=temporal_idle,
+        idle=idle,
         launch=hta.launch_stats(trace),
         top_kernels=kernels.top_kernels(trace.kernels),
         top_ops=kernels.top_ops(trace),
         copies=kernels.copies(trace.transfers),
-        memory=tuple(kernels.memory_peaks(trace.memory)),
-        communication=comm,
+        memory=memory,
+        communication=kernels.communication(prim_kernels, *window)
+        if window and prim_kernels.height else None,
         notes=tuple(notes),
         device_match=match,
         diagnosis=diag,
         work=work,
         recommendations=recs,
         sizing=plan,
-        timeline=timeline(prim_kernels, int(steps.start_ns[0]), int(steps.end_ns[-1]),
-                          context.gpu_samples, primary) if steps.count else None,
+        timeline=timeline(prim_kernels, *window, context.gpu_samples, primary)
+        if window else None,
     )
+
+
+def _steps(trace: Trace, context: Context, notes: list[str]) -> Steps:
+    steps = find_steps(trace, context.step_options)
+    if steps.source in _STEP_SOURCE_NOTES:
+        notes.append(_STEP_SOURCE_NOTES[steps.source])
+    if steps.dropped:
+        notes.append(f"dropped {steps.dropped} trailing step(s) with missing or truncated GPU work")
+    return steps
+
+
+def _kernel_notes(trace: Trace, primary: int | None) -> list[str]:
+    notes = []
+    if trace.kernels.height == 0:
+        notes.append("no GPU kernels in the trace: GPU metrics are null")
+    if primary is not None and not trace.kernels["blocks_per_sm"].is_not_null().any():
+        notes.append("kernels carry no 'blocks per SM' (e.g. AMD/ROCm): Est. SM efficiency is null")
+    if primary is not None and not trace.kernels["occupancy_pct"].is_not_null().any():
+        notes.append("kernels carry no occupancy estimate: Est. achieved occupancy is null")
+    if trace.memory.height == 0:
+        notes.append("no [memory] events (profile_memory was off): peak memory is null")
+    return notes
+
+
+def _sizing(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,
+            primary: int | None, peak: int | None, context: Context,
+            notes: list[str]) -> sizing.Sizing | None:
+    if context.catalog is None:  # a library caller's choice; the pipeline and API always pass one
+        return None
+    try:
+        return sizing.project(_workload(trace, steps, diag, work, primary, peak,
+                                        context.samples_per_step),
+                              context.catalog, context.constraints)
+    except sizing.SizingError as exc:
+        notes.append(f"no sizing: {exc}")
+        return None
 
 
 def analyze(traces: list[Trace], context: Context = Context()) -> Analysis:
@@ -197,7 +221,7 @@ def _device_match(trace: Trace, device: int | None, catalog: Catalog | None) -> 
     return catalog.match(row[0]["name"], row[0]["memory_bytes"], row[0]["sm_count"])
 
 
-def _peak(memory: list[kernels.MemoryPeak], device: int | None) -> int | None:
+def _peak(memory: tuple[kernels.MemoryPeak, ...], device: int | None) -> int | None:
     by_dev = {m.device: m for m in memory}
     m = by_dev.get(device if device is not None else -1)
     return m.peak_allocated_bytes if m is not None else None
@@ -246,7 +270,8 @@ def _workload(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,
         flops = float(work["flops"].fill_null(0).sum()) / steps.count
         bytes_ = float(work["bytes"].fill_null(0).sum()) / steps.count
     return sizing.Workload(
-        step_ms=step_ms, shares_ms=shares_ms, precision=advise.dominant_precision(work),
+        step_ms=step_ms, shares_ms=shares_ms,
+        **measured_inputs(trace, work, steps.count, device),  # precision, kernels, ranks
         peak_memory_bytes=peak,
         current_device_name=_device_name(trace, device),
         current_sm_count=_device_prop(trace, device, "sm_count"),

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from rightsize.cli.gpus import catalog_option, load_catalog_for_cli
-from rightsize.cli.output import Progress, tune_allocator, write_output
-from rightsize.errors import OutputExistsError
+from rightsize.cli.common import (
+    catalog_option,
+    definitions_option,
+    emit,
+    load_catalog_for_cli,
+    write_html_report,
+)
+from rightsize.cli.output import Progress, tune_allocator
 
 
 @click.command()
@@ -36,13 +40,17 @@ from rightsize.errors import OutputExistsError
 @click.option("--headroom", type=click.FloatRange(min=0, max=0.9), default=0.10,
               show_default=True, help="Sizing: fraction of GPU memory kept free above the peak.")
 @click.option("--provider", default=None, help="Sizing: price GPUs from this provider only.")
+@click.option("--include-consumer", is_flag=True,
+              help="Sizing: consumer GPUs (e.g. RTX 4090) may be recommended.")
+@definitions_option
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages on stderr.")
 def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
             step_range: str | None, timezone: str | None, catalog_path: Path | None,
             target_step_ms: float | None, target_throughput: float | None,
             samples_per_step: int | None, max_usd_per_hour: float | None, headroom: float,
-            provider: str | None, no_report: bool, quiet: bool) -> None:
+            provider: str | None, include_consumer: bool, definitions: str, no_report: bool,
+            quiet: bool) -> None:
     """Analyze PyTorch Profiler traces: what holds the job back.
 
     PATHS are PyTorch Profiler traces (.json, .json.gz), directories of per-rank traces, run
@@ -60,46 +68,20 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
       rightsize analyze report1.sqlite ncu.csv --target-step-ms 50
     """
     from rightsize.analyzers.sizing.projection import Constraints
-    from rightsize.pipeline import analyze_paths
+    from rightsize.pipeline import Options, analyze_document
 
     if target_throughput is not None and samples_per_step is None:
         raise click.UsageError("--target-throughput needs --samples-per-step")
-    catalog = load_catalog_for_cli(catalog_path)
     constraints = Constraints(target_step_ms=target_step_ms, target_throughput=target_throughput,
                               max_usd_per_hour=max_usd_per_hour, headroom_fraction=headroom,
-                              provider=provider)
+                              provider=provider, include_consumer=include_consumer)
+    options = Options(step_range=step_range, timezone=timezone,
+                      catalog=load_catalog_for_cli(catalog_path), constraints=constraints,
+                      samples_per_step=samples_per_step, definitions=definitions)
     tune_allocator()
     progress = Progress(enabled=not quiet)
-    doc = analyze_paths(list(paths), progress, step_range=step_range, timezone=timezone,
-                        catalog=catalog, constraints=constraints,
-                        samples_per_step=samples_per_step)
+    doc = analyze_document(list(paths), options, progress)
     progress.done()
-    if fmt == "json":
-        import json
-        text = json.dumps(doc, indent=2, allow_nan=False) + "\n"
-    else:
-        from rightsize.reports.text import render_text
-        text = render_text(doc, color=output is None and sys.stdout.isatty())
-    write_output(text, output, force)
-    if output is not None and not quiet:
-        click.echo(f"wrote {output}", err=True)
+    emit(doc, fmt, output, force, quiet)
     if not no_report:
-        _write_report(doc, list(paths), output, force, quiet)
-
-
-def _write_report(doc: dict, paths: list[Path], output: Path | None, force: bool,
-                  quiet: bool) -> None:
-    from rightsize.reports.render import default_html_path, write_report
-
-    target = default_html_path(paths, output)
-    try:
-        page = write_report(doc, target, force)
-    except OutputExistsError:
-        if not quiet:
-            click.echo(f"kept the existing report {target} (pass --force to replace it)",
-                       err=True)
-        return
-    if not quiet:
-        click.echo(f"report: {page}", err=True)
-        click.echo(f"next: open {page} in a browser, or rightsize report "
-                   f"{' '.join(map(str, paths))} --format text", err=True)
+        write_html_report(doc, list(paths), output, force, quiet)

@@ -2,13 +2,17 @@
 
 Reads a Hugging Face ``config.json`` (``--hf-config``) or takes ``--params`` and/or layer shapes,
 builds a :class:`~rightsize.analyzers.sizing.estimator.Setup` from the options, and prints the estimate
-(text, or ``--format json``) with every catalog GPU it fits on, alone or as N GPUs.
-Only click is imported at module level.
+(text, or ``--format json``, strict JSON) with every catalog GPU it fits on, alone or as N
+GPUs, and what to change when it fits nowhere. ``--exact`` also counts the parameters of the
+transformers model built on the meta device (:mod:`rightsize.profiler.exact_params`). Bad
+numbers (NaN, infinity, negatives, fractions) are one-line errors. Only click is imported at
+module level.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -44,22 +48,59 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:,.2f} GiB"
 
 
+class Count(click.ParamType):
+    """A positive whole number, also written as ``7e9``; NaN, infinity, fractions and
+    negatives are refused in one line."""
+
+    name = "count"
+
+    def fail(self, message: str, param: click.Parameter | None = None,
+             ctx: click.Context | None = None) -> Any:
+        """One line and exit 1 through the CLI's error boundary, like every other bad input."""
+        from rightsize.errors import RightsizeError
+
+        flag = f"--{param.name.replace('_', '-')}: " if param is not None and param.name else ""
+        raise RightsizeError(f"{flag}{message}")
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number: float = value
+        else:
+            try:
+                number = int(str(value)) if str(value).isdigit() else float(value)
+            except ValueError:
+                self.fail(f"{value!r} is not a number", param, ctx)
+        if isinstance(number, float) and not (math.isfinite(number) and number.is_integer()):
+            self.fail(f"{value!r} is not a whole number", param, ctx)
+        if not 1 <= number <= 2**40:
+            self.fail(f"{value!r} must be between 1 and 2^40", param, ctx)
+        return int(number)
+
+
+def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if not (math.isfinite(value) and 0 <= value < 1):
+        from rightsize.errors import RightsizeError
+
+        raise RightsizeError(f"--headroom: {value!r} is not a fraction in [0, 1)")
+    return value
+
+
 @click.command()
 @click.option("--hf-config", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A Hugging Face config.json (see samples/configs/).")
-@click.option("--params", type=int, default=None, help="Parameter count (overrides the count "
+@click.option("--params", type=Count(), default=None, help="Parameter count (overrides the count "
               "from the config/shapes; alone it sizes weights and optimizer only).")
-@click.option("--layers", type=int, default=None, help="Transformer layers.")
-@click.option("--hidden", type=int, default=None, help="Hidden size.")
-@click.option("--heads", type=int, default=None, help="Attention heads.")
-@click.option("--kv-heads", type=int, default=None, help="Key/value heads (grouped-query).")
-@click.option("--intermediate", type=int, default=None, help="MLP width (default 4 x hidden).")
-@click.option("--vocab", type=int, default=None, help="Vocabulary size.")
+@click.option("--layers", type=Count(), default=None, help="Transformer layers.")
+@click.option("--hidden", type=Count(), default=None, help="Hidden size.")
+@click.option("--heads", type=Count(), default=None, help="Attention heads.")
+@click.option("--kv-heads", type=Count(), default=None, help="Key/value heads (grouped-query).")
+@click.option("--intermediate", type=Count(), default=None, help="MLP width (default 4 x hidden).")
+@click.option("--vocab", type=Count(), default=None, help="Vocabulary size.")
 @click.option("--mode", type=click.Choice(MODES), default="train", show_default=True)
 @click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True,
               help="Weights/compute precision (bf16/fp16 training = mixed precision).")
-@click.option("--batch", type=int, default=1, show_default=True, help="Micro-batch per GPU.")
-@click.option("--seq", type=int, default=2048, show_default=True,
+@click.option("--batch", type=Count(), default=1, show_default=True, help="Micro-batch per GPU.")
+@click.option("--seq", type=Count(), default=2048, show_default=True,
               help="Sequence length (inference: prompt + generated tokens).")
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw", show_default=True)
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none",
@@ -73,17 +114,19 @@ def _gib(n: int) -> str:
 @click.option("--lora-rank", type=click.IntRange(1), default=16, show_default=True)
 @click.option("--accumulate-gradients", is_flag=True,
               help="Gradients stay live through forward (accumulation, DDP buckets).")
-@click.option("--headroom", type=click.FloatRange(0, 1), default=0.10, show_default=True,
+@click.option("--headroom", type=float, default=0.10, show_default=True, callback=_fraction,
               help="Free memory fraction kept above the estimate when fitting GPUs.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
+@click.option("--exact", is_flag=True, help="Also build the model with transformers on the"
+              " meta device and count its parameters (pip install rightsize[exact]).")
 @catalog_option
 def estimate(hf_config: Path | None, params: int | None, layers: int | None,
              hidden: int | None, heads: int | None, kv_heads: int | None,
              intermediate: int | None, vocab: int | None, mode: str, precision: str,
              batch: int, seq: int, optimizer: str, recompute: str, flash_attention: bool,
              zero_stage: int, fsdp: bool, n_gpus: int, lora_rank: int,
-             accumulate_gradients: bool, headroom: float, fmt: str,
+             accumulate_gradients: bool, headroom: float, fmt: str, exact: bool,
              catalog_path: Path | None) -> None:
     """Estimate the memory a model needs to train, fine-tune or serve, and where it fits.
 
@@ -97,24 +140,18 @@ def estimate(hf_config: Path | None, params: int | None, layers: int | None,
     """
     from rightsize.analyzers.sizing.estimator import Mode, Optimizer, Recompute, Setup
     from rightsize.analyzers.sizing.estimator import estimate as run_estimate
-    from rightsize.analyzers.sizing.hf_config import ModelShape, from_hf_config
-    from rightsize.analyzers.sizing.placement import place
+    from rightsize.analyzers.sizing.placement import place, suggestions
     from rightsize.errors import RightsizeError
 
-    shape = None
-    if hf_config is not None:
-        shape = from_hf_config(read_hf_config(hf_config), name=hf_config.stem)
-    elif any(v is not None for v in (layers, hidden, heads, vocab)):
-        missing = [n for n, v in (("--layers", layers), ("--hidden", hidden),
-                                  ("--heads", heads), ("--vocab", vocab)) if v is None]
-        if missing:
-            raise RightsizeError(f"layer shapes need {', '.join(missing)} as well")
-        assert hidden is not None and layers is not None and heads is not None
-        shape = ModelShape(hidden, layers, heads, intermediate or 4 * hidden, vocab or 0,
-                           num_kv_heads=kv_heads, name="custom")
-    elif params is None:
-        raise RightsizeError("give --hf-config FILE, --params N, or the layer shapes"
-                             " (--layers --hidden --heads --vocab)")
+    config = read_hf_config(hf_config) if hf_config is not None else None
+    shape = _shape(config, hf_config, params, layers, hidden, heads, kv_heads, intermediate,
+                   vocab)
+    exact_info = None
+    if exact:
+        if config is None:
+            raise RightsizeError("--exact needs --hf-config FILE")
+        exact_info = _exact(config, shape.params().total if shape is not None else 0)
+        params = params or exact_info["params"]
     setup = Setup(mode=Mode(mode), precision=precision, batch=batch, seq=seq,  # type: ignore
                   optimizer=Optimizer(optimizer), recompute=Recompute(recompute),
                   flash_attention=flash_attention, zero_stage=3 if fsdp else zero_stage,
@@ -122,31 +159,85 @@ def estimate(hf_config: Path | None, params: int | None, layers: int | None,
     result = run_estimate(shape, setup, params)
     catalog = load_catalog_for_cli(catalog_path)
     placements = place(shape, setup, catalog, headroom, params)
+    advice = suggestions(setup) if any(not p.fits for p in placements) else ()
     if fmt == "json":
         out = result.to_json()
         out["headroom_fraction"] = headroom
         out["fits"] = [p.to_json() for p in placements]
-        click.echo(json.dumps(out, indent=2))
+        out["suggestions"] = list(advice)
+        if exact_info is not None:
+            out["exact"] = exact_info
+        click.echo(json.dumps(out, indent=2, allow_nan=False))
         return
-    m = result.memory
-    click.echo(f"{result.model}: {result.params:,} parameters"
-               f" ({result.trainable_params:,} trainable), {mode}, {precision},"
-               f" batch {batch} x seq {seq}, {n_gpus} GPU(s)")
+    _print_text(result, placements, headroom, advice, exact_info)
+
+
+def _shape(config: dict[str, Any] | None, path: Path | None, params: int | None,
+           layers: int | None, hidden: int | None, heads: int | None, kv_heads: int | None,
+           intermediate: int | None, vocab: int | None) -> Any:
+    """The model shape from a config, from explicit layer shapes, or None (``--params``)."""
+    from rightsize.analyzers.sizing.hf_config import ModelShape, from_hf_config
+    from rightsize.errors import RightsizeError
+
+    if config is not None and path is not None:
+        return from_hf_config(config, name=path.stem)
+    if any(v is not None for v in (layers, hidden, heads, vocab)):
+        missing = [n for n, v in (("--layers", layers), ("--hidden", hidden),
+                                  ("--heads", heads), ("--vocab", vocab)) if v is None]
+        if missing:
+            raise RightsizeError(f"layer shapes need {', '.join(missing)} as well")
+        assert hidden is not None and layers is not None and heads is not None
+        if hidden % heads or (kv_heads and heads % kv_heads):
+            raise RightsizeError("--hidden must be a multiple of --heads, and --heads of"
+                                 " --kv-heads")
+        return ModelShape(hidden, layers, heads, intermediate or 4 * hidden, vocab or 0,
+                          num_kv_heads=kv_heads, name="custom")
+    if params is None:
+        raise RightsizeError("give --hf-config FILE, --params N, or the layer shapes"
+                             " (--layers --hidden --heads --vocab)")
+    return None
+
+
+def _exact(config: dict[str, Any], reader_params: int) -> dict[str, Any]:
+    from rightsize.profiler.exact_params import exact_param_count
+
+    n, cls = exact_param_count(config)
+    return {"params": n, "class": cls, "reader_params": reader_params,
+            "difference": reader_params - n}
+
+
+def _print_text(result: Any, placements: Any, headroom: float, advice: tuple[str, ...],
+                exact_info: dict[str, Any] | None) -> None:
+    m, s = result.memory, result.setup
+    active = (f", {result.active_params:,} active per token"
+              if result.active_params and result.active_params != result.params else "")
+    click.echo(f"{result.model}: {result.params:,} parameters{active}"
+               f" ({result.trainable_params:,} trainable), {s.mode}, {s.precision},"
+               f" batch {s.batch} x seq {s.seq}, {s.gpus} GPU(s)")
+    if exact_info is not None:
+        click.echo(f"  exact ({exact_info['class']} on the meta device):"
+                   f" {exact_info['params']:,}; config reader {exact_info['reader_params']:,}"
+                   f" (difference {exact_info['difference']:+,})")
     for label, value in (("weights", m.weights_bytes), ("gradients", m.gradients_bytes),
                          ("optimizer", m.optimizer_bytes), ("activations", m.activations_bytes),
                          ("kv_cache", m.kv_cache_bytes), ("overhead", m.overhead_bytes),
                          ("total", m.total_bytes)):
         click.echo(f"  {label:<12} {_gib(value):>14}")
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}")
     click.echo("assumptions:")
     for note in result.assumptions:
         click.echo(f"  - {note}")
     alone = [p.gpu for p in placements if p.fits and p.gpus == 1]
     click.echo(f"\nfits on one GPU (with {headroom:.0%} headroom): "
                f"{', '.join(alone) if alone else 'none'}")
-    multi = [p for p in placements if p.fits and p.gpus > 1]
-    for p in multi:
-        click.echo(f"  {p.gpus} x {p.gpu}: {_gib(p.memory_bytes_per_gpu)} per GPU,"
-                   f" {p.parallelism}; {p.interconnect}")
+    for p in placements:
+        if p.fits and p.gpus > 1:
+            click.echo(f"  {p.gpus} x {p.gpu}: {_gib(p.memory_bytes_per_gpu)} per GPU,"
+                       f" {p.parallelism}; {p.interconnect}")
     none = [p.gpu for p in placements if not p.fits]
     if none:
         click.echo(f"does not fit even sharded: {', '.join(none)}")
+        click.echo("to shrink it:")
+        for tip in advice:
+            click.echo(f"  - {tip}")

@@ -1,57 +1,28 @@
 """``rightsize gpus``: list the GPU catalog (specs, dense throughput, the price used and its date).
 
-Also home of :func:`load_catalog_for_cli` and :data:`catalog_option`, which every command that
-prices GPUs shares: the shipped catalog plus user files from ``$RIGHTSIZE_CATALOG``
-(``os.pathsep``-separated) and ``--catalog FILE`` (applied last, so it wins).
-Only click is imported at module level; the catalog is imported when the command runs.
+The catalog option and loading every pricing command shares live in :mod:`rightsize.cli.common`
+(re-exported here for older imports). Only click is imported at module level.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from rightsize.cli.common import catalog_option, load_catalog_for_cli
+
 if TYPE_CHECKING:
     from rightsize.catalog import Catalog
-
-CATALOG_ENV = "RIGHTSIZE_CATALOG"
-
-catalog_option: Callable[[Any], Any] = click.option(
-    "--catalog", "catalog_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-    help=f"Extra GPUs/prices (CSV or JSON) that add to or override the shipped catalog; "
-         f"also read from ${CATALOG_ENV}.")
-
-
-def load_catalog_for_cli(path: Path | None) -> Catalog:
-    """The catalog with ``$RIGHTSIZE_CATALOG`` files, then ``path``, applied."""
-    from rightsize.catalog import load_catalog, parse_catalog_text
-    from rightsize.errors import InputError
-
-    paths = [Path(p) for p in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if p]
-    paths += [path] if path else []
-    files = []
-    for p in paths:
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError(p, f"cannot read the catalog file ({exc.strerror or exc})") from None
-        except UnicodeDecodeError:
-            raise InputError(p, "the catalog file is not UTF-8 text") from None
-        files.append(parse_catalog_text(text, str(p)))
-    return load_catalog(files)
-
 
 def _gpu_json(catalog: Catalog, name: str, provider: str | None) -> dict[str, Any]:
     gpu = catalog.gpu(name)
     price = catalog.price(name, provider)
     return {
         "name": gpu.name, "vendor": gpu.vendor, "architecture": gpu.architecture,
-        "memory_gb": gpu.memory_gb, "memory_bandwidth_gbs": gpu.memory_bandwidth_gbs,
+        "memory_gb": gpu.memory_gib, "memory_bandwidth_gbs": gpu.memory_bandwidth_gbs,
         "fp32_tflops": gpu.fp32_tflops, "tf32_tflops_dense": gpu.tf32_tflops_dense,
         "fp16_bf16_tflops_dense": gpu.fp16_bf16_tflops_dense,
         "fp8_tflops_dense": gpu.fp8_tflops_dense, "int8_tops_dense": gpu.int8_tops_dense,
@@ -95,7 +66,7 @@ def gpus(min_memory_gb: float | None, provider: str | None, fmt: str,
     for g in chosen:
         p = catalog.price(g.name, provider)
         seen = f"{p.provider} {p.instance_type}, {p.date_seen}" if p else "no price"
-        click.echo(f"{g.name:<16} {g.memory_gb:>6g} {g.memory_bandwidth_gbs:>6g}"
+        click.echo(f"{g.name:<16} {g.memory_gib:>6g} {g.memory_bandwidth_gbs:>6g}"
                    f" {_fmt(g.fp32_tflops):>6} {_fmt(g.fp16_bf16_tflops_dense):>7}"
                    f" {_fmt(g.fp8_tflops_dense):>7} {_fmt(g.tdp_w):>6}"
                    f"  {_fmt(p.usd_per_gpu_hour if p else None, '.3f'):>7}  {seen}")

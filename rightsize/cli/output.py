@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
 
 import click
 
-from rightsize.errors import OutputExistsError, RightsizeError
+from rightsize.errors import OutputExistsError
 
 
 class Progress:
@@ -62,13 +61,9 @@ def write_output(text: str, output: Path | None, force: bool) -> None:
         with output.open("w") as fh:
             fh.write(text)
         return
-    tmp = output.with_name(f".{output.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, output)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise RightsizeError(f"cannot write {output}: {exc.strerror or exc}") from None
+    from rightsize.rundir import write_text_atomic
+
+    write_text_atomic(output, text)
 
 
 def _is_device(path: Path) -> bool:

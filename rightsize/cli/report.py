@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+from rightsize.cli.common import use_color
+
+if TYPE_CHECKING:
+    from rightsize.analyzers.document import Document
 
 EPILOG = """\b
 Examples:
@@ -58,14 +63,14 @@ def report(
         raise OutputExistsError(output)  # before a long analysis, not after
     doc, manifest = _analysis(list(paths), quiet)
     if output is None:
-        color = _color()
+        color = use_color()
         click.echo(render.render(doc, fmt, manifest, color=color), nl=False)
         return
     written = render.write_report(doc, output, force, manifest, fmt=fmt)
     if quiet:
         return
     if fmt == "html":
-        click.echo(render.summary(doc, written, manifest, color=_color()), nl=False)
+        click.echo(render.summary(doc, written, manifest, color=use_color()), nl=False)
     else:
         click.echo(f"wrote {written}", err=True)
     click.echo(
@@ -74,7 +79,7 @@ def report(
     )
 
 
-def _analysis(paths: list[Path], quiet: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _analysis(paths: list[Path], quiet: bool) -> tuple[Document, dict[str, Any] | None]:
     """The analysis document and, for one run directory, its manifest."""
     from rightsize import rundir
 
@@ -85,38 +90,25 @@ def _analysis(paths: list[Path], quiet: bool) -> tuple[dict[str, Any], dict[str,
         if doc is not None:
             return doc, manifest
     from rightsize.cli.output import Progress
-    from rightsize.pipeline import analyze_paths
+    from rightsize.pipeline import analyze_document
 
     progress = Progress(enabled=not quiet)
-    doc = analyze_paths(list(paths), progress)
+    doc = analyze_document(list(paths), progress=progress)
     progress.done()
     return doc, manifest
 
 
-def _stored_analysis(run_dir: Path) -> dict[str, Any] | None:
-    """``analysis.json`` when it was written by an analysis with this document schema."""
-    import json
-
-    from rightsize.reports.json_doc import SCHEMA_VERSION
+def _stored_analysis(run_dir: Path) -> Document | None:
+    """``analysis.json`` when this rightsize can read it (same or older schema version);
+    otherwise (missing, half-written, newer) the traces are analyzed again."""
+    from rightsize.analyzers.document import Document
+    from rightsize.errors import RightsizeError
     from rightsize.rundir import ANALYSIS
 
-    path = run_dir / ANALYSIS
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        return Document.from_json(run_dir / ANALYSIS)
+    except RightsizeError:
         return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None  # unreadable or half-written: analyze the traces again
-    if isinstance(doc, dict) and doc.get("schema_version") == SCHEMA_VERSION:
-        return doc
-    return None
-
-
-def _color() -> bool:
-    """Colors on a terminal only, and not when NO_COLOR is set (no-color.org)."""
-    import os
-
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
 def _open_command(path: Path) -> str:

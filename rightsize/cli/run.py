@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from rightsize.rundir import SCHEDULE_DEFAULTS
+
 EPILOG = """\b
 Examples:
   rightsize run train.py --lr 3e-4
@@ -59,16 +61,16 @@ class _RunCommand(click.Command):
     type=click.Path(file_okay=False, path_type=Path),
     help="Run directory (default: rightsize-runs/<name>-<timestamp>/; never overwritten).",
 )
-@click.option("--wait", default=1, show_default=True, type=click.IntRange(0), help="Steps skipped.")
+@click.option("--wait", default=SCHEDULE_DEFAULTS["wait"], show_default=True, type=click.IntRange(0), help="Steps skipped.")
 @click.option(
-    "--warmup", default=1, show_default=True, type=click.IntRange(0), help="Warm-up steps."
+    "--warmup", default=SCHEDULE_DEFAULTS["warmup"], show_default=True, type=click.IntRange(0), help="Warm-up steps."
 )
 @click.option(
-    "--active", default=3, show_default=True, type=click.IntRange(1), help="Steps traced."
+    "--active", default=SCHEDULE_DEFAULTS["active"], show_default=True, type=click.IntRange(1), help="Steps traced."
 )
 @click.option(
     "--repeat",
-    default=1,
+    default=SCHEDULE_DEFAULTS["repeat"],
     show_default=True,
     type=click.IntRange(0),
     help="Cycles (0 = until exit).",
@@ -101,6 +103,8 @@ class _RunCommand(click.Command):
 @click.option("--no-profiler", is_flag=True, help="Sample only; no PyTorch Profiler.")
 @click.option("--no-gpu-samples", is_flag=True, help="Do not sample GPUs through NVML.")
 @click.option("--no-report", is_flag=True, help="Do not analyze at the end.")
+@click.option("--include-consumer", is_flag=True,
+              help="Sizing: consumer GPUs (e.g. RTX 4090) may be recommended.")
 @click.argument("script", metavar="SCRIPT|MODULE|-- COMMAND")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
@@ -137,7 +141,9 @@ def run(ctx: click.Context, script: str, args: tuple[str, ...], **opts: object) 
     def warn(message: str) -> None:
         click.echo(f"rightsize: warning: {message}", err=True)
 
-    result = run_job(target, options, warn, analyze=lambda run_dir: _analyze(run_dir, warn))
+    consumer = bool(opts["include_consumer"])
+    result = run_job(target, options, warn,
+                     analyze=lambda run_dir: _analyze(run_dir, warn, consumer))
     lines = describe(result)
     first_next = next((i for i, line in enumerate(lines) if line.startswith("next:")), len(lines))
     for line in lines[:first_next]:
@@ -151,8 +157,8 @@ def run(ctx: click.Context, script: str, args: tuple[str, ...], **opts: object) 
 
 def _report(result: Any, warn: Callable[[str], None]) -> None:
     """report.html and the verdict-first summary; never changes the job's exit code."""
-    import json
-
+    from rightsize.analyzers.document import Document
+    from rightsize.cli.common import use_color
     from rightsize.errors import RightsizeError
     from rightsize.reports.render import summary, write_report
     from rightsize.rundir import ANALYSIS, REPORT_HTML
@@ -160,23 +166,26 @@ def _report(result: Any, warn: Callable[[str], None]) -> None:
     if result.manifest["collectors"]["analysis"]["status"] != "written":
         return
     try:
-        doc = json.loads((result.run_dir / ANALYSIS).read_text())
+        doc = Document.from_json(result.run_dir / ANALYSIS)
         page = write_report(doc, result.run_dir / REPORT_HTML, force=False,
                             manifest=result.manifest)
-        click.echo(summary(doc, page, result.manifest, color=sys.stderr.isatty()), err=True,
+        click.echo(summary(doc, page, result.manifest, color=use_color(sys.stderr)), err=True,
                    nl=False)
     except (RightsizeError, OSError, ValueError) as exc:
         warn(f"report not written: {exc}")
 
 
-def _analyze(run_dir: Path, warn: Callable[[str], None]) -> dict[str, Any]:
+def _analyze(run_dir: Path, warn: Callable[[str], None],
+             include_consumer: bool = False) -> dict[str, Any]:
     """Write ``analysis.json`` for a finished run; a failure is a warning, never fatal."""
+    from rightsize.analyzers.sizing.projection import Constraints
     from rightsize.errors import RightsizeError
     from rightsize.pipeline import analyze_paths
     from rightsize.rundir import ANALYSIS, write_json_atomic
 
     try:
-        doc = analyze_paths([run_dir])
+        doc = analyze_paths([run_dir],
+                            constraints=Constraints(include_consumer=include_consumer))
     except RightsizeError as exc:
         reason = f"analysis failed: {exc}"
     except KeyboardInterrupt:

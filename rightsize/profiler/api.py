@@ -24,12 +24,11 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
-from rightsize import __version__
 from rightsize.rundir import (
     create_run_dir,
     default_run_dir,
+    new_manifest,
     read_proc_records,
     trace_paths,
     write_manifest,
@@ -71,21 +70,16 @@ def _standalone(out: str | Path | None) -> Iterator[Path]:
     script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "python"
     stamp = started.astimezone().strftime("%Y%m%d-%H%M%S")
     run_dir = create_run_dir(out or default_run_dir(script or "python", stamp))
-    manifest: dict[str, Any] = {
-        "tool": {"name": "rightsize", "version": __version__},
-        "status": "running",
-        "command": {"kind": "in-process", "argv": list(sys.orig_argv), "name": script},
-        "cwd": os.getcwd(),
-        "started_at": started.isoformat(),
-        "exit": None,
-        "collectors": {
+    manifest = new_manifest(
+        {"kind": "in-process", "argv": list(sys.orig_argv), "name": script},
+        started.isoformat(),
+        {
             "profiler": {"status": "pending"},
             "nvml": {"status": "missing", "reason": "rightsize.profile() without rightsize run"},
             "host": {"status": "missing", "reason": "rightsize.profile() without rightsize run"},
             "analysis": {"status": "skipped", "reason": "run rightsize analyze on this directory"},
         },
-        "files": {"traces": [], "samples": [], "analysis": None},
-    }
+    )
     write_manifest(run_dir, manifest)
     importlib.import_module("torch")  # the hook starts with torch; profiling needs it anyway
     hook = sys.modules.get(_HOOK_MODULE) or _load_hook()

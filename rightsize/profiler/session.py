@@ -11,7 +11,6 @@ side still leaves a readable directory.
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import platform
 import sys
 import time
@@ -21,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rightsize import __version__
 from rightsize.profiler.host import HostSampler, host_info
 from rightsize.profiler.launch import ExitStatus, Target, child_env, run_child
 from rightsize.profiler.nvml import NvmlSampler, NvmlStatus
@@ -29,9 +27,11 @@ from rightsize.profiler.sampler import Sampler, SamplerResult
 from rightsize.rundir import (
     ANALYSIS,
     PROCS_DIR,
+    SCHEDULE_DEFAULTS,
     TRACES_DIR,
     create_run_dir,
     default_run_dir,
+    new_manifest,
     read_proc_records,
     trace_paths,
     write_manifest,
@@ -44,10 +44,10 @@ class RunOptions:
 
     out: Path | None = None
     profiler: bool = True
-    wait: int = 1
-    warmup: int = 1
-    active: int = 3
-    repeat: int = 1
+    wait: int = SCHEDULE_DEFAULTS["wait"]
+    warmup: int = SCHEDULE_DEFAULTS["warmup"]
+    active: int = SCHEDULE_DEFAULTS["active"]
+    repeat: int = SCHEDULE_DEFAULTS["repeat"]
     record_shapes: bool = True
     profile_memory: bool = True
     with_stack: bool = False
@@ -166,34 +166,29 @@ def _stop_sampling(
 
 
 def _base_manifest(target: Target, options: RunOptions, started: datetime) -> dict[str, Any]:
-    return {
-        "tool": {"name": "rightsize", "version": __version__},
-        "status": "running",
-        "command": {"kind": target.kind, "argv": list(target.argv), "name": target.name},
-        "rightsize_argv": list(sys.argv),
-        "cwd": os.getcwd(),
-        "started_at": started.isoformat(),
-        "ended_at": None,
-        "duration_s": None,
-        "exit": None,
-        "environment": {
+    return new_manifest(
+        {"kind": target.kind, "argv": list(target.argv), "name": target.name},
+        started.isoformat(),
+        {
+            "profiler": {"status": "pending"},
+            "nvml": {"status": "pending"},
+            "host": {"status": "pending"},
+            "analysis": {"status": "pending" if options.report else "skipped", "reason": None},
+        },
+        rightsize_argv=list(sys.argv),
+        ended_at=None,
+        duration_s=None,
+        environment={
             "python": platform.python_version(),
             "python_executable": sys.executable,
             "torch": _dist_version("torch"),
             "cuda": None,
             "nvidia_ml_py": _dist_version("nvidia-ml-py"),
         },
-        "host": host_info(),
-        "gpus": [],
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()},
-        "collectors": {
-            "profiler": {"status": "pending"},
-            "nvml": {"status": "pending"},
-            "host": {"status": "pending"},
-            "analysis": {"status": "pending" if options.report else "skipped", "reason": None},
-        },
-        "files": {"traces": [], "samples": [], "analysis": None},
-    }
+        host=host_info(),
+        gpus=[],
+        settings={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()},
+    )
 
 
 def _dist_version(name: str) -> str | None:

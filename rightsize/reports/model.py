@@ -1,10 +1,10 @@
-"""The report model: everything a report shows, built purely from the analysis document.
+"""The report model: everything a report shows, built purely from the typed analysis document.
 
-Input: the ``rightsize analyze --format json`` document (``rightsize.reports.json_doc``, plus the
-``diagnosis``, ``recommendations``, ``sizing`` and ``timeline`` keys when the analysis has them)
-and, for a run directory, its ``manifest.json``. Output: a frozen :class:`ReportModel` that the
-html, json and text renderers (``rightsize.reports.render``) all take. No I/O, no analysis: a
-missing section becomes an empty one with the reason, never an error.
+Input: a :class:`~rightsize.analyzers.document.Document` (read back from JSON with
+``Document.from_json``) and, for a run directory, its ``manifest.json``. Output: a frozen
+:class:`ReportModel` that the html, json and text renderers (``rightsize.reports.render``) all
+take. No I/O, no analysis: a missing section becomes an empty one with the reason, never an
+error.
 
 Sizes are capped here so that every renderer stays small: top-k tables, a downsampled timeline.
 """
@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rightsize.analyzers.document import Document
 from rightsize.reports import fmt, tables
 from rightsize.reports import sections as parts
 from rightsize.reports.sections import (
@@ -23,10 +24,12 @@ from rightsize.reports.sections import (
     Headline,
     InputRow,
     NamedValue,
+    Overview,
     Provenance,
     Timeline,
 )
 from rightsize.reports.tables import KernelRow, Memory, OpRow, Recommendation, SizingView
+from rightsize.rundir import RunInfo, run_info
 
 TOP_KERNELS = 15
 TOP_OPS = 15
@@ -34,11 +37,12 @@ TOP_OPS = 15
 
 @dataclass(frozen=True, slots=True)
 class ReportModel:
-    """One report: sections for the renderers, ``doc`` verbatim for the JSON contract."""
+    """One report: sections for the renderers, ``document`` for the JSON contract."""
 
     title: str
     version: str  # of the rightsize that analyzed
     headline: Headline
+    overview: Overview
     evidence: Evidence
     breakdown: Breakdown
     timeline: Timeline
@@ -48,7 +52,7 @@ class ReportModel:
     sizing: SizingView
     recommendations: tuple[Recommendation, ...]
     provenance: Provenance
-    doc: Mapping[str, Any] = field(repr=False)
+    document: Document = field(repr=False)
 
     def charts(self) -> dict[str, Any]:
         """The data the page's charts draw, as plain JSON types (into JavaScript via tojson)."""
@@ -84,105 +88,68 @@ def _opt_list(values: Sequence[float | None] | None) -> list[float | None] | Non
     return None if values is None else list(values)
 
 
-def build_model(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None = None) -> ReportModel:
+def build_model(doc: Document, manifest: Mapping[str, Any] | None = None) -> ReportModel:
     """The report of one analysis document (and the manifest of its run directory, if any)."""
-    diagnosis = doc.get("diagnosis") or None
-    sizing = doc.get("sizing") or None
-    signals = tables.signal_index(diagnosis)
+    run = run_info(manifest) if manifest else None
+    signals = tables.signal_index(doc.diagnosis)
     return ReportModel(
-        title=_title(doc, manifest),
-        version=str((doc.get("tool") or {}).get("version", "unknown")),
-        headline=parts.headline(doc, diagnosis, sizing),
-        evidence=parts.evidence(doc, diagnosis),
+        title=_title(doc, run),
+        version=doc.tool.version,
+        headline=parts.headline(doc),
+        overview=parts.overview(doc),
+        evidence=parts.evidence(doc),
         breakdown=parts.breakdown(doc),
-        timeline=parts.timeline(doc.get("timeline") or None),
-        kernels=tuple(
-            tables.kernel_row(k, signals) for k in doc.get("top_kernels", [])[:TOP_KERNELS]
-        ),
-        ops=tuple(tables.op_row(o, signals) for o in doc.get("top_ops", [])[:TOP_OPS]),
+        timeline=parts.timeline(doc.timeline),
+        kernels=tuple(tables.kernel_row(k, signals) for k in doc.top_kernels[:TOP_KERNELS]),
+        ops=tuple(tables.op_row(o, signals) for o in doc.top_ops[:TOP_OPS]),
         memory=tables.memory(doc),
-        sizing=tables.sizing_view(sizing, doc),
-        recommendations=tuple(tables.recommendation(r) for r in doc.get("recommendations") or []),
-        provenance=provenance(doc, manifest),
-        doc=doc,
+        sizing=tables.sizing_view(doc.sizing),
+        recommendations=tuple(tables.recommendation(r) for r in doc.recommendations),
+        provenance=provenance(doc, run),
+        document=doc,
     )
 
 
-def _title(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> str:
-    if manifest:
-        argv = (manifest.get("command") or {}).get("argv") or []
-        if argv:
-            first = str(argv[0]).rsplit("/", 1)[-1]  # /venv/bin/python3 -> python3
-            shown = [first if first.startswith("python") else str(argv[0]), *argv[1:]]
-            return "rightsize: " + " ".join(str(a) for a in shown)
-    inputs = doc.get("inputs") or []
-    if inputs:
-        name = str(inputs[0].get("path", "")).rstrip("/").rsplit("/", 1)[-1]
-        more = f" (+{len(inputs) - 1} more)" if len(inputs) > 1 else ""
+def _title(doc: Document, run: RunInfo | None) -> str:
+    if run and run.argv:
+        first = run.argv[0].rsplit("/", 1)[-1]  # /venv/bin/python3 -> python3
+        shown = [first if first.startswith("python") else run.argv[0], *run.argv[1:]]
+        return "rightsize: " + " ".join(shown)
+    if doc.inputs:
+        name = doc.inputs[0].path.rstrip("/").rsplit("/", 1)[-1]
+        more = f" (+{len(doc.inputs) - 1} more)" if len(doc.inputs) > 1 else ""
         return f"rightsize: {name}{more}"
     return "rightsize report"
 
 
-def provenance(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> Provenance:
+def provenance(doc: Document, run: RunInfo | None) -> Provenance:
     """Where the numbers come from: inputs, versions, definitions, and what was missing."""
-    inputs = tuple(
-        InputRow(str(i.get("path")), str(i.get("format")), i.get("bytes"), i.get("events"))
-        for i in doc.get("inputs") or []
-    )
-    tool = doc.get("tool") or {}
-    tools = [NamedValue(str(tool.get("name", "rightsize")), str(tool.get("version")))]
-    run: list[NamedValue] = []
-    if manifest:
-        env = manifest.get("environment") or {}
-        tools += [
-            NamedValue(k, fmt.value(v))
-            for k, v in env.items()
-            if v is None or isinstance(v, str | int | float)
-        ]
-        cmd = manifest.get("command") or {}
-        if cmd.get("argv"):
-            run.append(NamedValue("command", " ".join(str(a) for a in cmd["argv"])))
-        for key in ("cwd", "started_at", "ended_at", "duration_s"):
-            if manifest.get(key) is not None:
-                run.append(NamedValue(key, fmt.value(manifest[key])))
-        exit_ = manifest.get("exit") or {}
-        if exit_:
-            run.append(
-                NamedValue(
-                    "exit",
-                    f"signal {exit_['signal']}"
-                    if exit_.get("signal")
-                    else f"code {exit_.get('code')}",
-                )
-            )
-    definitions = tuple(NamedValue(k, str(v)) for k, v in (doc.get("definitions") or {}).items())
-    return Provenance(
-        inputs,
-        tuple(tools),
-        tuple(run),
-        definitions,
-        tuple(_missing(doc, manifest)),
-        tuple(str(n) for n in doc.get("notes") or []),
-    )
+    inputs = tuple(InputRow(i.path, i.format, i.bytes, i.events) for i in doc.inputs)
+    tools = [NamedValue(doc.tool.name, doc.tool.version)]
+    rows: list[NamedValue] = []
+    if run:
+        tools += [NamedValue(k, fmt.value(v)) for k, v in run.environment]
+        if run.argv:
+            rows.append(NamedValue("command", " ".join(run.argv)))
+        rows += [NamedValue(k, fmt.value(v)) for k, v in run.times]
+        if run.exit:
+            rows.append(NamedValue("exit", run.exit))
+    definitions = tuple(NamedValue(k, v) for k, v in doc.definitions.items())
+    return Provenance(inputs, tuple(tools), tuple(rows), definitions,
+                      tuple(_missing(doc, run)), doc.notes)
 
 
-def _missing(doc: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> list[str]:
-    out = []
-    for name, c in ((manifest or {}).get("collectors") or {}).items():
-        if isinstance(c, Mapping) and c.get("status") not in ("collected", "written", None):
-            out.append(f"{name}: {c.get('status')} ({c.get('reason') or 'no reason recorded'})")
-    if not doc.get("devices"):
+def _missing(doc: Document, run: RunInfo | None) -> list[str]:
+    out = [f"{name}: {status} ({reason})" for name, status, reason in
+           (run.not_collected if run else ())]
+    if not doc.devices:
         out.append("GPU: no GPU activity in the trace (a CPU-only run)")
-    if not (doc.get("steps") or {}).get("count"):
+    if not doc.steps.count:
         out.append("steps: none found, so no per-step numbers")
-    for key, what in (
-        ("diagnosis", "bottleneck diagnosis"),
-        ("sizing", "GPU sizing"),
-        ("timeline", "utilization timeline"),
-    ):
-        if not doc.get(key):
+    for part, what in ((doc.diagnosis, "bottleneck diagnosis"), (doc.sizing, "GPU sizing"),
+                       (doc.timeline, "utilization timeline")):
+        if part is None:
             out.append(f"{what}: not in this analysis")
-    tl = doc.get("timeline") or {}
-    if tl and tl.get("nvml_gpu_util_pct") is None:
+    if doc.timeline is not None and doc.timeline.nvml_gpu_util_pct is None:
         out.append("NVML samples: none (no NVIDIA driver, or not a `rightsize run`)")
     return out

@@ -1,6 +1,6 @@
 """The renderer interface: html, json and text, each taking the same report model.
 
-Input: the analysis document (and the run manifest) -> :func:`rightsize.reports.model.build_model`.
+Input: the typed analysis document (and the run manifest) -> :func:`rightsize.reports.model.build_model`.
 Output: a string per format, or a file written by :func:`write_report`, which never replaces an
 existing file unless ``force`` (it raises :class:`~rightsize.errors.OutputExistsError`).
 ``json`` is the documented ``rightsize analyze`` contract: the analysis document itself.
@@ -8,14 +8,15 @@ existing file unless ``force`` (it raises :class:`~rightsize.errors.OutputExists
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rightsize.errors import OutputExistsError, RightsizeError
 from rightsize.reports.model import ReportModel, build_model
+
+if TYPE_CHECKING:
+    from rightsize.analyzers.document import Document
 
 DEFAULT_HTML = "rightsize-report.html"  # beside the user when the inputs are trace files
 
@@ -42,7 +43,7 @@ class JsonRenderer:
     name, suffix = "json", ".json"
 
     def render(self, model: ReportModel, *, color: bool = False) -> str:
-        return json.dumps(model.doc, indent=2, allow_nan=False) + "\n"
+        return model.document.dumps()
 
 
 class TextRenderer:
@@ -75,7 +76,7 @@ def format_for(path: str | Path) -> str:
 
 
 def render(
-    doc: Mapping[str, Any],
+    doc: Document,
     fmt: str = "html",
     manifest: Mapping[str, Any] | None = None,
     color: bool = False,
@@ -84,7 +85,7 @@ def render(
 
 
 def write_report(
-    doc: Mapping[str, Any],
+    doc: Document,
     path: str | Path,
     force: bool = False,
     manifest: Mapping[str, Any] | None = None,
@@ -97,15 +98,9 @@ def write_report(
     target = Path(path)
     if target.exists() and not force:
         raise OutputExistsError(target)
-    text = render(doc, fmt or format_for(target), manifest)
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise RightsizeError(f"cannot write {target}: {exc.strerror or exc}") from None
+    from rightsize.rundir import write_text_atomic
+
+    write_text_atomic(target, render(doc, fmt or format_for(target), manifest), mkdir=True)
     return target
 
 
@@ -122,7 +117,7 @@ def default_html_path(paths: list[Path], output: Path | None = None) -> Path:
 
 
 def summary(
-    doc: Mapping[str, Any],
+    doc: Document,
     report_path: str | Path | None = None,
     manifest: Mapping[str, Any] | None = None,
     color: bool = False,

@@ -1,18 +1,21 @@
-"""The sections of the report model, each built from its part of the analysis document.
+"""The sections of the report model, each built from its part of the typed analysis document.
 
-Input: pieces of the ``rightsize analyze`` JSON document (and the run manifest). Output: frozen
-dataclasses of plain values that templates and the text renderer read by name. Every section
-has ``empty``: ``None`` when it has something to show, else the one-line reason why not. Pure.
+Input: a :class:`~rightsize.analyzers.document.Document`. Output: frozen dataclasses of plain
+values that templates and the text renderer read by name, labelled for people (internal keys
+never reach the page: :mod:`rightsize.reports.labels`). Every section has ``empty``: ``None``
+when it has something to show, else the one-line reason why not. Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-Doc = Mapping[str, Any]
-
+from rightsize.analyzers.document import Document
+from rightsize.analyzers.document import diagnosis as dd
+from rightsize.analyzers.document import sizing as ds
+from rightsize.analyzers.document.metrics import Memcpy, Metrics
+from rightsize.reports import fmt, labels
 from rightsize.vocab import SHARES as SHARE_ORDER
 
 BREAKDOWN_LABELS = {
@@ -25,11 +28,7 @@ BREAKDOWN_LABELS = {
     "cpu_exec": "CPU Exec",
     "other": "Other",
 }
-UTILIZATION_LABELS = {
-    "gpu_util_pct": "GPU utilization",
-    "sm_efficiency_pct": "SM efficiency",
-    "achieved_occupancy_pct": "Achieved occupancy",
-}
+HTA_LABELS = {"idle_pct": "Idle", "compute_pct": "Compute", "non_compute_pct": "Non-compute"}
 MAX_TIMELINE_POINTS = 500
 
 
@@ -108,6 +107,23 @@ class Timeline:
 
 
 @dataclass(frozen=True, slots=True)
+class Overview:
+    """Steps and the primary device's TensorBoard-plugin metrics, for the text report."""
+
+    steps: int
+    step_source: str
+    mean_ms: float | None
+    min_ms: float | None
+    max_ms: float | None
+    gpu_util_pct: float | None
+    sm_efficiency_pct: float | None
+    achieved_occupancy_pct: float | None
+    tensor_core_kernel_pct: float | None
+    tensor_core_kernel_pct_extended: float | None
+    memcpy: tuple[Memcpy, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class InputRow:
     path: str
     format: str
@@ -125,143 +141,114 @@ class Provenance:
     notes: tuple[str, ...]
 
 
-def as_float(v: Any) -> float | None:
-    return None if v is None or isinstance(v, bool) else float(v)
-
-
-def headline(doc: Doc, diagnosis: Doc | None, sizing: Doc | None) -> Headline:
-    primary = next((d for d in doc.get("devices", []) if d.get("primary")), None)
-    sz = sizing or {}
-    cands = sz.get("candidates") or []
-    rec = next(
-        (
-            c
-            for c in cands
-            if c.get("gpu") == sz.get("recommended")
-            and c.get("gpus") == sz.get("recommended_gpus", 1)
-        ),
-        None,
-    )
-    now = next((c for c in cands if c.get("gpu") == sz.get("current") and c.get("gpus") == 1), None)
+def headline(doc: Document) -> Headline:
+    primary = doc.primary_device
+    sz = doc.sizing
+    rec = sz.candidate(sz.recommended, sz.recommended_gpus) if sz else None
+    now = sz.candidate(sz.current, 1) if sz else None
+    diagnosis = doc.diagnosis
     return Headline(
-        bound=(diagnosis or {}).get("bound"),
-        confidence=as_float((diagnosis or {}).get("confidence")),
-        verdict=sz.get("verdict"),
-        device_name=primary.get("name") if primary else None,
-        current_gpu=sz.get("current"),
-        recommended_gpu=sz.get("recommended"),
-        recommended_gpus=int(sz.get("recommended_gpus") or 1),
-        step_ms=as_float(doc.get("steps", {}).get("mean_ms")),
-        projected_step_ms=as_float(rec.get("projected_step_ms")) if rec else None,
-        usd_per_1k_steps_now=as_float(now.get("usd_per_1k_steps")) if now else None,
-        usd_per_1k_steps_recommended=as_float(rec.get("usd_per_1k_steps")) if rec else None,
-        savings_pct=as_float(sz.get("savings_pct")),
-        reason=sz.get("reason"),
+        bound=diagnosis.bound if diagnosis else None,
+        confidence=diagnosis.confidence if diagnosis else None,
+        verdict=sz.verdict if sz else None,
+        device_name=primary.name if primary else None,
+        current_gpu=sz.current if sz else None,
+        recommended_gpu=sz.recommended if sz else None,
+        recommended_gpus=sz.recommended_gpus if sz else 1,
+        step_ms=doc.steps.mean_ms,
+        projected_step_ms=rec.projected_step_ms if rec else None,
+        usd_per_1k_steps_now=now.usd_per_1k_steps if now else None,
+        usd_per_1k_steps_recommended=rec.usd_per_1k_steps if rec else None,
+        savings_pct=sz.savings_pct if sz else None,
+        reason=sz.reason if sz else None,
     )
 
 
-def evidence(doc: Doc, diagnosis: Doc | None) -> Evidence:
-    d = diagnosis or {}
-    shares_pct = d.get("shares_pct") or {}
-    keys = [k for k in SHARE_ORDER if k in shares_pct] + sorted(set(shares_pct) - set(SHARE_ORDER))
-    shares = tuple(ShareRow(k, float(shares_pct[k])) for k in keys if shares_pct[k] is not None)
-    thresholds = tuple(_threshold(k, v) for k, v in (d.get("thresholds") or {}).items())
+def overview(doc: Document) -> Overview:
+    s, m = doc.steps, doc.metrics
+    return Overview(s.count, s.source, s.mean_ms, s.min_ms, s.max_ms, m.gpu_util_pct,
+                    m.sm_efficiency_pct, m.achieved_occupancy_pct, m.tensor_core_kernel_pct,
+                    m.tensor_core_kernel_pct_extended, m.memcpy)
+
+
+def evidence(doc: Document) -> Evidence:
+    d = doc.diagnosis
+    if d is None:
+        return Evidence((), (), (), (), utilization(doc.metrics, None),
+                        "No diagnosis in this analysis: the bottleneck verdict, "
+                        "its evidence and thresholds are not available.")
+    keys = [k for k in SHARE_ORDER if k in d.shares_pct]
+    keys += sorted(set(d.shares_pct) - set(SHARE_ORDER))
+    shares = tuple(ShareRow(k, float(v)) for k in keys if (v := d.shares_pct[k]) is not None)
+    thresholds = tuple(NamedValue(labels.threshold(k), fmt.value(v))
+                       for k, v in d.thresholds.items())
     counts: dict[str, int] = {}
-    for s in d.get("signals") or []:
-        counts[str(s.get("signal"))] = counts.get(str(s.get("signal")), 0) + 1
-    signals = tuple(
-        NamedValue(k, f"{n} kernel group{'s' if n != 1 else ''}") for k, n in sorted(counts.items())
-    )
-    return Evidence(
-        items=tuple(str(e) for e in d.get("evidence") or []),
-        shares=shares,
-        thresholds=thresholds,
-        signals=signals,
-        utilization=_utilization(doc, d.get("utilization") or {}),
-        empty=None
-        if diagnosis
-        else "No diagnosis in this analysis: the bottleneck verdict, "
-        "its evidence and thresholds are not available.",
-    )
+    for g in d.signals:
+        key = g.signal or "default"
+        counts[key] = counts.get(key, 0) + 1
+    signals = tuple(NamedValue(labels.signal(k), f"{n} kernel group{'s' if n != 1 else ''}")
+                    for k, n in sorted(counts.items()))
+    return Evidence(d.evidence, shares, thresholds, signals,
+                    utilization(doc.metrics, d.utilization), None)
 
 
-def _threshold(name: str, v: Any) -> NamedValue:
-    from rightsize.reports import fmt
+def utilization(m: Metrics, util: dd.Utilization | None) -> tuple[UtilRow, ...]:
+    """Trace-derived figures beside the NVML/GPM counters that measure the same thing."""
+    tr = util.trace if util else None
+    nv = util.nvml if util else None
 
-    if isinstance(v, Mapping):
-        note = v.get("reason") or v.get("source")
-        return NamedValue(
-            name,
-            fmt.value(
-                v.get("value", {k: x for k, x in v.items() if k not in ("reason", "source")})
-            ),
-            None if note is None else str(note),
-        )
-    return NamedValue(name, fmt.value(v))
+    def counter(metric: str, stat: str = "mean") -> float | None:
+        return nv.counter(metric, stat) if nv else None
 
-
-def _utilization(doc: Doc, util: Doc) -> tuple[UtilRow, ...]:
-    trace = {k: doc.get("metrics", {}).get(k) for k in UTILIZATION_LABELS}
-    trace.update({k: v for k, v in (util.get("trace") or {}).items() if v is not None})
-    nvml = util.get("nvml") or {}
-    rows = []
-    extra = sorted((set(trace) | set(nvml)) - set(UTILIZATION_LABELS))
-    for key in [*UTILIZATION_LABELS, *extra]:
-        t, n = trace.get(key), nvml.get(key)
-        numbers = all(isinstance(v, int | float | type(None)) for v in (t, n))
-        if numbers and (t is not None or n is not None):
-            rows.append(UtilRow(UTILIZATION_LABELS.get(key, key), as_float(t), as_float(n)))
-    return tuple(rows)
+    rows = [
+        UtilRow("GPU busy, mean over the steps (a kernel running)",
+                tr.gpu_busy_pct_mean if tr else m.gpu_util_pct, counter("gpu_util")),
+        UtilRow("GPU busy, peak (step / sample)",
+                tr.gpu_busy_pct_peak_step if tr else None, counter("gpu_util", "peak")),
+        UtilRow("SM efficiency (trace estimate) / SM activity (GPM)", m.sm_efficiency_pct,
+                counter("gpm_sm_util")),
+        UtilRow("Achieved occupancy (trace estimate) / SM occupancy (GPM)",
+                m.achieved_occupancy_pct, counter("gpm_sm_occupancy")),
+        UtilRow("Memory controller busy (NVML utilization.memory)", None, counter("mem_util")),
+        UtilRow("Tensor pipes active (GPM)", None, counter("gpm_tensor_util")),
+        UtilRow("DRAM bandwidth used (GPM)", None, counter("gpm_dram_bw_util")),
+    ]
+    return tuple(r for r in rows if r.trace is not None or r.nvml is not None)
 
 
-def breakdown(doc: Doc) -> Breakdown:
-    m = doc.get("metrics") or {}
-    b = m.get("breakdown_ms")
-    steps = int(doc.get("steps", {}).get("count") or 0)
-    hta = m.get("hta")
-    hta_rows = (
-        ()
-        if not hta
-        else tuple(
-            NamedValue(k.removesuffix("_pct"), f"{hta[k]:.1f}%")
-            for k in ("idle_pct", "compute_pct", "non_compute_pct")
-            if hta.get(k) is not None
-        )
-    )
-    definition = (doc.get("definitions") or {}).get("breakdown_ms")
-    if not b:
-        why = (
-            "No steps found (no ProfilerStep annotations): there is no per-step breakdown."
-            if steps == 0
-            else "The step-time breakdown could not be computed."
-        )
+def breakdown(doc: Document) -> Breakdown:
+    m = doc.metrics
+    b = m.breakdown_ms
+    steps = doc.steps.count
+    hta_rows = () if m.hta is None else tuple(
+        NamedValue(label, f"{v:.1f}%") for key, label in HTA_LABELS.items()
+        if (v := getattr(m.hta, key)) is not None)
+    definition = doc.definitions.get("breakdown_ms")
+    if b is None:
+        why = ("No steps found (no ProfilerStep annotations): there is no per-step breakdown."
+               if steps == 0 else "The step-time breakdown could not be computed.")
         return Breakdown((), None, steps, definition, hta_rows, why)
-    step = as_float(b.get("step"))
-    rows = tuple(
-        BreakdownRow(k, label, float(b[k]), 100.0 * b[k] / step if step else None)
-        for k, label in BREAKDOWN_LABELS.items()
-        if b.get(k) is not None
-    )
+    step = b.step
+    rows = tuple(BreakdownRow(k, label, float(getattr(b, k)),
+                              100.0 * getattr(b, k) / step if step else None)
+                 for k, label in BREAKDOWN_LABELS.items())
     return Breakdown(rows, step, steps, definition, hta_rows, None)
 
 
-def timeline(tl: Doc | None) -> Timeline:
-    if not tl or not tl.get("t_ms"):
+def timeline(tl: ds.Timeline | None) -> Timeline:
+    if tl is None or not tl.t_ms:
         return Timeline(None, (), None, None, "No utilization timeline in this analysis.")
-    t = list(tl["t_ms"])
-    series = {
-        k: list(tl[k]) if tl.get(k) is not None else None
-        for k in ("trace_busy_pct", "nvml_gpu_util_pct")
-    }
+    t = list(tl.t_ms)
+    busy: list[float | None] = list(tl.trace_busy_pct)
+    nvml = None if tl.nvml_gpu_util_pct is None else list(tl.nvml_gpu_util_pct)
     factor = max(1, -(-len(t) // MAX_TIMELINE_POINTS))  # ceil: keep the page small
-    bucket = as_float(tl.get("bucket_ms"))
+    bucket: float | None = tl.bucket_ms
     if factor > 1:
         t = [t[i] for i in range(0, len(t), factor)]
-        series = {k: None if v is None else _mean_buckets(v, factor) for k, v in series.items()}
-        bucket = None if bucket is None else bucket * factor
-    return Timeline(
-        bucket, tuple(t), _tup(series["trace_busy_pct"]), _tup(series["nvml_gpu_util_pct"]), None
-    )
+        busy = _mean_buckets(busy, factor)
+        nvml = None if nvml is None else _mean_buckets(nvml, factor)
+        bucket = tl.bucket_ms * factor
+    return Timeline(bucket, tuple(t), tuple(busy), _tup(nvml), None)
 
 
 def _tup(v: list[float | None] | None) -> tuple[float | None, ...] | None:

@@ -1,17 +1,24 @@
 """The table-like sections of the report model: kernels, ops, memory, candidate GPUs and
 recommendations.
 
-Input: pieces of the ``rightsize analyze`` JSON document. Output: frozen dataclasses of plain
-values (``empty`` is ``None`` when a section has something to show, else the reason). Pure.
+Input: parts of the typed analysis document (:mod:`rightsize.analyzers.document`). Output:
+frozen dataclasses of plain values (``empty`` is ``None`` when a section has something to show,
+else the reason). Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from rightsize.reports.sections import Doc, NamedValue, as_float
+from rightsize.analyzers.document import Document
+from rightsize.analyzers.document import diagnosis as dd
+from rightsize.analyzers.document import sizing as ds
+from rightsize.analyzers.document.metrics import TopKernel, TopOp
+from rightsize.reports import fmt
+from rightsize.reports.sections import NamedValue
+
+Classes = Mapping[str, tuple[str | None, str | None]]
 
 MAX_CANDIDATE_ROWS = 20
 MAX_CHART_POINTS = 200
@@ -46,7 +53,6 @@ class Memory:
     capacity_bytes: int | None
     used_pct: float | None
     devices: tuple[NamedValue, ...]
-    estimate: tuple[NamedValue, ...]
     empty: str | None
 
 
@@ -84,20 +90,12 @@ class Recommendation:
     evidence: tuple[str, ...]
 
 
-def signal_index(diagnosis: Doc | None) -> dict[str, tuple[str | None, str | None]]:
+def signal_index(diagnosis: dd.Diagnosis | None) -> dict[str, tuple[str | None, str | None]]:
     """Kernel group -> (compute/memory class, the signal that decided it)."""
-    return {
-        str(s.get("group")): (s.get("class"), s.get("signal"))
-        for s in (diagnosis or {}).get("signals") or []
-        if s.get("group") is not None
-    }
+    return {g.group: (g.class_, g.signal) for g in diagnosis.signals} if diagnosis else {}
 
 
-def _classify(
-    name: str, row: Doc, index: Mapping[str, tuple[str | None, str | None]]
-) -> tuple[str | None, str | None]:
-    if row.get("class") is not None:
-        return row.get("class"), row.get("signal")
+def _classify(name: str, index: Classes) -> tuple[str | None, str | None]:
     if name in index:
         return index[name]
     # A group may name a family ("gemm", "elementwise"): the longest one in the name decides.
@@ -106,138 +104,75 @@ def _classify(
     return index[max(hits, key=len)] if hits else (None, None)
 
 
-def kernel_row(k: Doc, index: Mapping[str, tuple[str | None, str | None]]) -> KernelRow:
-    kind, signal = _classify(str(k["name"]), k, index)
-    return KernelRow(
-        str(k["name"]),
-        int(k.get("calls") or 0),
-        as_float(k.get("total_ms")),
-        as_float(k.get("mean_us")),
-        as_float(k.get("pct")),
-        kind,
-        signal,
-    )
+def kernel_row(k: TopKernel, index: Classes) -> KernelRow:
+    kind, signal = (k.class_, k.signal) if k.class_ is not None else _classify(k.name, index)
+    return KernelRow(k.name, k.calls, k.total_ms, k.mean_us, k.pct, kind, signal)
 
 
-def op_row(o: Doc, index: Mapping[str, tuple[str | None, str | None]]) -> OpRow:
-    kind, signal = _classify(str(o["name"]), o, index)
-    return OpRow(
-        str(o["name"]),
-        int(o.get("calls") or 0),
-        as_float(o.get("host_ms")),
-        as_float(o.get("gpu_ms")),
-        int(o.get("kernels") or 0),
-        kind,
-        signal,
-    )
+def op_row(o: TopOp, index: Classes) -> OpRow:
+    kind, signal = _classify(o.name, index)
+    return OpRow(o.name, o.calls, o.host_ms, o.gpu_ms, o.kernels, kind, signal)
 
 
-def memory(doc: Doc) -> Memory:
-    from rightsize.reports import fmt
-
-    m = doc.get("metrics") or {}
-    primary = next((d for d in doc.get("devices", []) if d.get("primary")), None)
-    cap = primary.get("memory_bytes") if primary else None
-    peak = m.get("peak_memory_bytes")
+def memory(doc: Document) -> Memory:
+    m = doc.metrics
+    primary = doc.primary_device
+    cap = primary.memory_bytes if primary else None
+    peak = m.peak_memory_bytes
     devices = tuple(
-        NamedValue(
-            "host" if r.get("device", 0) < 0 else f"device {r.get('device')}",
-            fmt.nbytes(r.get("peak_allocated_bytes")),
-            "relative to the start of the trace" if r.get("relative") else None,
-        )
-        for r in m.get("memory") or []
-    )
-    est = m.get("memory_estimate") or {}
-    # The estimator's to_json() nests its parts under memory_bytes; flat *_bytes keys also do.
-    nested = est.get("memory_bytes")
-    parts: Mapping[str, Any] = (
-        nested
-        if isinstance(nested, Mapping)
-        else {k.removesuffix("_bytes"): v for k, v in est.items() if k.endswith("_bytes")}
-    )
-    estimate = tuple(
-        NamedValue(k.replace("_", " "), fmt.nbytes(v))
-        for k, v in parts.items()
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    )
+        NamedValue("host" if r.device < 0 else f"device {r.device}",
+                   fmt.nbytes(r.peak_allocated_bytes),
+                   "relative to the start of the trace" if r.relative else None)
+        for r in m.memory)
     return Memory(
-        peak,
-        m.get("peak_reserved_bytes"),
-        cap,
+        peak, m.peak_reserved_bytes, cap,
         100.0 * peak / cap if peak is not None and cap else None,
         devices,
-        estimate,
-        None
-        if peak is not None or estimate
-        else "No memory events in the trace (record with profile_memory=True).",
+        None if peak is not None else
+        "No memory events in the trace (record with profile_memory=True).",
     )
 
 
-def sizing_view(sz: Doc | None, doc: Doc) -> SizingView:
-    if not sz:
-        return SizingView(
-            None,
-            None,
-            None,
-            (),
-            (),
-            0,
-            "No sizing in this analysis: candidate GPUs were not projected.",
-        )
-    rec = (sz.get("recommended"), sz.get("recommended_gpus", 1))
-    rows = [_candidate(c, sz.get("current"), rec) for c in sz.get("candidates") or []]
-    rows.sort(
-        key=lambda r: (
-            not (r.current or r.recommended),
-            r.fits_memory is False,
-            r.usd_per_1k_steps is None,
-            r.usd_per_1k_steps or 0.0,
-            r.projected_step_ms or 0.0,
-        )
-    )
+def sizing_view(sz: ds.Sizing | None) -> SizingView:
+    if sz is None:
+        return SizingView(None, None, None, (), (), 0,
+                          "No sizing in this analysis: candidate GPUs were not projected.")
+    rec = (sz.recommended, sz.recommended_gpus)
+    rows = [_candidate(c, sz.current, rec) for c in sz.candidates]
+    rows.sort(key=lambda r: (
+        not (r.current or r.recommended),
+        r.fits_memory is False,
+        r.usd_per_1k_steps is None,
+        r.usd_per_1k_steps or 0.0,
+        r.projected_step_ms or 0.0,
+    ))
     points = tuple(
         r for r in rows if r.usd_per_1k_steps is not None and r.projected_step_ms is not None
     )[:MAX_CHART_POINTS]
     table = tuple(rows[:MAX_CANDIDATE_ROWS])
-    empty = None if rows else (sz.get("reason") or "No candidate GPU could be projected.")
-    return SizingView(
-        sz.get("verdict"),
-        sz.get("reason"),
-        sz.get("current_note"),
-        table,
-        points,
-        len(rows) - len(table),
-        empty,
-    )
+    empty = None if rows else (sz.reason or "No candidate GPU could be projected.")
+    return SizingView(sz.verdict, sz.reason, sz.current_note, table, points,
+                      len(rows) - len(table), empty)
 
 
-def _candidate(c: Doc, current: str | None, rec: tuple[Any, Any]) -> CandidateRow:
-    gpus = int(c.get("gpus") or 1)
-    src = " · ".join(
-        str(x)
-        for x in (c.get("price_provider"), c.get("price_instance"), c.get("price_date_seen"))
-        if x
-    )
+def _candidate(c: ds.Candidate, current: str | None,
+               rec: tuple[str | None, int]) -> CandidateRow:
+    src = " · ".join(x for x in (c.price_provider, c.price_instance, c.price_date_seen) if x)
     return CandidateRow(
-        label=c["gpu"] if gpus == 1 else f"{gpus} × {c['gpu']}",
-        gpu=str(c["gpu"]),
-        gpus=gpus,
-        fits_memory=c.get("fits_memory"),
-        projected_step_ms=as_float(c.get("projected_step_ms")),
-        usd_per_hour=as_float(c.get("usd_per_hour")),
-        usd_per_1k_steps=as_float(c.get("usd_per_1k_steps")),
-        energy_j_per_step=as_float(c.get("energy_j_per_step")),
+        label=c.gpu if c.gpus == 1 else f"{c.gpus} × {c.gpu}",
+        gpu=c.gpu,
+        gpus=c.gpus,
+        fits_memory=c.fits_memory,
+        projected_step_ms=c.projected_step_ms,
+        usd_per_hour=c.usd_per_hour,
+        usd_per_1k_steps=c.usd_per_1k_steps,
+        energy_j_per_step=c.energy_j_per_step,
         price_source=src or None,
-        current=c["gpu"] == current and gpus == 1,
-        recommended=(c["gpu"], gpus) == rec,
+        current=c.gpu == current and c.gpus == 1,
+        recommended=(c.gpu, c.gpus) == rec,
     )
 
 
-def recommendation(r: Doc) -> Recommendation:
-    ev = r.get("evidence") or ()
-    return Recommendation(
-        str(r.get("id", "")),
-        str(r.get("title", "")),
-        str(r.get("detail", "")),
-        tuple(str(e) for e in ([ev] if isinstance(ev, str) else ev)),
-    )
+def recommendation(r: dd.Recommendation) -> Recommendation:
+    ev = r.evidence
+    return Recommendation(r.id, r.title, r.detail, (ev,) if isinstance(ev, str) else ev)

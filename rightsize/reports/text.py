@@ -1,19 +1,20 @@
 """The terminal renderer: verdict first, compact, colors only when the caller says (a TTY).
 
 Input: a :class:`~rightsize.reports.model.ReportModel` (or, through :func:`render_text`, the
-``rightsize analyze`` document). Output: text. :func:`render_summary` is the few lines printed
+typed analysis document). Output: text. :func:`render_summary` is the few lines printed
 at the end of ``run``/``analyze``/``report``: verdict, top three pieces of evidence, recommended
 GPU, report path. :func:`render_model` adds the details (``--format text``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from rightsize.analyzers.document import Document
 from rightsize.reports import fmt
 from rightsize.reports.model import ReportModel, build_model
+from rightsize.reports.sections import Headline
 
 _BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
 Style = Callable[[str], str]
@@ -25,7 +26,7 @@ def _styles(color: bool) -> tuple[Style, Style]:
     return (lambda s: f"{_BOLD}{s}{_RESET}"), (lambda s: f"{_DIM}{s}{_RESET}")
 
 
-def render_text(doc: Mapping[str, Any], color: bool = False) -> str:
+def render_text(doc: Document, color: bool = False) -> str:
     """``rightsize analyze --format text``: the summary, then the details."""
     return render_model(build_model(doc), color=color)
 
@@ -69,7 +70,7 @@ def render_summary(
             else h.recommended_gpu
         )
         lines.append(
-            b("Recommended GPU: ") + f"{gpu}, {fmt.ms(h.projected_step_ms)} per step, "
+            b("Recommended GPU: ") + f"{gpu}{_slower(h)}, {fmt.ms(h.projected_step_ms)} per step, "
             f"{fmt.usd(h.usd_per_1k_steps_recommended)} per 1k steps"
             + (f" (saves {fmt.pct(h.savings_pct)})" if h.savings_pct else "")
         )
@@ -82,20 +83,17 @@ def render_summary(
 
 def _details(model: ReportModel, color: bool) -> str:
     b, dim = _styles(color)
-    doc = model.doc
-    m = doc.get("metrics") or {}
-    st = doc.get("steps") or {}
+    o = model.overview
     lines = [
-        b("Steps: ") + f"{st.get('count', 0)} ({st.get('source', 'none')}), mean "
-        f"{fmt.ms(st.get('mean_ms'))}, min {fmt.ms(st.get('min_ms'))}, "
-        f"max {fmt.ms(st.get('max_ms'))}"
+        b("Steps: ") + f"{o.steps} ({o.step_source}), mean {fmt.ms(o.mean_ms)}, "
+        f"min {fmt.ms(o.min_ms)}, max {fmt.ms(o.max_ms)}"
     ]
     lines.append(
-        b("GPU: ") + f"utilization {fmt.pct(m.get('gpu_util_pct'))}, "
-        f"est. SM efficiency {fmt.pct(m.get('sm_efficiency_pct'))}, "
-        f"est. achieved occupancy {fmt.pct(m.get('achieved_occupancy_pct'))}, "
-        f"tensor-core kernels {fmt.pct(m.get('tensor_core_kernel_pct'))} "
-        f"({fmt.pct(m.get('tensor_core_kernel_pct_extended'))} with newer names)"
+        b("GPU: ") + f"utilization {fmt.pct(o.gpu_util_pct)}, "
+        f"est. SM efficiency {fmt.pct(o.sm_efficiency_pct)}, "
+        f"est. achieved occupancy {fmt.pct(o.achieved_occupancy_pct)}, "
+        f"tensor-core kernels {fmt.pct(o.tensor_core_kernel_pct)} "
+        f"({fmt.pct(o.tensor_core_kernel_pct_extended)} with newer names)"
     )
     if model.evidence.shares:
         lines.append(
@@ -115,16 +113,15 @@ def _details(model: ReportModel, color: bool) -> str:
             b("GPU time")
             + dim(" (HTA temporal breakdown)")
             + ": "
-            + ", ".join(f"{v.name.replace('_', '-')} {v.value}" for v in bd.hta)
+            + ", ".join(f"{v.name.lower()} {v.value}" for v in bd.hta)
         )
     mem = model.memory
     cap = f" of {fmt.nbytes(mem.capacity_bytes)}" if mem.capacity_bytes else ""
     lines.append(b("Peak memory: ") + fmt.nbytes(mem.peak_allocated_bytes) + cap)
-    for c in (m.get("memcpy") or [])[:4]:
+    for c in o.memcpy[:4]:
         lines.append(
-            f"  memcpy {c['direction']} {c['host_memory'] or ''}: {c['count']} copies, "
-            f"{fmt.nbytes(c['bytes'])}, {fmt.ms(c['time_ms'], 3)}, "
-            f"{fmt.num(c['gbps'], 1)} GB/s"
+            f"  memcpy {c.direction} {c.host_memory or ''}: {c.count} copies, "
+            f"{fmt.nbytes(c.bytes)}, {fmt.ms(c.time_ms, 3)}, {fmt.num(c.gbps, 1)} GB/s"
         )
     if model.kernels:
         lines.append(b("Top kernels"))
@@ -139,3 +136,11 @@ def _details(model: ReportModel, color: bool) -> str:
         lines.extend(f"  - {r.title}" for r in model.recommendations[:5])
     lines.extend(dim(f"note: {n}") for n in model.provenance.notes)
     return "\n".join(lines) + "\n"
+
+
+def _slower(h: Headline) -> str:
+    """" (1.2x slower)" when the recommended GPU is slower than the measured step (sizing)."""
+    if not h.step_ms or not h.projected_step_ms or h.recommended_gpu == h.current_gpu:
+        return ""
+    ratio = h.projected_step_ms / h.step_ms
+    return f" ({ratio:.1f}x slower)" if ratio >= 1.05 else ""

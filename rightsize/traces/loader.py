@@ -28,7 +28,7 @@ from rightsize.errors import InputError
 from rightsize.traces import ncu, nsys
 from rightsize.traces.kineto import GZIP_MAGIC, looks_like_kineto, read_kineto
 from rightsize.traces.metrics_logs import looks_like_metrics_log, read_metrics_log
-from rightsize.traces.samples import read_samples
+from rightsize.traces.samples import read_kind
 from rightsize.traces.schema import Trace
 
 SUPPORTED = ("PyTorch Profiler/Kineto JSON (.json, .json.gz), Nsight Systems SQLite "
@@ -48,7 +48,6 @@ class Inputs:
     run_dirs: tuple[Path, ...] = field(default=())
     ncu: pl.DataFrame | None = None  # Nsight Compute per-kernel rows (rightsize.traces.ncu)
     gpu_samples: pl.DataFrame | None = None  # GPU_SAMPLES from runs and metric logs
-    host_samples: pl.DataFrame | None = None  # HOST_SAMPLES from run directories
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +123,6 @@ def load(paths: list[str | Path], progress: Progress | None = None,
     run_dirs: list[Path] = []
     ncu_frames: list[pl.DataFrame] = []
     gpu_frames: list[pl.DataFrame] = []
-    host_frames: list[pl.DataFrame] = []
     for i, (f, run) in enumerate(files, 1):
         fmt = detect(f)
         label = f"[{i}/{len(files)}] {f.name}"
@@ -149,19 +147,16 @@ def load(paths: list[str | Path], progress: Progress | None = None,
             run_dirs.append(run)
     if len(traces) > 1 and not (len(run_dirs) == 1 and all(r is not None for _, r in files)):
         check_one_job(traces)
-    for run in run_dirs:
-        gpu, host = read_samples(run)
+    for run in run_dirs:  # host samples (psutil) stay on disk: no analyzer reads them yet
+        gpu = read_kind(run, "gpu")
         if gpu.height:
             gpu_frames.append(gpu)
-        if host.height:
-            host_frames.append(host)
     return Inputs(
         traces=tuple(traces),
         described=tuple(described),
         run_dirs=tuple(run_dirs),
         ncu=ncu.combine_ncu(ncu_frames) if ncu_frames else None,
         gpu_samples=pl.concat(gpu_frames, how="vertical") if gpu_frames else None,
-        host_samples=pl.concat(host_frames, how="vertical") if host_frames else None,
     )
 
 

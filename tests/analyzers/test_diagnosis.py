@@ -1,4 +1,5 @@
-"""The verdict on small hand-built traces, one per bound, with exact shares."""
+"""The verdict on small inline traces (tests/framebuilder.py), one per bound, with exact
+shares."""
 
 from __future__ import annotations
 
@@ -9,17 +10,16 @@ from rightsize.analyzers.analysis import Context, analyze_trace
 from rightsize.analyzers.diagnosis.verdict import DiagnosisThresholds, diagnose
 from rightsize.analyzers.metrics.steps import find_steps
 from rightsize.catalog import load_catalog
-from rightsize.traces.kineto import read_kineto
 from rightsize.vocab import Bound
-from tests.tracebuilder import TraceBuilder
+from tests.framebuilder import FrameBuilder
 
 GEMM = "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT"
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4>()"
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"
 
 
-def base() -> TraceBuilder:
-    b = TraceBuilder()
+def base() -> FrameBuilder:
+    b = FrameBuilder()
     b.step(1, 0, 1000)
     return b
 
@@ -29,9 +29,9 @@ def base() -> TraceBuilder:
 FEW_KERNELS = DiagnosisThresholds(min_kernels=1)
 
 
-def run(tmp_path, b: TraceBuilder, **kw):
+def run(b: FrameBuilder, **kw):
     kw.setdefault("thresholds", FEW_KERNELS)
-    trace = read_kineto(b.write(tmp_path / "t.json"))
+    trace = b.trace()
     d, work = diagnose(trace, find_steps(trace), 0 if trace.kernels.height else None, **kw)
     return d, work
 
@@ -40,9 +40,9 @@ def shares(d) -> dict[str, float]:
     return {k: v for k, v in d.shares_pct.items() if v}
 
 
-def test_compute_bound(tmp_path):
+def test_compute_bound():
     b = base().kernel(GEMM, 100, 800, corr=1).op("aten::mm", 0, 100).op("aten::add", 900, 100)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert shares(d) == {"compute": 80.0, "host": 20.0}
     assert d.bound is Bound.COMPUTE
     # 80% busy: 20 points above the 60% line (level 1.0); margin 1.0; names decided (0.7);
@@ -51,59 +51,59 @@ def test_compute_bound(tmp_path):
     assert d.signal_pct == {"name": 100.0}
 
 
-def test_memory_bound(tmp_path):
+def test_memory_bound():
     b = base().kernel(ELEMENTWISE, 100, 800, corr=1).op("aten::add", 0, 1000)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert shares(d) == {"memory": 80.0, "host": 20.0} and d.bound is Bound.MEMORY
 
 
-def test_pcie_bound(tmp_path):
+def test_pcie_bound():
     b = base().memcpy("Memcpy HtoD (Pageable -> Device)", 0, 700, corr=1, nbytes=10**9)
     b.kernel(GEMM, 700, 100, corr=2).op("aten::item", 800, 200)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert shares(d) == {"pcie": 70.0, "compute": 10.0, "host": 20.0}
     assert d.bound is Bound.PCIE
     # busy 10%: level min(1, 0.5 + 50/40) = 1; margin 0.5 + 0.5 * (70 - 20) / 70; one step.
     assert d.confidence == round((0.5 + 0.5 * 50 / 70) * 0.7, 2)
 
 
-def test_dataloader_bound(tmp_path):
+def test_dataloader_bound():
     b = base().x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
                  0, 600)
     b.kernel(GEMM, 600, 300, corr=1).op("aten::mm", 900, 100)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert shares(d) == {"dataloader": 60.0, "compute": 30.0, "host": 10.0}
     assert d.bound is Bound.DATALOADER
     assert "data-loader wait exposed 60.0%" in d.evidence[0]
 
 
-def test_host_bound_tiny_kernels(tmp_path):
+def test_host_bound_tiny_kernels():
     b = base().op("aten::add", 0, 1000)
     for i in range(10):
         b.kernel(ELEMENTWISE, 100 * i + 50, 7, corr=i + 1)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert shares(d) == {"memory": 7.0, "host": 93.0}
     assert d.bound is Bound.HOST  # a GPU busy 7% with tiny kernels is host-bound
 
 
-def test_communication_bound(tmp_path):
+def test_communication_bound():
     b = base().kernel(NCCL, 0, 700, corr=1, stream=20).kernel(GEMM, 600, 300, corr=2)
     b.op("aten::mm", 900, 100)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     # 600-700 overlaps compute: only 600 us of communication are exposed.
     assert shares(d) == {"communication": 60.0, "compute": 30.0, "host": 10.0}
     assert d.bound is Bound.COMMUNICATION
 
 
-def test_idle_with_nothing_recorded_counts_toward_host(tmp_path):
+def test_idle_with_nothing_recorded_counts_toward_host():
     b = base().kernel(GEMM, 0, 300, corr=1).op("aten::mm", 300, 400)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert shares(d) == {"compute": 30.0, "host": 40.0, "idle": 30.0} and d.bound is Bound.HOST
     # level min(1, 0.5 + 30/40) = 1; margin 1 (no other stall); one step 0.7 x 70% recorded.
     assert d.confidence == 0.49
 
 
-def test_roofline_signal_beats_names_when_shapes_are_recorded(tmp_path):
+def test_roofline_signal_beats_names_when_shapes_are_recorded():
     # A "GEMM" kernel launched by a skinny matmul is memory-bound on an H100 (ridge ~295 FLOP/B).
     b = base()
     b.op("aten::mm", 0, 100, ext=7, **{"Input Dims": [[8, 4096], [4096, 4096]],
@@ -111,21 +111,21 @@ def test_roofline_signal_beats_names_when_shapes_are_recorded(tmp_path):
     b.kernel(GEMM, 100, 800, corr=1, ext=7).op("aten::add", 900, 100)
     h100 = load_catalog().gpu("H100 SXM")
     from rightsize.analyzers.diagnosis.advise import ridge_for
-    d, work = run(tmp_path, b, ridge=ridge_for(h100))
+    d, work = run(b, ridge=ridge_for(h100))
     assert work.select("work", "signal", "precision").row(0) == ("memory", "roofline", "bf16")
     assert shares(d) == {"memory": 80.0, "host": 20.0} and d.bound is Bound.MEMORY
 
 
-def test_ncu_signal_decides_first(tmp_path):
+def test_ncu_signal_decides_first():
     b = base().kernel(ELEMENTWISE, 100, 800, corr=1).op("aten::add", 0, 1000)
     ncu = pl.DataFrame({"kernel_name_normalized": ["vectorized_elementwise_kernel<4>"],
                         "sm_throughput_pct": [91.0], "memory_throughput_pct": [40.0]})
-    d, work = run(tmp_path, b, ncu=ncu)
+    d, work = run(b, ncu=ncu)
     assert work.select("work", "signal").row(0) == ("compute", "ncu")
     assert d.bound is Bound.COMPUTE and d.confidence == 0.7  # ncu 1.0 x one step 0.7
 
 
-def test_counters_signal_and_nvml_side_by_side(tmp_path):
+def test_counters_signal_and_nvml_side_by_side():
     b = base().kernel(GEMM, 100, 800, corr=1).op("aten::mm", 0, 1000)
     t0 = 0
     samples = pl.DataFrame({
@@ -133,7 +133,7 @@ def test_counters_signal_and_nvml_side_by_side(tmp_path):
         "gpu_util_pct": [100.0, 40.0], "gpm_sm_util_pct": [90.0, 80.0],
         "gpm_tensor_util_pct": [10.0, 20.0], "gpm_dram_bw_util_pct": [70.0, 60.0],
     })
-    d, work = run(tmp_path, b, samples=samples)
+    d, work = run(b, samples=samples)
     assert work.select("work", "signal").row(0) == ("memory", "counters")
     nv = d.utilization["nvml"]
     assert (nv["samples"], nv["gpu_util_pct_mean"], nv["gpu_util_pct_peak"]) == (2, 70.0, 100.0)
@@ -141,29 +141,29 @@ def test_counters_signal_and_nvml_side_by_side(tmp_path):
     assert any("NVML utilization.gpu 70.0%" in e for e in d.evidence)
 
 
-def test_cpu_only_trace_splits_host_op_self_time(tmp_path):
-    b = TraceBuilder(devices=[])
+def test_cpu_only_trace_splits_host_op_self_time():
+    b = FrameBuilder(devices=[])
     b.step(1, 0, 1000)
     b.op("aten::linear", 0, 600, ext=1)
     b.op("aten::addmm", 50, 500, ext=2, **{"Input Dims": [[512], [512, 512], [512, 512]],
                                           "Input type": ["float", "float", "float"]})
     b.op("aten::empty", 60, 5)  # tiny: dispatch overhead
     b.op("aten::relu", 600, 300, ext=3, **{"Input Dims": [[512, 512]], "Input type": ["float"]})
-    d, _work = run(tmp_path, b)
+    d, _work = run(b)
     assert d.device == "cpu"
     # addmm self time 495 us compute; relu 300 memory; linear's own 100 us and the tiny op host.
     assert shares(d) == {"compute": 49.5, "memory": 30.0, "host": 10.5, "idle": 10.0}
     assert d.bound is Bound.COMPUTE
 
 
-def test_recommendations_and_sizing_in_the_analysis(tmp_path):
+def test_recommendations_and_sizing_in_the_analysis():
     b = base().x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
                  0, 600)
     for i in range(20):  # enough kernels for a verdict
         b.kernel(GEMM, 600 + 15 * i, 15, corr=i + 1)
     b.op("aten::mm", 900, 100)
     b.memory(10, 1 << 30, 1 << 30, 2 << 30)
-    trace = read_kineto(b.write(tmp_path / "t.json"))
+    trace = b.trace()
     r = analyze_trace(trace, Context(catalog=load_catalog()))
     ids = [x.id for x in r.recommendations]
     assert ids[0] == "dataloader-stall" and "low-gpu-utilization" in ids
@@ -199,9 +199,9 @@ def test_recommendations_ordered_by_verdict_then_impact():
     assert recommend(m, "dataloader")[0].id == "dataloader-stall"
 
 
-def test_mostly_unrecorded_step_is_inconclusive(tmp_path):
+def test_mostly_unrecorded_step_is_inconclusive():
     b = base().kernel(GEMM, 0, 300, corr=1).op("aten::mm", 300, 100)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert shares(d) == {"compute": 30.0, "host": 10.0, "idle": 60.0}
     assert d.bound is Bound.INCONCLUSIVE and d.confidence is None
     first = d.evidence_items[0]
@@ -209,54 +209,54 @@ def test_mostly_unrecorded_step_is_inconclusive(tmp_path):
     assert "profile steady-state steps, e.g. steps 10-15" in first.text
 
 
-def test_too_few_kernels_is_inconclusive_at_the_default_threshold(tmp_path):
+def test_too_few_kernels_is_inconclusive_at_the_default_threshold():
     b = base().op("aten::mm", 0, 1000)
     for i in range(19):
         b.kernel(GEMM, 50 * i, 40, corr=i + 1)
-    d, _ = run(tmp_path, b, thresholds=DiagnosisThresholds())
+    d, _ = run(b, thresholds=DiagnosisThresholds())
     assert d.bound is Bound.INCONCLUSIVE
     assert [(e.share, e.value, e.threshold) for e in d.evidence_items[:1]] == [
         ("kernels", 19.0, 20.0)]
     b.kernel(GEMM, 960, 20, corr=20)
-    d, _ = run(tmp_path, b, thresholds=DiagnosisThresholds())
+    d, _ = run(b, thresholds=DiagnosisThresholds())
     assert d.bound is Bound.COMPUTE  # 20 kernels: judged
 
 
-def test_cold_start_is_inconclusive(tmp_path):
+def test_cold_start_is_inconclusive():
     b = base().op("aten::conv2d", 0, 1000)
     b.launch("cudaFree", 0, 300, corr=100)  # context creation behind the first cudaFree
     b.kernel(GEMM, 300, 600, corr=1)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert d.bound is Bound.INCONCLUSIVE
     e = d.evidence_items[0]
     assert (e.share, e.value, e.threshold) == ("startup", 30.0, 25.0)
     assert "cudaFree 0 ms" in e.text and "skip the first step" in e.text
 
 
-def test_gpu_job_without_recorded_kernels_is_a_gpu_diagnosis(tmp_path):
+def test_gpu_job_without_recorded_kernels_is_a_gpu_diagnosis():
     b = base().op("aten::mm", 0, 1000).launch("cudaLaunchKernel", 100, 10, corr=1)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     assert d.device == "gpu" and d.bound is Bound.INCONCLUSIVE
     assert d.evidence_items[0].share == "kernels"
     assert "1 kernel launch calls" in d.evidence[0]
 
 
-def test_nvml_and_trace_disagreeing_is_inconclusive(tmp_path):
+def test_nvml_and_trace_disagreeing_is_inconclusive():
     b = base().kernel(GEMM, 100, 800, corr=1).op("aten::mm", 0, 1000)
     samples = pl.DataFrame({"t_ns": [100_000 * i for i in range(1, 6)], "gpu_index": [0] * 5,
                             "gpu_util_pct": [20.0] * 5})
-    d, _ = run(tmp_path, b, samples=samples)
+    d, _ = run(b, samples=samples)
     assert d.bound is Bound.INCONCLUSIVE
     e = d.evidence_items[0]
     assert (e.share, e.value, e.threshold) == ("utilization", 60.0, 30.0)
 
 
-def test_confidence_reflects_steps_coverage_and_variation(tmp_path):
-    b = TraceBuilder()
+def test_confidence_reflects_steps_coverage_and_variation():
+    b = FrameBuilder()
     for n in range(5):
         b.step(n, 1000 * n, 1000).kernel(GEMM, 1000 * n + 100, 800, corr=n + 1)
         b.op("aten::mm", 1000 * n, 100)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     # 80% busy, names 0.7; five equal steps (min(1, 0.6 + 0.1 x 5) = 1, no variation), 90%
     # recorded (the last 100 us of each step are idle): 0.7 x 1 x 0.9 x 1
     assert shares(d) == {"compute": 80.0, "host": 10.0, "idle": 10.0}
@@ -264,11 +264,11 @@ def test_confidence_reflects_steps_coverage_and_variation(tmp_path):
     assert d.evidence_items[-1].share == "steps" and d.evidence_items[-1].value == 0.0
 
 
-def test_evidence_items_carry_share_value_threshold(tmp_path):
+def test_evidence_items_carry_share_value_threshold():
     b = base().x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
                  0, 600)
     b.kernel(GEMM, 600, 300, corr=1).op("aten::mm", 900, 100)
-    d, _ = run(tmp_path, b)
+    d, _ = run(b)
     first = d.evidence_items[0]
     assert (first.share, first.value, first.threshold) == ("dataloader", 60.0, 5.0)
     assert d.evidence == tuple(e.text for e in d.evidence_items)
@@ -282,14 +282,14 @@ CONV_BWD = {"Input Dims": [[16, 64, 16, 16], [16, 32, 16, 16], [64, 32, 3, 3]] +
                                 "[0, 0]", "1", "[True, True, True]"]}
 
 
-def test_cpu_op_self_time_is_work_not_overhead(tmp_path):
-    b = TraceBuilder(devices=[])
+def test_cpu_op_self_time_is_work_not_overhead():
+    b = FrameBuilder(devices=[])
     b.step(1, 0, 1000)
     b.op("autograd::engine::evaluate_function: ConvolutionBackward0", 0, 500)  # dispatch
     b.op("aten::convolution_backward", 20, 470, ext=1, **CONV_BWD)  # roofline: compute
     b.op("aten::max_pool2d_with_indices", 500, 300)  # no rule: memory-bound by default
     b.op("aten::zeros", 800, 8)  # under the 10 us tiny-op threshold: dispatch
-    d, work = run(tmp_path, b)
+    d, work = run(b)
     assert shares(d) == {"compute": 47.0, "memory": 30.0, "host": 3.8, "idle": 19.2}
     assert d.bound is Bound.COMPUTE
     got = {r["name"]: (r["work"], r["signal"]) for r in work.to_dicts()}

@@ -152,7 +152,7 @@ def test_training_quantized_weights_is_refused():
 
 
 @pytest.mark.parametrize(("cfg", "words"), [
-    ({"model_type": "rwkv", "hidden_size": 8}, "model_type 'rwkv' is not supported"),
+    ({"model_type": "rwkv", "hidden_size": 8}, "no num_attention_heads / n_head"),
     ({"model_type": "llama", "num_attention_heads": 8}, "no hidden_size"),
     ({"model_type": "llama", "hidden_size": "big", "num_attention_heads": 8}, "not a count"),
     ([1, 2], "not a JSON object"),
@@ -205,15 +205,24 @@ def test_cli_estimate_bad_config_one_line(tmp_path, content, words):
     assert out.stderr.count("\n") == 1 and words in out.stderr
 
 
-def test_estimate_matches_measured_cpu_peak():
+MEASURED_SHAPES = [
+    ModelShape(128, 2, 4, 344, 512, num_kv_heads=2, name="tiny"),
+    ModelShape(128, 2, 4, 344, 512, q_lora_rank=48, kv_lora_rank=32, qk_rope_head_dim=8,
+               qk_nope_head_dim=16, v_head_dim=16, num_experts=4, experts_per_token=2,
+               expert_intermediate_size=128, shared_expert_intermediate_size=128,
+               shared_expert_gate=True, dense_layers=1, name="tiny-mla-moe"),
+]
+
+
+@pytest.mark.parametrize("shape", MEASURED_SHAPES, ids=lambda s: s.name)
+def test_estimate_matches_measured_cpu_peak(shape):
     pytest.importorskip("torch")
     spec = importlib.util.spec_from_file_location(
         "estimator_vs_measured", REPO / "benchmarks" / "estimator_vs_measured.py")
     bench = importlib.util.module_from_spec(spec)
     sys.modules["estimator_vs_measured"] = bench
     spec.loader.exec_module(bench)
-    case = bench.Case("tiny", ModelShape(128, 2, 4, 344, 512, num_kv_heads=2, name="tiny"),
-                      4, 128, True)
+    case = bench.Case(shape.name, shape, 4, 128, True)
     measured, n_params = bench.measure(case, 2)
     est = estimate(case.shape, Setup(precision=Precision.FP32, batch=4, seq=128,
                                      optimizer=Optimizer.ADAM, device="cpu"))

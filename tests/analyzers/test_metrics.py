@@ -1,6 +1,6 @@
 """Every metric on the hand-built two-step trace, against values worked out by hand.
 
-The trace (tests/tracebuilder.py two_step_trace), in µs: steps [1000,2000) and [2000,3000);
+The trace (tests/tracebuilder.py two_step_trace, built as inline frames), in µs: steps [1000,2000) and [2000,3000);
 kernels gemm [1250,1650) (2.0 blocks/SM, occ 50), nccl [1600,1800) on stream 20 (0.5, 25),
 elementwise [2100,2300) (0.25, 10), reduce [2310,2410) (1.5, 30); memcpy HtoD pageable
 [1650,1700) 1 MB; memset [2420,2430); data loader [1000,1200); launches of 10 µs each.
@@ -13,16 +13,16 @@ import pytest
 from rightsize.analyzers.analysis import analyze_trace
 from rightsize.analyzers.metrics import hta, kernels, tb_plugin
 from rightsize.analyzers.metrics.steps import find_steps
-from rightsize.traces.kineto import read_kineto
+from tests.framebuilder import FrameBuilder
 from tests.tracebuilder import BASE_NS, two_step_trace
 
 US = 1000  # ns per µs
 
 
 @pytest.fixture(scope="module")
-def trace(tmp_path_factory):
-    path = two_step_trace().write(tmp_path_factory.mktemp("t") / "two.json")
-    return read_kineto(path)
+def trace():
+    b = FrameBuilder(base_ns=BASE_NS, rank=0, world_size=2, backend="nccl")
+    return two_step_trace(b).trace("two.json")
 
 
 def test_steps_are_device_aware_and_complete(trace):

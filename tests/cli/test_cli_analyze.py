@@ -210,3 +210,16 @@ def test_truncated_nsys_export_is_one_line_and_unchanged(tmp_path):
     res = rightsize("analyze", path)
     assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1
     assert "Traceback" not in res.stderr and path.read_bytes() == src[: len(src) // 3]
+
+
+def test_definitions_tb_plugin_on_the_command_line(trace_file):
+    res = rightsize("analyze", trace_file, "--definitions", "tb-plugin", "--format", "json",
+                    "--no-report")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert "defects reproduced" in doc["definitions"]["steps"]
+    # the hand-built trace uses current category names: the plugin sees no runtime calls
+    assert doc["metrics"]["breakdown_ms"]["runtime"] == 0.0
+    res = rightsize("analyze", trace_file, "--definitions", "nope", "--no-report")
+    assert res.returncode == 2 and "'nope' is not one of" in res.stderr
+

@@ -135,15 +135,12 @@ def test_shared_trace_report(browser, tmp_path):
 
 def test_full_document_charts(browser, tmp_path):
     """Every chart draws when the analysis has diagnosis, sizing and a timeline."""
-    import json
 
     from rightsize.reports.render import write_report
-    from tests.report_docs import with_everything
-    from tests.reports.test_report_model import BASE
+    from tests.report_docs import real_doc, typed, with_everything
 
-    stored = SAMPLES / "runs" / "train_compute-cpu" / "analysis.json"
-    doc = json.loads(stored.read_text()) if stored.is_file() else BASE
-    out = write_report(with_everything(doc), tmp_path / "full.html")
+    out = write_report(typed(with_everything(real_doc("train_compute-cpu"))),
+                       tmp_path / "full.html")
     shot = tmp_path / "full.png"
     page = Page(browser, out, shot)
     check_clean(page, shot)

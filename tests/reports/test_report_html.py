@@ -3,7 +3,6 @@ templates and chart library inside the built wheel. (The DOM is checked in test_
 
 from __future__ import annotations
 
-import copy
 import re
 import subprocess
 import sys
@@ -16,14 +15,13 @@ from rightsize.reports import html as html_mod
 from rightsize.reports.model import build_model
 from rightsize.reports.render import render
 from tests.conftest import REPO
-from tests.report_docs import with_everything
-from tests.reports.test_report_model import BASE
+from tests.report_docs import real_doc, typed, with_everything
 
 PAYLOAD = "</script><img src=x onerror=alert(1)>"
 
 
 def test_page_is_self_contained():
-    page = render(with_everything(BASE), "html")
+    page = render(typed(with_everything(real_doc())), "html")
     assert page.startswith("<!doctype html>")
     # nothing is fetched: no src/href/url() to anywhere, and the CSP forbids it anyway
     assert re.findall(r"""(?:src|href)\s*=\s*["']?(?!#)[^"'\s>]+""", page) == []
@@ -34,12 +32,11 @@ def test_page_is_self_contained():
 
 
 def test_names_are_escaped_in_the_source():
-    doc = copy.deepcopy(BASE)
+    doc = with_everything(real_doc(), name=PAYLOAD)
     doc["top_kernels"][0]["name"] = PAYLOAD
     doc["top_ops"][0]["name"] = f"aten::{PAYLOAD}"
-    doc = with_everything(doc, name=PAYLOAD)
     doc["recommendations"][0]["title"] = "<b>bold</b>"
-    page = render(doc, "html", manifest={"command": {"argv": ["python", "<b>x</b>"]}})
+    page = render(typed(doc), "html", manifest={"command": {"argv": ["python", "<b>x</b>"]}})
     assert PAYLOAD not in page and "<b>bold</b>" not in page and "<b>x</b>" not in page
     assert "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;" in page
     # In the chart data the names are JSON with <, >, & escaped, so the script never ends early.
@@ -49,7 +46,7 @@ def test_names_are_escaped_in_the_source():
 
 def test_a_report_from_a_huge_analysis_stays_small():
     """Top-k tables and a downsampled timeline: a 1 GB trace's analysis is bounded like this."""
-    doc = with_everything(BASE)
+    doc = with_everything(real_doc())
     doc["top_kernels"] = [
         {**doc["top_kernels"][0], "name": f"k{i}" + "x" * 4000} for i in range(5000)
     ]
@@ -62,7 +59,7 @@ def test_a_report_from_a_huge_analysis_stays_small():
         "nvml_gpu_util_pct": [60.0] * n,
     }
     doc["sizing"]["candidates"] = doc["sizing"]["candidates"] * 500
-    page = render(doc, "html")
+    page = render(typed(doc), "html")
     assert len(page.encode()) < 2_000_000
     assert page.count('class="name"') <= 15 + 15 + len(doc["inputs"])
 
@@ -72,16 +69,16 @@ def test_jinja_is_strict_and_escaping():
     assert env.undefined is jinja2.StrictUndefined and env.autoescape is True
     assert isinstance(env.loader, jinja2.PackageLoader)
     with pytest.raises(jinja2.UndefinedError):  # a typo in a template fails, not blanks
-        env.from_string("{{ m.headline.no_such_field }}").render(m=build_model(BASE))
+        env.from_string("{{ m.headline.no_such_field }}").render(m=build_model(typed(real_doc())))
     with pytest.raises(jinja2.UndefinedError):
-        env.get_template(html_mod.TEMPLATE).render(m=build_model(BASE), charts={})
+        env.get_template(html_mod.TEMPLATE).render(m=build_model(typed(real_doc())), charts={})
     assert env.from_string("{{ x }}").render(x="<b>") == "&lt;b&gt;"
 
 
 def test_empty_states_render():
-    from tests.reports.test_report_model import CPU_ONLY
+    from tests.report_docs import empty_doc
 
-    page = render(CPU_ONLY, "html")
+    page = render(typed(empty_doc()), "html")
     for text in (
         "No diagnosis in this analysis",
         "No steps found",

@@ -1,128 +1,58 @@
 """Memory estimator: how many bytes a training or inference job needs per GPU.
 
-Inputs: a :class:`~rightsize.analyzers.sizing.hf_config.ModelShape` (from a Hugging Face config or
-explicit shapes) and a :class:`Setup` (mode, precision, batch, sequence, optimizer, activation
-recomputation, FlashAttention, ZeRO/FSDP sharding). Outputs: a frozen :class:`MemoryEstimate`
-with weights, gradients, optimizer states, activations, KV cache and overhead, and its total.
+Inputs: a :class:`~rightsize.analyzers.sizing.model_shape.ModelShape` (from a Hugging Face
+config or explicit shapes) and a :class:`~.run_setup.Setup` (mode, precision, batch, sequence,
+optimizer, activation recomputation, FlashAttention, ZeRO/FSDP sharding). Outputs: a frozen
+:class:`MemoryEstimate` with weights, gradients, optimizer states, activations, KV cache and
+overhead, their total, the assumptions it made and warnings about the setup.
 
 Pure arithmetic, no I/O. The bytes-per-parameter and overhead figures are named data in
-:data:`OPTIMIZER_STATE_BYTES` and :data:`ASSUMPTIONS`, each with its reason and source; the
-activation formula is Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
-Transformer Models", eq. 1-2) generalized to grouped-query attention and gated MLPs, see
-docs/sizing.md. Placing the estimate on catalog GPUs lives in ``estimator_fit``.
+:mod:`.run_setup`; the KV cache and activation formulas are in :mod:`.memory_parts`
+(Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", eq.
+1-2, generalized to grouped-query and latent attention, gated MLPs and MoE), see
+docs/sizing.md. Placing the estimate on catalog GPUs lives in :mod:`.placement`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from typing import Any
 
-from rightsize.analyzers.sizing.hf_config import MlpKind, ModelShape, NormKind
+from rightsize.analyzers.sizing.hf_fields import MAX_COUNT
+from rightsize.analyzers.sizing.memory_parts import (
+    SAVED_TENSORS,
+    KvCache,
+    SavedTensors,
+    activation_bytes,
+    kv_cache,
+    kv_cache_bytes,
+    layer_activation_bytes,
+    lora_params,
+)
+from rightsize.analyzers.sizing.model_shape import ModelShape
+from rightsize.analyzers.sizing.run_setup import (
+    ASSUMPTIONS,
+    BYTES_PER_ELEMENT,
+    OPTIMIZER_STATE_BYTES,
+    Assumptions,
+    Mode,
+    Optimizer,
+    Recompute,
+    Setup,
+)
 from rightsize.errors import RightsizeError
 from rightsize.vocab import Precision
+
+__all__ = ["ASSUMPTIONS", "BYTES_PER_ELEMENT", "OPTIMIZER_STATE_BYTES", "SAVED_TENSORS",
+           "Assumptions", "EstimateError", "KvCache", "MemoryBreakdown", "MemoryEstimate",
+           "Mode", "Optimizer", "Recompute", "SavedTensors", "Setup", "activation_bytes",
+           "estimate", "kv_cache_bytes", "layer_activation_bytes", "lora_params", "with_gpus"]
 
 
 class EstimateError(RightsizeError):
     """The requested setup is contradictory (e.g. training int4 weights without LoRA)."""
-
-
-class Mode(StrEnum):
-    TRAIN = "train"  # pre-training: every parameter trained
-    FINETUNE = "finetune"  # full fine-tuning: the same memory as train
-    LORA = "lora"  # frozen base (any precision, int4 = QLoRA) + trainable low-rank adapters
-    INFERENCE = "inference"
-
-
-class Optimizer(StrEnum):
-    ADAM = "adam"
-    ADAMW = "adamw"
-    SGD = "sgd"  # with momentum
-    ADAM8BIT = "adam8bit"  # bitsandbytes 8-bit Adam
-
-
-class Recompute(StrEnum):
-    NONE = "none"
-    SELECTIVE = "selective"  # recompute the attention core only (Korthikanti et al. 2022 sec. 4)
-    FULL = "full"  # keep only each layer's input; recompute the layer in backward
-
-
-BYTES_PER_ELEMENT: dict[Precision, float] = {
-    Precision.FP32: 4, Precision.TF32: 4, Precision.BF16: 2, Precision.FP16: 2,
-    Precision.FP8: 1, Precision.INT8: 1, Precision.INT4: 0.5,
-}
-
-# Optimizer state bytes per trainable parameter: (fp32 training, mixed precision). Mixed
-# precision adds the fp32 master copy (4 bytes), hence Adam 4+4+4 = 12: with 2-byte weights and
-# grads that is the 16 bytes/parameter of Rajbhandari et al. 2020 (ZeRO, sec. 3.1).
-OPTIMIZER_STATE_BYTES: dict[Optimizer, tuple[float, float]] = {
-    Optimizer.ADAM: (8, 12),  # exp_avg + exp_avg_sq in fp32 (+ master)
-    Optimizer.ADAMW: (8, 12),  # same states as Adam
-    Optimizer.SGD: (4, 8),  # momentum buffer (+ master)
-    Optimizer.ADAM8BIT: (2, 6),  # Dettmers et al. 2022: two 8-bit states (+ master)
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Assumptions:
-    """Fixed figures the estimate relies on; each says why."""
-
-    # torch 2.x CUDA context with lazy module loading plus cuBLAS/cuDNN workspaces is typically
-    # 0.5-1 GiB as nvidia-smi shows before the first tensor; we take the upper end.
-    cuda_context_bytes: int = 1 << 30
-    # The caching allocator rounds blocks (512 B / 2 MiB segments) and fragments; 5% on top of
-    # the tensors is a common rule (PyTorch "Understanding CUDA memory usage" notes reserved >
-    # allocated).
-    allocator_fragmentation_fraction: float = 0.05
-    # HF PEFT defaults: LoRA rank 16 on the four attention projections (q, k, v, o).
-    lora_rank: int = 16
-    # Inference holds one layer's working set at a time; logits only for the last position.
-    inference_layers_live: int = 1
-
-
-ASSUMPTIONS = Assumptions()
-
-
-@dataclass(frozen=True, slots=True)
-class SavedTensors:
-    """What PyTorch eager autograd keeps that fused Megatron kernels do not (bytes/element)."""
-
-    # LlamaRMSNorm upcasts to fp32 and keeps that copy (for pow) and the normalized output (for
-    # the weight multiply); native LayerNorm keeps only its input (+ per-token mean/rstd).
-    rmsnorm_fp32_copy_bytes: float = 4
-    # HF eager attention runs softmax in fp32 and keeps its output (plus a 16-bit cast copy).
-    softmax_bytes: float = 4
-
-    @staticmethod
-    def loss_bytes_per_logit(e: float) -> float:
-        """Logits (e), their fp32 copy for the loss (4, none if already fp32), the fp32
-        log-softmax kept for backward (4) and the fp32 gradient when backward starts (4)."""
-        return e + (4 if e < 4 else 0) + 4 + 4
-
-
-SAVED_TENSORS = SavedTensors()
-
-
-@dataclass(frozen=True, slots=True)
-class Setup:
-    """How the model runs. ``batch`` is the micro-batch per GPU; ``seq`` is the sequence length
-    (for inference: prompt plus generated tokens, which sizes the KV cache)."""
-
-    mode: Mode = Mode.TRAIN
-    precision: Precision = Precision.BF16
-    batch: int = 1
-    seq: int = 2048
-    optimizer: Optimizer = Optimizer.ADAMW
-    recompute: Recompute = Recompute.NONE
-    flash_attention: bool = True  # SDPA picks Flash/memory-efficient kernels on recent GPUs
-    zero_stage: int = 0  # 0 = plain data parallel; 3 = FSDP full shard
-    gpus: int = 1  # data-parallel (ZeRO) or, for inference, tensor-parallel degree
-    lora_rank: int = ASSUMPTIONS.lora_rank
-    device: str = "cuda"  # "cpu": no CUDA context, no allocator fragmentation
-    # Gradients live through the forward pass: gradient accumulation over micro-batches, DDP
-    # gradient buckets, or zero_grad(set_to_none=False). Otherwise backward frees activations
-    # as it creates gradients and the peak holds only the larger of the two.
-    accumulate_gradients: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +88,9 @@ class MemoryEstimate:
     setup: Setup
     memory: MemoryBreakdown
     assumptions: tuple[str, ...]
+    active_params: int = 0  # what one token touches (MoE: routed experts only)
+    kv_cache: KvCache | None = None  # inference with known shapes
+    warnings: tuple[str, ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -169,6 +102,7 @@ class MemoryEstimate:
             "model": self.model,
             "params": self.params,
             "trainable_params": self.trainable_params,
+            "active_params": self.active_params,
             "setup": {f.name: (str(v) if isinstance(v := getattr(self.setup, f.name), StrEnum)
                                else v) for f in fields(Setup)},
             "memory_bytes": {
@@ -177,73 +111,148 @@ class MemoryEstimate:
                 "kv_cache": m.kv_cache_bytes, "overhead": m.overhead_bytes,
                 "total": m.total_bytes,
             },
+            "kv_cache": self.kv_cache.to_json() if self.kv_cache else None,
             "assumptions": list(self.assumptions),
+            "warnings": list(self.warnings),
         }
 
 
-def kv_cache_bytes(shape: ModelShape, seq: int, batch: int, bytes_per_element: float) -> int:
-    """``2 x layers x kv_heads x head_dim x seq x batch x bytes`` (K and V; GQA-aware)."""
-    return int(2 * shape.num_layers * shape.kv_heads * shape.head_size * seq * batch
-               * bytes_per_element)
+@dataclass(slots=True)
+class _Parts:
+    """Bytes accumulated while the estimate is built (per GPU, before overhead)."""
+
+    weights: float = 0.0
+    grads: float = 0.0
+    optimizer: float = 0.0
+    acts: float = 0.0
+    kv: float = 0.0
+    trainable: int = 0
 
 
-def lora_params(shape: ModelShape, rank: int) -> int:
-    """Adapter parameters: rank x (in + out) for q, k, v and o in every layer."""
-    h, q, kv = shape.hidden_size, shape.q_dim, shape.kv_dim
-    return rank * ((h + q) * 2 + (h + kv) * 2) * shape.num_layers
+def validate(shape: ModelShape | None, setup: Setup, params: int | None) -> None:
+    """One-line errors for a setup the arithmetic cannot honour."""
+    if shape is None and not params:
+        raise EstimateError("give a model config, layer shapes, or --params")
+    if params is not None and (isinstance(params, bool) or not isinstance(params, int)
+                               or not 0 < params <= MAX_COUNT):
+        raise EstimateError(f"the parameter count must be a whole number from 1 to"
+                            f" {MAX_COUNT:,}, not {params!r}")
+    for label, value in (("batch", setup.batch), ("seq", setup.seq), ("gpus", setup.gpus),
+                         ("lora rank", setup.lora_rank)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+            raise EstimateError(f"{label} must be a whole number of at least 1, not {value!r}")
+    if setup.zero_stage not in (0, 1, 2, 3):
+        raise EstimateError(f"ZeRO stage must be 0-3, not {setup.zero_stage}")
+    if setup.mode in (Mode.TRAIN, Mode.FINETUNE) and _quantized(setup):
+        raise EstimateError(f"{setup.precision} weights cannot be trained directly; use"
+                            " --mode lora (QLoRA) or a float precision")
+    if setup.mode is Mode.LORA and shape is None:
+        raise EstimateError("LoRA needs the layer shapes (a model config or --layers ...)")
 
 
-def layer_activation_bytes(shape: ModelShape, setup: Setup, e: float) -> float:
-    """Bytes one layer keeps for backward, counted as PyTorch eager autograd saves them.
-
-    Korthikanti et al. 2022 (eq. 1) count ``s*b*h*(34 + 5*a*s/h)`` for 16-bit Megatron with
-    fused norms and a 4h GELU MLP. We keep their structure (per-token terms plus the
-    ``a*s^2`` attention-score term that FlashAttention and selective recomputation remove) and
-    count the tensors that the Hugging Face eager modules keep; see :data:`SAVED_TENSORS`.
-    """
-    h, q, kv = shape.hidden_size, shape.q_dim, shape.kv_dim
-    i = shape.expert_intermediate_size or shape.intermediate_size
-    if shape.num_experts:  # each token's activations live in the experts it is routed to
-        i = i * max(shape.experts_per_token, 1)
-    rms = shape.norm is NormKind.RMSNORM
-    per_token = 2 * ((SAVED_TENSORS.rmsnorm_fp32_copy_bytes + e) * h if rms else e * h)
-    per_token += e * (h + q + 2 * kv + q)  # q/k/v input, Q, K, V, o-proj input
-    per_token += e * (h + (4 * i if shape.mlp is MlpKind.GATED else 2 * i))
-    # Dropout masks: CUDA's fused dropout keeps a bool mask; CPU keeps a float noise tensor.
-    mask = 1 if setup.device == "cuda" else e
-    if shape.hidden_dropout:
-        per_token += 2 * h * mask
-    scores = 0.0
-    if setup.flash_attention:
-        per_token += e * q + 4 * shape.num_heads  # SDPA keeps its output and fp32 log-sum-exp
-    elif setup.recompute is Recompute.NONE:
-        per_token += e * 2 * (q - kv)  # repeat_kv copies of K and V for grouped-query attention
-        per_score = SAVED_TENSORS.softmax_bytes + (e if e < 4 else 0)
-        per_score += (mask + e) if shape.attention_dropout else 0  # mask and dropped output
-        scores = per_score * shape.num_heads * setup.seq * setup.seq * setup.batch
-    return per_token * setup.seq * setup.batch + scores
+def _quantized(setup: Setup) -> bool:
+    return setup.precision in (Precision.INT8, Precision.INT4)
 
 
-def activation_bytes(shape: ModelShape, setup: Setup, e: float) -> int:
-    """Activations kept for backward (training) or live at once (inference)."""
-    tokens = setup.seq * setup.batch
-    h, v = shape.hidden_size, shape.vocab_size
-    if setup.mode is Mode.INFERENCE:
-        i = (shape.expert_intermediate_size or shape.intermediate_size) * max(
-            shape.experts_per_token, 1)
-        width = 2 * h + shape.q_dim + 2 * shape.kv_dim + 3 * i
-        scores = 0 if setup.flash_attention else shape.num_heads * setup.seq * setup.seq
-        live = ASSUMPTIONS.inference_layers_live * e * (width * tokens + scores * setup.batch)
-        return int(live + 4 * v * setup.batch)  # fp32 logits of the last position
-    layer = layer_activation_bytes(shape, setup, e)
-    if setup.recompute is Recompute.FULL:
-        layers = e * h * tokens * shape.num_layers + layer  # inputs + one layer rematerialized
-    else:
-        layers = layer * shape.num_layers
-    norm = (SAVED_TENSORS.rmsnorm_fp32_copy_bytes + e) * h if shape.norm is NormKind.RMSNORM \
-        else e * h
-    head = tokens * (norm + e * h + v * SAVED_TENSORS.loss_bytes_per_logit(e))
-    return int(layers + head)
+def _activation_element_bytes(setup: Setup) -> float:
+    """Activations and KV cache are 16-bit unless the run is fp32 (fp8/int weights compute in
+    16-bit)."""
+    return 4.0 if setup.precision in (Precision.FP32, Precision.TF32) else 2.0
+
+
+def _weights(total: int, vocab_params: int, setup: Setup, notes: list[str]) -> float:
+    w = BYTES_PER_ELEMENT[setup.precision]
+    if _quantized(setup):  # bitsandbytes/GPTQ keep the embedding and lm head in 16-bit
+        notes.append("quantized weights: embedding and lm head kept in 16-bit")
+        return (total - vocab_params) * w + vocab_params * 2
+    return total * w
+
+
+def _training_state(parts: _Parts, shape: ModelShape | None, total: int, setup: Setup,
+                    notes: list[str]) -> None:
+    """Gradients and optimizer state: every parameter (train/finetune) or LoRA adapters."""
+    e = _activation_element_bytes(setup)
+    mixed = e == 2.0
+    if setup.mode in (Mode.TRAIN, Mode.FINETUNE):
+        parts.trainable = total
+        parts.grads = total * e
+        state = OPTIMIZER_STATE_BYTES[setup.optimizer][int(mixed)]
+        parts.optimizer = total * state
+        notes.append(f"{setup.optimizer} {'mixed precision' if mixed else 'fp32'}: "
+                     f"{BYTES_PER_ELEMENT[setup.precision] + e + state:g} bytes per parameter")
+    elif setup.mode is Mode.LORA and shape is not None:
+        parts.trainable = lora_params(shape, setup.lora_rank)
+        parts.weights += parts.trainable * 4  # PEFT keeps adapters in fp32
+        parts.grads = parts.trainable * 4
+        parts.optimizer = parts.trainable * OPTIMIZER_STATE_BYTES[setup.optimizer][0]
+        notes.append(f"LoRA rank {setup.lora_rank} on the attention projections in fp32"
+                     " (HF PEFT defaults)")
+
+
+def _shard_training(parts: _Parts, layer_params: int, setup: Setup, notes: list[str]) -> None:
+    n = setup.gpus
+    if n == 1:
+        return
+    if setup.zero_stage >= 1:
+        parts.optimizer /= n
+    if setup.zero_stage >= 2:
+        parts.grads /= n
+    if setup.zero_stage >= 3:  # FSDP all-gathers one layer (and prefetches the next) in full
+        parts.weights = parts.weights / n + 2 * layer_params * BYTES_PER_ELEMENT[setup.precision]
+    notes.append(f"ZeRO stage {setup.zero_stage} over {n} GPUs; batch is per GPU")
+
+
+def _inference(parts: _Parts, shape: ModelShape | None, setup: Setup,
+               notes: list[str]) -> KvCache | None:
+    e = _activation_element_bytes(setup)
+    generates = shape is not None and shape.lm_head
+    cache = kv_cache(shape, setup.seq, setup.batch, e) if shape is not None and generates \
+        else None
+    if shape is not None and not generates:
+        notes.append("encoder-only model: no KV cache (one forward pass, nothing generated)")
+    parts.kv = cache.bytes if cache else 0
+    if cache is not None:
+        notes.append(f"KV cache: {cache.definition}")
+        if cache.decompressed_bytes is not None:
+            notes.append(f"MLA KV cache decompressed to per-head K and V (eager attention):"
+                         f" {cache.decompressed_bytes / 2**30:,.2f} GiB")
+    if setup.gpus > 1:
+        parts.weights /= setup.gpus
+        ways = kv_split_ways(shape, setup.gpus)
+        parts.kv /= ways
+        notes.append(f"tensor parallel over {setup.gpus} GPUs: weights split {setup.gpus}"
+                     f" ways, KV cache {ways} ways"
+                     + ("" if ways == setup.gpus else " (its heads are replicated beyond that,"
+                        " as vLLM does; an MLA latent is one head)"))
+    parts.acts = activation_bytes(shape, setup, e) if shape is not None else 0
+    return cache
+
+
+def kv_split_ways(shape: ModelShape | None, gpus: int) -> int:
+    """Tensor parallelism splits the KV cache by heads: at most ``kv_heads`` ways (MQA's one
+    head and the MLA latent are replicated on every rank)."""
+    if shape is None:
+        return gpus
+    heads = 1 if shape.mla else shape.kv_heads
+    return max(1, min(gpus, heads))
+
+
+def _warnings(shape: ModelShape | None, setup: Setup) -> tuple[str, ...]:
+    if shape is None or not shape.max_positions or setup.seq <= shape.max_positions:
+        return ()
+    why = ("its learned position table has no row for them: the model cannot run at this"
+           " length" if shape.learned_positions else
+           "positions beyond it were not trained: quality degrades unless RoPE scaling covers"
+           " them")
+    return ((f"--seq {setup.seq} exceeds the model's max_position_embeddings"
+            f" {shape.max_positions}; {why}"),)
+
+
+def _overhead(tensors: float, setup: Setup, notes: list[str]) -> float:
+    if setup.device != "cuda":
+        return 0.0
+    notes.append("overhead: 1 GiB CUDA context and workspaces + 5% allocator fragmentation")
+    return ASSUMPTIONS.cuda_context_bytes + ASSUMPTIONS.allocator_fragmentation_fraction * tensors
 
 
 def estimate(shape: ModelShape | None, setup: Setup, params: int | None = None) -> MemoryEstimate:
@@ -252,86 +261,40 @@ def estimate(shape: ModelShape | None, setup: Setup, params: int | None = None) 
     ``params`` overrides the counted parameters; with ``shape=None`` only ``params`` is known
     and activations and KV cache are left at 0 (said in the assumptions).
     """
-    if shape is None and not params:
-        raise EstimateError("give a model config, layer shapes, or --params")
-    if setup.batch < 1 or setup.seq < 1 or setup.gpus < 1:
-        raise EstimateError("batch, seq and gpus must be at least 1")
-    if setup.zero_stage not in (0, 1, 2, 3):
-        raise EstimateError(f"ZeRO stage must be 0-3, not {setup.zero_stage}")
-    train = setup.mode in (Mode.TRAIN, Mode.FINETUNE)
-    quantized = setup.precision in (Precision.INT8, Precision.INT4)
-    if train and quantized:
-        raise EstimateError(f"{setup.precision} weights cannot be trained directly; use"
-                            " --mode lora (QLoRA) or a float precision")
+    validate(shape, setup, params)
     counts = shape.params() if shape is not None else None
-    total_params = params or (counts.total if counts else 0)
-    vocab_params = counts.embedding_and_head_matrices if counts else 0
-    layer_params = counts.per_layer if counts else 0
-    w_bytes = BYTES_PER_ELEMENT[setup.precision]
-    # Activations and KV cache: 16-bit unless the run is fp32 (fp8/int weights compute in 16-bit).
-    e = 4.0 if setup.precision in (Precision.FP32, Precision.TF32) else 2.0
-    notes: list[str] = []
-    if quantized:  # bitsandbytes/GPTQ keep the embedding and lm head in 16-bit
-        weights = (total_params - vocab_params) * w_bytes + vocab_params * 2
-        notes.append("quantized weights: embedding and lm head kept in 16-bit")
-    else:
-        weights = total_params * w_bytes
-    grads = optimizer = 0.0
-    trainable = 0
-    mixed = e == 2.0
-    if train:
-        trainable = total_params
-        grads = trainable * e
-        optimizer = trainable * OPTIMIZER_STATE_BYTES[setup.optimizer][1 if mixed else 0]
-        notes.append(f"{setup.optimizer} {'mixed precision' if mixed else 'fp32'}: "
-                     f"{w_bytes + e + OPTIMIZER_STATE_BYTES[setup.optimizer][int(mixed)]:g}"
-                     " bytes per parameter")
-    elif setup.mode is Mode.LORA:
-        if shape is None:
-            raise EstimateError("LoRA needs the layer shapes (a model config or --layers ...)")
-        trainable = lora_params(shape, setup.lora_rank)
-        weights += trainable * 4  # PEFT keeps adapters in fp32
-        grads = trainable * 4
-        optimizer = trainable * OPTIMIZER_STATE_BYTES[setup.optimizer][0]
-        notes.append(f"LoRA rank {setup.lora_rank} on q, k, v, o in fp32 (HF PEFT defaults)")
-    n = setup.gpus
+    total = params or (counts.total if counts else 0)
+    notes: list[str] = list(shape.notes) if shape is not None else []
+    parts = _Parts(weights=_weights(total, counts.embedding_and_head_matrices if counts else 0,
+                                    setup, notes))
+    _training_state(parts, shape, total, setup, notes)
     if shape is None:
         notes.append("no layer shapes: activations and KV cache not estimated")
+    cache = None
     if setup.mode is Mode.INFERENCE:
-        kv: float = kv_cache_bytes(shape, setup.seq, setup.batch, e) if shape else 0
-        if n > 1:
-            weights, kv = weights / n, kv / n
-            notes.append(f"tensor parallel over {n} GPUs: weights and KV cache split {n} ways")
-        acts = activation_bytes(shape, setup, e) if shape else 0
+        cache = _inference(parts, shape, setup, notes)
     else:
-        kv = 0
-        acts = activation_bytes(shape, setup, e) if shape else 0
-        if n > 1 and setup.zero_stage >= 1:
-            optimizer /= n
-        if n > 1 and setup.zero_stage >= 2:
-            grads /= n
-        if n > 1 and setup.zero_stage >= 3:
-            # FSDP all-gathers one layer (and prefetches the next) in full.
-            weights = weights / n + 2 * layer_params * w_bytes
-        if n > 1:
-            notes.append(f"ZeRO stage {setup.zero_stage} over {n} GPUs; batch is per GPU")
+        e = _activation_element_bytes(setup)
+        parts.acts = activation_bytes(shape, setup, e) if shape is not None else 0
+        _shard_training(parts, counts.per_layer if counts else 0, setup, notes)
         notes.append(f"activations: Korthikanti et al. 2022, recompute={setup.recompute},"
                      f" flash_attention={setup.flash_attention}")
-    overlap = grads > 0 and not setup.accumulate_gradients
-    tensors = weights + grads + optimizer + acts + kv - (min(grads, acts) if overlap else 0)
+    overlap = parts.grads > 0 and not setup.accumulate_gradients
     if overlap:
         notes.append("peak holds max(activations, gradients): no gradient accumulation, "
                      "zero_grad(set_to_none=True)")
-    if setup.device == "cuda":
-        overhead = (ASSUMPTIONS.cuda_context_bytes
-                    + ASSUMPTIONS.allocator_fragmentation_fraction * tensors)
-        notes.append("overhead: 1 GiB CUDA context and workspaces + 5% allocator fragmentation")
-    else:
-        overhead = 0
-    breakdown = MemoryBreakdown(int(weights), int(grads), int(optimizer), int(acts), int(kv),
-                                int(overhead), overlap)
-    name = shape.name if shape else f"{total_params:,} parameters"
-    return MemoryEstimate(name, total_params, trainable, setup, breakdown, tuple(notes))
+    tensors = parts.weights + parts.grads + parts.optimizer + parts.acts + parts.kv \
+        - (min(parts.grads, parts.acts) if overlap else 0)
+    overhead = _overhead(tensors, setup, notes)
+    values = (parts.weights, parts.grads, parts.optimizer, parts.acts, parts.kv, overhead)
+    if not all(math.isfinite(v) for v in values):
+        raise EstimateError("the estimate is not a finite number; check the sizes given")
+    w, g, o, a, kv, over = (int(v) for v in values)
+    breakdown = MemoryBreakdown(w, g, o, a, kv, over, overlap)
+    name = shape.name if shape is not None else f"{total:,} parameters"
+    active = counts.active if counts is not None and not params else total
+    return MemoryEstimate(name, total, parts.trainable, setup, breakdown, tuple(notes),
+                          active, cache, _warnings(shape, setup))
 
 
 def with_gpus(setup: Setup, gpus: int) -> Setup:

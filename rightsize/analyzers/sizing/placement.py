@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rightsize.analyzers.sizing.estimator import Mode, Setup, estimate, with_gpus
-from rightsize.analyzers.sizing.hf_config import ModelShape
+from rightsize.analyzers.sizing.estimator import Mode, Recompute, Setup, estimate, with_gpus
+from rightsize.analyzers.sizing.model_shape import ModelShape
 from rightsize.catalog import Catalog, Gpu
+from rightsize.vocab import Precision
 
 # Powers of two: how data/tensor parallel groups are laid out on 8-GPU nodes.
 GPU_COUNTS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
@@ -86,4 +87,23 @@ def place(shape: ModelShape | None, setup: Setup, catalog: Catalog,
         fits = need * (1 + headroom_fraction) <= gpu.memory_bytes
         words, wire = parallelism_for(training, n, gpu)
         out.append(Placement(gpu.name, n, fits, need, gpu.memory_bytes, words, wire))
+    return tuple(out)
+
+
+def suggestions(setup: Setup) -> tuple[str, ...]:
+    """What shrinks a setup that fits nowhere, cheapest change first, each with its effect."""
+    out: list[str] = []
+    if setup.mode in (Mode.TRAIN, Mode.FINETUNE):
+        out.append("--mode lora: a frozen base and small adapters drop gradients and"
+                   " optimizer state (about 16 -> 2 bytes per parameter)")
+        out.append("--mode lora --precision int4 (QLoRA): about 0.5 bytes per parameter")
+        if setup.recompute is not Recompute.FULL:
+            out.append("--recompute full: keep only each layer's input for backward")
+    elif setup.precision not in (Precision.INT4, Precision.INT8):
+        out.append("--precision int8 or int4: half or a quarter of the 16-bit weights")
+    if setup.mode is Mode.INFERENCE:
+        out.append("a smaller --batch or --seq: the KV cache grows with both")
+    else:
+        out.append("a smaller --batch with gradient accumulation: activations scale with it")
+    out.append(f"more than {GPU_COUNTS[-1]} GPUs, or larger GPUs (--catalog)")
     return tuple(out)

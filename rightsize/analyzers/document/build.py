@@ -1,0 +1,211 @@
+"""Analysis results -> the typed document: rounding, units and the aggregation reports show.
+
+Input: an :class:`~rightsize.analyzers.analysis.Analysis` and the descriptions of the files read.
+Output: a :class:`~rightsize.analyzers.document.Document`. Times become milliseconds (``*_ms``,
+6 decimals) or µs, shares are rounded to 2-4 decimals; a value that cannot be computed stays
+``None``. The classified device work is summed here into signal groups and top-kernel classes,
+so no renderer aggregates analysis. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+from rightsize import __version__
+from rightsize.analyzers.analysis import Analysis, RankAnalysis
+from rightsize.analyzers.diagnosis.verdict import Diagnosis
+from rightsize.analyzers.document import SCHEMA_VERSION, Document
+from rightsize.analyzers.document import diagnosis as dd
+from rightsize.analyzers.document import metrics as dm
+from rightsize.analyzers.document import sizing as ds
+from rightsize.analyzers.document.codec import decode
+from rightsize.analyzers.document.definitions import definitions_for
+from rightsize.analyzers.metrics.precision import precision_json
+from rightsize.vocab import Signal
+
+NS_PER_MS = 1e6
+TOP_SIGNAL_GROUPS = 15
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else _msv(ns)
+
+
+def _msv(ns: float) -> float:
+    """Nanoseconds as milliseconds, 6 decimals (whole ns)."""
+    return round(ns / NS_PER_MS, 6)
+
+
+def _r(x: float | None, nd: int = 4) -> float | None:
+    return None if x is None else round(float(x), nd)
+
+
+def document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
+             definitions: str = "rightsize") -> Document:
+    p = analysis.primary
+    diagnosis = _diagnosis(p) if p else None
+    if diagnosis is None and p is None and analysis.counters is not None:
+        diagnosis = _from_verdict(analysis.counters, (), None)
+    return Document(
+        schema_version=SCHEMA_VERSION,
+        tool=dm.Tool("rightsize", __version__),
+        inputs=tuple(decode(dm.InputFile, dict(i), "inputs") for i in inputs),
+        devices=tuple(d for r in analysis.ranks for d in _devices(r)),
+        steps=_steps(p) if p else dm.NO_STEPS,
+        metrics=_metrics(p) if p else dm.NO_METRICS,
+        diagnosis=diagnosis,
+        recommendations=tuple(decode(dd.Recommendation, r.to_json(), "recommendations")
+                              for r in p.recommendations) if p else (),
+        sizing=decode(ds.Sizing, p.sizing.to_json(), "sizing") if p and p.sizing else None,
+        precision=_precision(p) if p else None,
+        timeline=decode(ds.Timeline, p.timeline.to_json(), "timeline")
+        if p and p.timeline else None,
+        top_kernels=_top_kernels(p) if p else (),
+        top_ops=_top_ops(p) if p else (),
+        ranks=tuple(_rank(r) for r in analysis.ranks),
+        definitions=definitions_for(definitions),
+        notes=tuple(sorted({n for r in analysis.ranks for n in r.notes})),
+    )
+
+
+def _precision(r: RankAnalysis) -> ds.PrecisionMix | None:
+    mix = precision_json(r.work, r.device_match)
+    return None if mix is None else decode(ds.PrecisionMix, mix, "precision")
+
+
+def _devices(r: RankAnalysis) -> list[dm.Device]:
+    props = {row["device"]: row for row in r.trace.devices.to_dicts()}
+    out = []
+    for d in r.devices:
+        p = props.get(d.device, {})
+        out.append(dm.Device(
+            index=d.device, rank=r.rank, name=p.get("name"), sm_count=p.get("sm_count"),
+            memory_bytes=p.get("memory_bytes"),
+            compute_capability=(f"{p['compute_major']}.{p['compute_minor']}"
+                                if p.get("compute_major") is not None else None),
+            primary=d.device == r.primary_device,
+            metrics=dm.DeviceMetrics(_r(d.gpu_util_pct), _r(d.sm_efficiency_pct),
+                                     _r(d.achieved_occupancy_pct), _ms(d.kernel_ns)),
+        ))
+    return out
+
+
+def _steps(r: RankAnalysis) -> dm.StepStats:
+    s = r.steps
+    if not s.count:
+        return dm.StepStats(0, None, None, None, s.source, s.device_aware, s.dropped, s.names)
+    durs = s.dur_ns
+    return dm.StepStats(s.count, _ms(float(durs.mean())), _ms(int(durs.min())),
+                        _ms(int(durs.max())), s.source, s.device_aware, s.dropped,
+                        tuple(s.names))
+
+
+def _metrics(r: RankAnalysis) -> dm.Metrics:
+    dev = r.device(r.primary_device)
+    b, t, peak, comm = r.breakdown, r.temporal, r.peak_memory, r.communication
+    return dm.Metrics(
+        device=r.primary_device,
+        gpu_util_pct=_r(dev.gpu_util_pct) if dev else None,
+        sm_efficiency_pct=_r(dev.sm_efficiency_pct) if dev else None,
+        achieved_occupancy_pct=_r(dev.achieved_occupancy_pct) if dev else None,
+        tensor_core_kernel_pct=_r(r.tensor_cores.plugin_pct),
+        tensor_core_kernel_pct_extended=_r(r.tensor_cores.extended_pct),
+        breakdown_ms=None if b is None else dm.BreakdownMs(*(_msv(getattr(b, f"{k}_ns")) for k in (
+            "kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec",
+            "other", "step"))),
+        hta=None if t is None else dm.Hta(
+            _r(t.pct(t.idle_us)), _r(t.pct(t.compute_us)), _r(t.pct(t.non_compute_us)),
+            _msv(t.span_us * 1000),
+            tuple(dm.StreamIdle(s.stream, _msv(s.host_wait_us * 1000),
+                                _msv(s.kernel_wait_us * 1000), _msv(s.other_us * 1000))
+                  for s in r.idle)),
+        peak_memory_bytes=peak.peak_allocated_bytes if peak else None,
+        peak_reserved_bytes=peak.peak_reserved_bytes if peak else None,
+        memory=tuple(dm.MemoryPeak(m.device, m.peak_allocated_bytes, m.peak_reserved_bytes,
+                                   m.relative) for m in r.memory),
+        memcpy=tuple(dm.Memcpy(c["direction"], c["host_memory"], c["count"], c["bytes"],
+                               _ms(c["busy_ns"]), _r(c["gbps"])) for c in r.copies.to_dicts()),
+        communication=None if comm is None else dm.Communication(
+            _ms(comm.comm_ns), _ms(comm.overlapped_ns), _r(comm.overlap_pct)),
+        launch=_launch(r),
+    )
+
+
+def _launch(r: RankAnalysis) -> dm.Launch:
+    s = r.launch
+    return dm.Launch(s.launches, s.median_launch_delay_us, _r(s.p95_launch_delay_us, 2),
+                     s.median_cpu_us, s.median_gpu_us, s.short_kernels, s.runtime_outliers,
+                     s.launch_delay_outliers)
+
+
+def kernel_classes(r: RankAnalysis) -> dict[str, tuple[str | None, str | None]]:
+    """Kernel name -> (compute/memory class, deciding signal), for GPU diagnoses."""
+    if r.work is None or r.diagnosis is None or r.diagnosis.device != "gpu":
+        return {}
+    return {row[0]: (row[1], row[2])
+            for row in r.work.select("name", "work", "signal").unique("name").iter_rows()}
+
+
+def _top_kernels(r: RankAnalysis) -> tuple[dm.TopKernel, ...]:
+    cls = kernel_classes(r)
+    return tuple(
+        dm.TopKernel(k["name"], k["calls"], _ms(k["total_ns"]), _r(k["mean_ns"] / 1000, 3),
+                     _r(k["max_ns"] / 1000, 3), _r(k["pct"]), *cls.get(k["name"], (None, None)))
+        for k in r.top_kernels.to_dicts())
+
+
+def signal_groups(work: pl.DataFrame | None,
+                  top: int = TOP_SIGNAL_GROUPS) -> tuple[dd.SignalGroup, ...]:
+    """Classified work summed per kernel group (per name when there are no groups), longest
+    first: which class each group got and which signal decided it."""
+    if work is None or not work.height:
+        return ()
+    key = "group" if "group" in work.columns else "name"
+    g = (work.group_by(key, "work", "signal").agg(pl.col("dur_ns").sum(), calls=pl.len())
+         .sort(["dur_ns", key], descending=[True, False]).head(top))
+    return tuple(dd.SignalGroup(row[key], row["work"], row["signal"], _ms(row["dur_ns"]),
+                                row["calls"]) for row in g.to_dicts())
+
+
+def _diagnosis(r: RankAnalysis) -> dd.Diagnosis | None:
+    if r.diagnosis is None:
+        return None
+    m = r.device_match
+    match = None if m is None else dd.DeviceMatch(
+        m.reported_name, m.gpu.name if m.gpu else None, m.note)
+    return _from_verdict(r.diagnosis, signal_groups(r.work), match)
+
+
+def _from_verdict(d: Diagnosis, signals: tuple[dd.SignalGroup, ...],
+                  match: dd.DeviceMatch | None) -> dd.Diagnosis:
+    return dd.Diagnosis(
+        bound=d.bound.value if d.bound else None,
+        confidence=d.confidence,
+        device=d.device,
+        shares_pct={k: _r(v, 2) for k, v in d.shares_pct.items()},
+        evidence=tuple(d.evidence),
+        signals=signals,
+        signal_pct={k: _r(v, 2) for k, v in sorted(d.signal_pct.items(), key=_signal_rank)},
+        thresholds=d.thresholds.as_dict(),
+        utilization=decode(dd.Utilization, d.utilization, "diagnosis.utilization"),
+        device_match=match,
+        evidence_items=tuple(dd.EvidenceItem(**e.as_dict()) for e in d.evidence_items),
+    )
+
+
+def _signal_rank(item: tuple[str, object]) -> tuple[int, str]:
+    """Best signal first (``vocab.Signal`` order): a stable key order in every document."""
+    order = [s.value for s in Signal]
+    return (order.index(item[0]) if item[0] in order else len(order), item[0])
+
+
+def _top_ops(r: RankAnalysis) -> tuple[dm.TopOp, ...]:
+    return tuple(dm.TopOp(o["name"], o["calls"], _ms(o["host_ns"]), _ms(o["gpu_ns"]),
+                          o["kernels"]) for o in r.top_ops.to_dicts())
+
+
+def _rank(r: RankAnalysis) -> dm.Rank:
+    return dm.Rank(r.rank, r.trace.meta.path, r.trace.meta.world_size, _steps(r), _metrics(r))

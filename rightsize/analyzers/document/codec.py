@@ -1,0 +1,142 @@
+"""The one JSON codec of the analysis document: frozen dataclasses <-> plain JSON types.
+
+Input/output: instances of the document classes (``rightsize.analyzers.document``) and the dicts,
+lists and scalars ``json`` reads and writes. Keys are the field names in declaration order (so a
+new field is one line), renamed with ``field(metadata={"key": ...})`` where the JSON key is not a
+Python name (``class``). A field with ``metadata={"omit_none": True}`` is left out when ``None``;
+a class may decide presence itself with a ``_present(name)`` method. A field named ``extra``
+keeps the keys a newer analyzer of the same ``schema_version`` added (adding keys does not
+change the version), so reading and writing again loses nothing. Decoding checks types and
+raises a one-line :class:`~rightsize.errors.RightsizeError` naming the key that is wrong.
+Pure; no polars.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar, Union
+
+from rightsize.errors import RightsizeError
+
+T = TypeVar("T")
+EXTRA = "extra"
+
+
+class DocumentError(RightsizeError):
+    """An analysis document that does not have the shape its schema_version promises."""
+
+
+def json_key(f: dataclasses.Field[Any]) -> str:
+    return str(f.metadata.get("key", f.name))
+
+
+def encode(obj: Any) -> Any:
+    """The JSON types of a document object (dataclasses, tuples, mappings, scalars)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out: dict[str, Any] = {}
+        present = getattr(obj, "_present", None)
+        for f in dataclasses.fields(obj):
+            if f.name == EXTRA:
+                continue
+            value = getattr(obj, f.name)
+            if present is not None and not present(f.name):
+                continue
+            if f.metadata.get("omit_none") and value is None:
+                continue
+            out[json_key(f)] = encode(value)
+        for k, v in (getattr(obj, EXTRA, None) or {}).items():
+            out.setdefault(k, v)
+        return out
+    if isinstance(obj, tuple | list):
+        return [encode(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {str(k): encode(v) for k, v in obj.items()}
+    return obj
+
+
+def decode(cls: type[T], data: Any, where: str = "document") -> T:
+    """An instance of the document class ``cls`` from JSON types; wrong shapes raise."""
+    return typing.cast(T, _decode(cls, data, where))
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _decode(tp: Any, value: Any, where: str) -> Any:
+    if tp is Any:
+        return value
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return _union(typing.get_args(tp), value, where)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _dataclass(tp, value, where)
+    if origin is tuple:
+        item = typing.get_args(tp)[0]
+        _expect(isinstance(value, list), where, "a list", value)
+        return tuple(_decode(item, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin in (dict, Mapping, typing.Mapping) or tp in (dict, Mapping):
+        args = typing.get_args(tp)
+        item = args[1] if args else Any
+        _expect(isinstance(value, dict), where, "an object", value)
+        return {k: _decode(item, v, f"{where}.{k}") for k, v in value.items()}
+    return _scalar(tp, value, where)
+
+
+def _union(args: tuple[Any, ...], value: Any, where: str) -> Any:
+    if value is None and type(None) in args:
+        return None
+    errors = []
+    for arg in args:
+        if arg is type(None):
+            continue
+        try:
+            return _decode(arg, value, where)
+        except DocumentError as exc:
+            errors.append(exc)
+    raise errors[0] if errors else DocumentError(f"{where}: unexpected null")
+
+
+def _dataclass(cls: type, value: Any, where: str) -> Any:
+    _expect(isinstance(value, dict), where, "an object", value)
+    hints = _hints(cls)
+    kwargs: dict[str, Any] = {}
+    known = set()
+    for f in dataclasses.fields(cls):
+        if f.name == EXTRA:
+            continue
+        key = json_key(f)
+        known.add(key)
+        if key in value:
+            kwargs[f.name] = _decode(hints[f.name], value[key], f"{where}.{key}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise DocumentError(f"{where}: the key {key!r} is missing")
+    if EXTRA in {f.name for f in dataclasses.fields(cls)}:
+        kwargs[EXTRA] = {k: v for k, v in value.items() if k not in known}
+    return cls(**kwargs)
+
+
+_SCALARS: dict[Any, tuple[type, ...]] = {
+    float: (int, float), int: (int,), str: (str,), bool: (bool,), type(None): (type(None),),
+}
+
+
+def _scalar(tp: Any, value: Any, where: str) -> Any:
+    ok = _SCALARS.get(tp)
+    if ok is None:
+        raise DocumentError(f"{where}: no decoder for {tp!r}")  # a bug in a document class
+    _expect(isinstance(value, ok) and (tp is bool or not isinstance(value, bool)), where,
+            tp.__name__, value)
+    return value
+
+
+def _expect(ok: bool, where: str, what: str, value: Any) -> None:
+    if not ok:
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:39] + "…"
+        raise DocumentError(f"{where}: expected {what}, found {shown}")

@@ -1,0 +1,205 @@
+"""Document classes for what was read and measured: inputs, devices, steps, metrics, top tables.
+
+Each class is one object of the ``rightsize analyze --format json`` document (keys in
+docs/json-contract.md), in key order. Values are already rounded as published: times in ms
+(``*_ms``) or µs (``*_us``), sizes in bytes, shares in percent; ``None`` is JSON ``null``.
+Built by :mod:`rightsize.analyzers.document.build`, encoded by
+:mod:`rightsize.analyzers.document.codec`. Pure; no polars.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+TRACE_FORMATS = ("kineto", "nsys")
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class InputFile:
+    """One file read. ``rank``/``events`` exist for traces, ``kernels`` for Nsight Compute
+    CSV, ``samples`` for GPU metric logs (each key only for its kind of file)."""
+
+    path: str
+    format: str
+    bytes: int
+    rank: int | None = None
+    events: int | None = None
+    kernels: int | None = None
+    samples: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def _present(self, name: str) -> bool:
+        if name in ("rank", "events"):
+            return self.format in TRACE_FORMATS
+        if name == "kernels":
+            return self.format == "ncu"
+        if name == "samples":
+            return self.format not in (*TRACE_FORMATS, "ncu")
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceMetrics:
+    gpu_util_pct: float | None
+    sm_efficiency_pct: float | None
+    achieved_occupancy_pct: float | None
+    kernel_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    index: int
+    rank: int | None
+    name: str | None
+    sm_count: int | None
+    memory_bytes: int | None
+    compute_capability: str | None
+    primary: bool
+    metrics: DeviceMetrics
+
+
+@dataclass(frozen=True, slots=True)
+class StepStats:
+    count: int
+    mean_ms: float | None
+    min_ms: float | None
+    max_ms: float | None
+    source: str  # profiler_step | cpu_span | gpu_span | trace_span | none
+    device_aware: bool
+    dropped: int
+    names: tuple[str, ...]
+
+
+NO_STEPS = StepStats(0, None, None, None, "none", False, 0, ())
+
+
+@dataclass(frozen=True, slots=True)
+class BreakdownMs:
+    """TensorBoard plugin step-time breakdown, mean per step; the parts sum to ``step``."""
+
+    kernel: float
+    memcpy: float
+    memset: float
+    communication: float
+    runtime: float
+    dataloader: float
+    cpu_exec: float
+    other: float
+    step: float
+
+
+@dataclass(frozen=True, slots=True)
+class StreamIdle:
+    stream: int
+    host_wait_ms: float
+    kernel_wait_ms: float
+    other_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hta:
+    idle_pct: float | None
+    compute_pct: float | None
+    non_compute_pct: float | None
+    span_ms: float
+    idle_by_stream: tuple[StreamIdle, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPeak:
+    device: int  # -1: host
+    peak_allocated_bytes: int | None
+    peak_reserved_bytes: int | None
+    relative: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Memcpy:
+    direction: str
+    host_memory: str | None
+    count: int
+    bytes: int | None
+    time_ms: float | None
+    gbps: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Communication:
+    time_ms: float | None
+    overlapped_ms: float | None
+    overlap_pct: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    launches: int
+    median_launch_delay_us: float | None
+    p95_launch_delay_us: float | None
+    median_cpu_us: float | None
+    median_gpu_us: float | None
+    short_kernels: int
+    runtime_outliers: int
+    launch_delay_outliers: int
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """Metrics of one device (the primary one at the top level)."""
+
+    device: int | None
+    gpu_util_pct: float | None
+    sm_efficiency_pct: float | None
+    achieved_occupancy_pct: float | None
+    tensor_core_kernel_pct: float | None
+    tensor_core_kernel_pct_extended: float | None
+    breakdown_ms: BreakdownMs | None
+    hta: Hta | None
+    peak_memory_bytes: int | None
+    peak_reserved_bytes: int | None
+    memory: tuple[MemoryPeak, ...]
+    memcpy: tuple[Memcpy, ...]
+    communication: Communication | None
+    launch: Launch | None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+NO_METRICS = Metrics(None, None, None, None, None, None, None, None, None, None, (), (), None,
+                     None)
+
+
+@dataclass(frozen=True, slots=True)
+class TopKernel:
+    name: str
+    calls: int
+    total_ms: float | None
+    mean_us: float | None
+    max_us: float | None
+    pct: float | None  # of kernel time
+    class_: str | None = field(metadata={"key": "class"})  # compute / memory / communication
+    signal: str | None  # what decided the class: ncu / counters / roofline / name / default
+
+
+@dataclass(frozen=True, slots=True)
+class TopOp:
+    name: str
+    calls: int
+    host_ms: float | None
+    gpu_ms: float | None
+    kernels: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rank:
+    rank: int | None
+    path: str | None
+    world_size: int | None
+    steps: StepStats
+    metrics: Metrics
