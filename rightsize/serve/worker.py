@@ -4,7 +4,8 @@ Input: the run's directory and its inputs (blob path and display name each). Out
 ``analysis.json`` and ``report.html`` in the run directory, and a small summary dict for the
 index (verdict, device, step time, seconds spent) or ``{"error": one line}``. The analysis is
 :func:`rightsize.pipeline.analyze_paths` and the page :func:`rightsize.reports.render.write_report`,
-the same calls as ``rightsize analyze``. The document's ``path`` values are the uploaded file
+the same calls as ``rightsize analyze`` (the page from the typed document read back from the
+JSON form, as ``rightsize report`` does). The document's ``path`` values are the uploaded file
 names, not the server's blob paths.
 """
 
@@ -46,13 +47,14 @@ def analyze_run(run_dir: str, inputs: list[tuple[str, str]]) -> dict[str, Any]:
     names = _link_inputs(run, inputs)
     start = time.perf_counter()
     try:
+        from rightsize.analyzers.document import Document
         from rightsize.pipeline import analyze_paths
         from rightsize.reports.render import write_report
 
         doc = analyze_paths(list(names))
         _rename_paths(doc, names)
         _write_json(run / ANALYSIS_JSON, doc)
-        write_report(doc, run / REPORT_HTML, force=True)
+        write_report(Document.from_json(doc), run / REPORT_HTML, force=True)
     except RightsizeError as exc:
         return {"error": _one_line(_rename_text(str(exc), names))}
     except MemoryError:
