@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "report": "rightsize.cli.report:report",
     "gpus": "rightsize.cli.gpus:gpus",
     "estimate": "rightsize.cli.estimate:estimate",
+    "serve": "rightsize.cli.serve:serve",
 }
 
 
