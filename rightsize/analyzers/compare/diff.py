@@ -111,7 +111,10 @@ def _shares(a: SideInfo, b: SideInfo) -> tuple[Change, ...]:
             continue
         ma, mb = pa * a.step_ms / 100, pb * b.step_ms / 100
         verb = "rose" if mb > ma else "fell" if mb < ma else "held at"
-        reason = (f"{SHARE_LABELS[key]} {verb} {ma:.3g} -> {mb:.3g} ms/step "
+        label = SHARE_LABELS[key]
+        if a.device == "cpu" and b.device == "cpu":
+            label = label.replace("kernel time", "op time")
+        reason = (f"{label} {verb} {ma:.3g} -> {mb:.3g} ms/step "
                   f"({pa:g}% -> {pb:g}% of the step)")
         rows.append(Change("share", key, ma, mb, reason))
     return tuple(sorted(rows, key=lambda c: (-abs(c.delta_ms), c.name)))
