@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,12 +47,12 @@ def _is_saved_analysis(path: Path) -> bool:
 
 def load_side(path: Path) -> Side:
     """One side: a saved document (no frames), or the analysis of the path with its frames."""
-    import rightsize
     from rightsize.analyzers.compare import Side
+    from rightsize.api import Analysis, analyze
 
     if _is_saved_analysis(path):
-        return Side(str(path), rightsize.Analysis.from_json(path).document)
-    analysis = rightsize.analyze(path)
+        return Side(str(path), Analysis.from_json(path).document)
+    analysis = analyze(path)
     ranks = analysis.ranks
     if not ranks:  # metric logs alone: a document without frames
         return Side(str(path), analysis.document)
@@ -92,7 +93,7 @@ def compare(a: Path, b: Path, fmt: str, output: Path | None, force: bool, quiet:
     else:
         from rightsize.reports.compare_text import render_compare_text
 
-        tty = output is None and click.get_text_stream("stdout").isatty()
+        tty = output is None and sys.stdout.isatty()
         width = shutil.get_terminal_size((80, 24)).columns if tty else 80
         text = render_compare_text(result, width, color=output is None and use_color())
     write_output(text, output, force)

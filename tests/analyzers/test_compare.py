@@ -10,7 +10,6 @@ from rightsize.analyzers.compare import Side, compare_sides, side_times
 from rightsize.analyzers.compare.attribution import UNATTRIBUTED
 from rightsize.analyzers.document import Document
 from rightsize.analyzers.document.metrics import Device, DeviceMetrics, StepStats
-from rightsize.analyzers.document.sizing import Candidate
 from tests.conftest import SAMPLES
 from tests.framebuilder import FrameBuilder
 

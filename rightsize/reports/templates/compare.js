@@ -36,7 +36,7 @@
     options: { indexAxis: "y",
                scales: { x: { stacked: true, max: 100,
                               title: { display: true, text: "% of the step" } },
-                         y: { stacked: true } } }
+                         y: { stacked: true, ticks: { autoSkip: false } } } }
   });
   document.body.setAttribute("data-charts", String(drawn));
 })();
