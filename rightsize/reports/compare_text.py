@@ -52,6 +52,13 @@ def _wrap(text: str, width: int, indent: str = "  ") -> list[str]:
                          subsequent_indent=indent + "  ") or [indent]
 
 
+def _by_kernel(c: Comparison) -> str:
+    k = c.kernel_matched_pct or {}
+    if k.get("a") is None and k.get("b") is None:
+        return ""
+    return f" (by kernel name alone: {fmt.pct(k.get('a'))} and {fmt.pct(k.get('b'))})"
+
+
 def render_compare_text(c: Comparison, width: int = 80, color: bool = False) -> str:
     width = max(width, 60)
     a, b, s = c.a, c.b, c.step
@@ -68,7 +75,7 @@ def render_compare_text(c: Comparison, width: int = 80, color: bool = False) -> 
                    f"({signed_pct(c.to_json()['step_ms']['change_pct'])}; {noise})", width, "")
     lines += _wrap(f"Matched ({c.matched_by}, {c.basis} time): "
                    f"{fmt.pct(c.matched_pct.get('a'))} of A, {fmt.pct(c.matched_pct.get('b'))}"
-                   " of B", width, "")
+                   " of B" + _by_kernel(c), width, "")
     lines += _wrap(f"Peak memory: {fmt.nbytes(a.peak_memory_bytes)} -> "
                    f"{fmt.nbytes(b.peak_memory_bytes)}", width, "")
     if c.projection_check is not None:

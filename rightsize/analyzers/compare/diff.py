@@ -198,6 +198,8 @@ def compare(a: Side, b: Side, frames: tuple[SideTimes, SideTimes] | None) -> Com
         notes.append("a saved analysis has no frames: ops matched by the documents' top-ops "
                      "tables (launching ops, which may nest), matched_pct of what those list")
     matched = {"a": _matched(ops_a, ops_b, tot_a), "b": _matched(ops_b, ops_a, tot_b)}
+    by_kernel = {"a": _matched(kern_a, kern_b, tot_a) if kern_a else None,
+                 "b": _matched(kern_b, kern_a, tot_b) if kern_b else None}
     shares, groups = _shares(ia, ib), _groups(a.document, b.document, ia, ib)
     ops = _pair("op", ops_a, ops_b)
     top = sorted((*shares, *groups, *ops), key=lambda c: (-abs(c.delta_ms), c.kind, c.name))
@@ -209,5 +211,5 @@ def compare(a: Side, b: Side, frames: tuple[SideTimes, SideTimes] | None) -> Com
     return Comparison(ia, ib, _step(ia, ib), matched_by, matched, basis, ops,
                       _pair("kernel", kern_a, kern_b), groups, shares,
                       tuple(c for c in top if c.delta_ms)[:TOP_CHANGES],
-                      _projection(a.document, ia, ib), tuple(notes))
+                      _projection(a.document, ia, ib), tuple(notes), by_kernel)
 

@@ -131,6 +131,7 @@ class Comparison:
     top_changes: tuple[Change, ...]  # shares, groups and ops together, by |delta|
     projection_check: ProjectionCheck | None
     notes: tuple[str, ...]
+    kernel_matched_pct: Mapping[str, float | None] | None = None  # by normalized kernel name
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -140,6 +141,7 @@ class Comparison:
             "ops": [c.to_json() for c in self.ops],
             "matched_pct": dict(self.matched_pct),
             "matched_by": self.matched_by, "basis": self.basis,
+            "kernel_matched_pct": dict(self.kernel_matched_pct or {"a": None, "b": None}),
             "kernels": [c.to_json() for c in self.kernels],
             "kernel_groups": [c.to_json() for c in self.groups],
             "top_changes": [{"kind": c.kind, **c.to_json()} for c in self.top_changes],
