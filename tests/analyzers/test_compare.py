@@ -83,6 +83,8 @@ def test_cross_vendor_pair_matches_by_call_path():
     # A: 1.1 of 1.15 ms matched (the orphan without a home is not); B: all of 0.5 ms
     assert c.matched_pct == {"a": 95.7, "b": 100.0}
     assert c.matched_by == "call-path"
+    # by kernel name alone only the elementwise kernel matches: 0.1 of 1.15 ms, 0.1 of 0.5 ms
+    assert c.kernel_matched_pct == {"a": 8.7, "b": 20.0}
     assert c.to_json()["step_ms"] == {"a": 2.0, "b": 1.5, "change_pct": -25.0, "delta_ms": -0.5,
                                       "noise_ms": None, "significant": None}
     # kernels match by normalized name only where the names agree
