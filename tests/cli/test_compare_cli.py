@@ -124,3 +124,20 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     newer.write_text(json.dumps({"schema_version": 99, "tool": {"name": "rightsize"}}))
     res = rightsize("compare", newer, run)
     assert res.returncode == 1 and "newer" in res.stderr and res.stderr.count("\n") == 1
+
+
+def test_recorded_runs_num_workers_0_vs_2(tmp_path):
+    """Two real `rightsize run` CPU runs of the data-loader sample: the wait is named first."""
+    pytest.importorskip("torch")
+    runs = []
+    for workers in (0, 2):
+        out = tmp_path / f"nw{workers}"
+        res = rightsize("run", "--no-report", "--out", out,
+                        SAMPLES.parent / "samples" / "train_dataloader.py", "--workers", workers)
+        assert res.returncode == 0, res.stderr
+        runs.append(out)
+    result = compare_json(*runs)
+    first = result["top_changes"][0]
+    assert (first["kind"], first["name"]) == ("share", "dataloader")
+    assert first["reason"].startswith("data-loader wait fell")
+    assert first["b_ms"] < first["a_ms"] and result["step_ms"]["change_pct"] < 0
