@@ -133,7 +133,8 @@ def test_recorded_runs_num_workers_0_vs_2(tmp_path):
     for workers in (0, 2):
         out = tmp_path / f"nw{workers}"
         res = rightsize("run", "--no-report", "--out", out,
-                        SAMPLES.parent / "samples" / "train_dataloader.py", "--workers", workers)
+                        SAMPLES / "train_dataloader.py", "--workers", workers,
+                        "--delay-ms", 10)  # items slow enough to dominate a busy CPU
         assert res.returncode == 0, res.stderr
         runs.append(out)
     result = compare_json(*runs)
