@@ -56,7 +56,12 @@ def load_side(path: Path) -> Side:
     ranks = analysis.ranks
     if not ranks:  # metric logs alone: a document without frames
         return Side(str(path), analysis.document)
-    return Side(str(path), analysis.document, ranks[0].kernels, ranks[0].ops)
+    # the document's top level is the rank with the most kernel time; compare that one
+    primary = max(ranks, key=lambda r: r.result.kernel_ns)
+    note = (f"{path}: {len(ranks)} ranks; the one with the most kernel time (rank "
+            f"{primary.rank}) is compared")
+    notes = (note,) if len(ranks) > 1 else ()
+    return Side(str(path), analysis.document, primary.kernels, primary.ops, notes)
 
 
 @click.command()

@@ -43,6 +43,7 @@ class Side:
     document: Document
     kernels: pl.DataFrame | None = None  # the primary rank's frames; None for a saved document
     cpu_ops: pl.DataFrame | None = None
+    notes: tuple[str, ...] = ()  # what the caller chose (which rank), said in the result
 
 
 def _device(doc: Document) -> str:
@@ -174,7 +175,7 @@ def compare(a: Side, b: Side, frames: tuple[SideTimes, SideTimes] | None) -> Com
     """The comparison; ``frames`` are both sides' :func:`~.attribution.side_times` when both
     were analyzed here (ops matched by call path), else ``None`` (by the documents' top ops)."""
     ia, ib = side_info("A", a), side_info("B", b)
-    notes: list[str] = []
+    notes: list[str] = [*a.notes, *b.notes]
     if frames is not None:
         ta, tb = frames
         by_path = ta.has_modules and tb.has_modules
