@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from rightsize.cli.common import use_color
+from rightsize.cli.common import load_catalog_for_cli, use_color
 
 if TYPE_CHECKING:
     from rightsize.analyzers.compare import Side
@@ -61,7 +61,7 @@ def load_side(path: Path) -> Side:
     note = (f"{path}: {len(ranks)} ranks; the one with the most kernel time (rank "
             f"{primary.rank}) is compared")
     notes = (note,) if len(ranks) > 1 else ()
-    return Side(str(path), analysis.document, primary.kernels, primary.ops, notes)
+    return Side(str(path), analysis.document, primary.kernels, primary.ops, notes, primary.work)
 
 
 @click.command()
@@ -88,7 +88,7 @@ def compare(a: Path, b: Path, fmt: str, output: Path | None, force: bool, quiet:
     for p in (a, b):
         if not p.exists():
             raise RightsizeError(f"{p}: no such file or directory")
-    result = compare_sides(load_side(a), load_side(b))
+    result = compare_sides(load_side(a), load_side(b), load_catalog_for_cli(None))
     if fmt == "json":
         text = json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n"
     elif fmt == "html":

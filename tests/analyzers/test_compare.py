@@ -151,3 +151,21 @@ def test_document_is_not_mutated_and_result_is_frozen():
     assert d.to_json() == before
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.notes = ()  # type: ignore[misc]
+
+
+def test_pct_of_peak_per_group():
+    import polars as pl
+
+    from rightsize.analyzers.compare.rates import pct_of_peak
+    from rightsize.catalog import load_catalog
+
+    # 494.7 TFLOP in 1 s of bf16 GEMM = half of the H100 SXM's 989.4 dense; an elementwise
+    # kernel far under 1% of peak is left out; a kernel without FLOPs does not count
+    work = pl.DataFrame({
+        "group": ["gemm", "gemm", "elementwise", "gemm"],
+        "flops": [400.0e12, 94.7e12, 1e6, None],
+        "precision": ["bf16", "bf16", "bf16", "bf16"],
+        "dur_ns": [800_000_000, 200_000_000, 1_000_000, 5_000_000]})
+    assert pct_of_peak(work, "H100 SXM", load_catalog()) == {"gemm": 50.0}
+    assert pct_of_peak(work, "no such GPU", load_catalog()) == {}
+    assert pct_of_peak(None, "H100 SXM", load_catalog()) == {}

@@ -68,6 +68,8 @@ def test_h100_against_mi300x_matches_by_op(model):
                                        / check["measured_ms"] * 100, 1)
     linear = next(o for o in out["ops"] if o["name"] == "Linear/aten::linear")
     assert linear["a_ms"] > 0 and linear["b_ms"] > 0  # cuBLAS/cutlass vs hipBLASLt, one op
+    gemm = next(g for g in out["kernel_groups"] if g["name"] == "gemm")
+    assert gemm["reason"].startswith("GEMMs ") and "% of peak on B vs " in gemm["reason"]
 
 
 def test_sample_runs_name_the_dataloader_first():

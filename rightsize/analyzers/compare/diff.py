@@ -44,6 +44,7 @@ class Side:
     kernels: pl.DataFrame | None = None  # the primary rank's frames; None for a saved document
     cpu_ops: pl.DataFrame | None = None
     notes: tuple[str, ...] = ()  # what the caller chose (which rank), said in the result
+    work: pl.DataFrame | None = None  # the rank's classified device work (FLOPs per kernel)
 
 
 def _device(doc: Document) -> str:
@@ -121,7 +122,8 @@ def _shares(a: SideInfo, b: SideInfo) -> tuple[Change, ...]:
     return tuple(sorted(rows, key=lambda c: (-abs(c.delta_ms), c.name)))
 
 
-def _groups(da: Document, db: Document, a: SideInfo, b: SideInfo) -> tuple[Change, ...]:
+def _groups(da: Document, db: Document, a: SideInfo, b: SideInfo,
+            peaks: tuple[Mapping[str, float], Mapping[str, float]]) -> tuple[Change, ...]:
     def per_step(doc: Document) -> dict[str, float]:
         out: dict[str, float] = {}
         for s in doc.diagnosis.signals if doc.diagnosis else ():
@@ -131,9 +133,14 @@ def _groups(da: Document, db: Document, a: SideInfo, b: SideInfo) -> tuple[Chang
 
     where = f" on {b.device} vs {a.device}" if a.device != b.device else ""
     rows = _pair("group", per_step(da), per_step(db))
-    return tuple(Change(c.kind, c.name, c.a_ms, c.b_ms,
-                        _ratio_text(GROUP_LABELS.get(c.name, c.name), c.a_ms, c.b_ms, where))
-                 for c in rows)
+    out = []
+    for c in rows:
+        text = _ratio_text(GROUP_LABELS.get(c.name, c.name), c.a_ms, c.b_ms, where)
+        pa, pb = peaks[0].get(c.name), peaks[1].get(c.name)
+        if pa is not None and pb is not None:
+            text += f"; {pb:g}% of peak on B vs {pa:g}% on A"
+        out.append(Change(c.kind, c.name, c.a_ms, c.b_ms, text))
+    return tuple(out)
 
 
 def _doc_times(doc: Document) -> tuple[dict[str, float], dict[str, float], str]:
@@ -171,9 +178,11 @@ def _projection(da: Document, a: SideInfo, b: SideInfo) -> ProjectionCheck | Non
     return ProjectionCheck(b.gpu, cand.projected_step_ms, b.step_ms, range_ms)
 
 
-def compare(a: Side, b: Side, frames: tuple[SideTimes, SideTimes] | None) -> Comparison:
+def compare(a: Side, b: Side, frames: tuple[SideTimes, SideTimes] | None,
+            peaks: tuple[Mapping[str, float], Mapping[str, float]] = ({}, {})) -> Comparison:
     """The comparison; ``frames`` are both sides' :func:`~.attribution.side_times` when both
-    were analyzed here (ops matched by call path), else ``None`` (by the documents' top ops)."""
+    were analyzed here (ops matched by call path), else ``None`` (by the documents' top ops);
+    ``peaks`` each side's achieved % of peak per kernel group (:mod:`.rates`)."""
     ia, ib = side_info("A", a), side_info("B", b)
     notes: list[str] = [*a.notes, *b.notes]
     if frames is not None:
@@ -201,7 +210,7 @@ def compare(a: Side, b: Side, frames: tuple[SideTimes, SideTimes] | None) -> Com
     matched = {"a": _matched(ops_a, ops_b, tot_a), "b": _matched(ops_b, ops_a, tot_b)}
     by_kernel = {"a": _matched(kern_a, kern_b, tot_a) if kern_a else None,
                  "b": _matched(kern_b, kern_a, tot_b) if kern_b else None}
-    shares, groups = _shares(ia, ib), _groups(a.document, b.document, ia, ib)
+    shares, groups = _shares(ia, ib), _groups(a.document, b.document, ia, ib, peaks)
     ops = _pair("op", ops_a, ops_b)
     top = sorted((*shares, *groups, *ops), key=lambda c: (-abs(c.delta_ms), c.kind, c.name))
     if basis == "mixed":
