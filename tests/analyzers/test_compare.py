@@ -169,3 +169,13 @@ def test_pct_of_peak_per_group():
     assert pct_of_peak(work, "H100 SXM", load_catalog()) == {"gemm": 50.0}
     assert pct_of_peak(work, "no such GPU", load_catalog()) == {}
     assert pct_of_peak(None, "H100 SXM", load_catalog()) == {}
+
+
+def test_precision_from_the_classified_work():
+    import polars as pl
+
+    work = pl.DataFrame({"precision": ["fp32", "bf16", "bf16", None],
+                         "dur_ns": [300, 200, 200, 900]})
+    d = doc()
+    c = compare_sides(Side("x", d, work=work), Side("y", d))
+    assert (c.a.precision, c.b.precision) == ("bf16", None)  # B: no work, no sizing row

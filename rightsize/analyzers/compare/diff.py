@@ -54,14 +54,23 @@ def _device(doc: Document) -> str:
     return doc.diagnosis.device if doc.diagnosis else "unknown"
 
 
-def precision_of(doc: Document) -> str | None:
+def precision_of(doc: Document, work: pl.DataFrame | None = None) -> str | None:
     """The precision the document records (a top-level ``precision`` key where the analysis
-    detected it), else the one its sizing assumed for the current GPU."""
+    detected it), else the one with the most kernel time in the analysis's classified work,
+    else the one its sizing assumed for the current GPU."""
     found = doc.extra.get("precision")
     if isinstance(found, Mapping):
         found = found.get("dominant") or found.get("precision")
     if isinstance(found, str):
         return found
+    if work is not None and {"precision", "dur_ns"} <= set(work.columns):
+        import polars as pl
+
+        per = (work.filter(pl.col("precision").is_not_null())
+               .group_by("precision").agg(pl.col("dur_ns").sum())
+               .sort(["dur_ns", "precision"], descending=[True, False]))
+        if per.height:
+            return str(per["precision"][0])
     if doc.sizing is not None:
         current = doc.sizing.candidate(doc.sizing.current)
         if current is not None:
@@ -77,7 +86,8 @@ def side_info(label: str, side: Side) -> SideInfo:
         spread = (st.max_ms - st.min_ms) / 2
     diag = doc.diagnosis
     return SideInfo(label, side.path, "trace" if side.kernels is not None else "analysis-json",
-                    _device(doc), doc.sizing.current if doc.sizing else None, precision_of(doc),
+                    _device(doc), doc.sizing.current if doc.sizing else None,
+                    precision_of(doc, side.work),
                     diag.bound if diag else None, diag.confidence if diag else None,
                     st.count, st.mean_ms, spread, doc.metrics.peak_memory_bytes,
                     dict(diag.shares_pct) if diag else {})
