@@ -19,6 +19,7 @@ from rightsize.analyzers.metrics import hta, kernels, tb_plugin
 from rightsize.analyzers.metrics.steps import StepOptions, Steps, find_steps
 from rightsize.analyzers.metrics.timeline import Timeline, timeline
 from rightsize.analyzers.sizing import projection as sizing
+from rightsize.analyzers.sizing.measured import measured_inputs
 from rightsize.catalog import Catalog, DeviceMatch
 from rightsize.traces.schema import Trace
 
@@ -269,7 +270,8 @@ def _workload(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,
         flops = float(work["flops"].fill_null(0).sum()) / steps.count
         bytes_ = float(work["bytes"].fill_null(0).sum()) / steps.count
     return sizing.Workload(
-        step_ms=step_ms, shares_ms=shares_ms, precision=advise.dominant_precision(work),
+        step_ms=step_ms, shares_ms=shares_ms,
+        **measured_inputs(trace, work, steps.count, device),  # precision, kernels, ranks
         peak_memory_bytes=peak,
         current_device_name=_device_name(trace, device),
         current_sm_count=_device_prop(trace, device, "sm_count"),

@@ -49,7 +49,7 @@ class Gpu:
     name: str
     vendor: str
     architecture: str
-    memory_gb: float  # as the datasheet says it; read as GiB (see data/README.md)
+    memory_gib: float  # the datasheet's "GB", which is GiB (CSV column memory_gb; data/README.md)
     memory_bandwidth_gbs: float
     fp32_tflops: float | None = None
     tf32_tflops_dense: float | None = None
@@ -65,12 +65,13 @@ class Gpu:
     mig_max_instances: int | None = None
     year: int | None = None
     form_factor: str = ""
+    consumer: bool = False  # a gaming card: left out of recommendations unless asked for
     source: str = ""
     origin: str = "package"  # "package" or the user file it came from
 
     @property
     def memory_bytes(self) -> int:
-        return int(self.memory_gb * GIB)
+        return int(self.memory_gib * GIB)
 
     def tflops(self, precision: Precision | str) -> tuple[float | None, Precision]:
         """Dense peak throughput at ``precision`` and the precision the hardware really uses.
@@ -143,6 +144,10 @@ class CatalogFile:
     prices: tuple[Mapping[str, str], ...] = ()
 
 
+# CSV column -> Gpu field where the field name states a unit the column name does not: the
+# column keeps its name so existing user catalogs still load.
+CSV_COLUMNS: dict[str, str] = {"memory_gb": "memory_gib"}
+
 _T = TypeVar("_T", Gpu, Price)  # the row types _build makes
 
 _GPU_FIELDS = {f.name: f for f in fields(Gpu)}
@@ -155,6 +160,10 @@ def _convert(value: str | None, kind: object, where: str) -> object:
     text = str(value).strip()
     kinds = str(kind)
     try:
+        if kinds.startswith("bool"):
+            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise CatalogError(f"{where}: {text!r} is not true or false")
+            return text.lower() in ("true", "1", "yes")
         if kinds.startswith("int"):
             return int(float(text))
         if kinds.startswith("float"):
@@ -168,7 +177,8 @@ def _build(cls: type[_T], row: Mapping[str, str], origin: str, where: str,
            base: _T | None = None) -> _T:
     spec = _GPU_FIELDS if cls is Gpu else _PRICE_FIELDS
     values: dict[str, Any] = {}  # cells converted to each field's type by _convert
-    for key, raw in row.items():
+    for column, raw in row.items():
+        key = CSV_COLUMNS.get(column, column) if cls is Gpu else column
         if key in spec and key != "origin":
             converted = _convert(raw, spec[key].type, f"{where}, column {key}")
             if converted is not None:
@@ -180,7 +190,8 @@ def _build(cls: type[_T], row: Mapping[str, str], origin: str, where: str,
         return cls(**values)
     except TypeError:
         need = [f.name for f in fields(cls) if f.default is MISSING]
-        missing = [n for n in need if n not in values]
+        header = {f: c for c, f in CSV_COLUMNS.items()}
+        missing = [header.get(n, n) for n in need if n not in values]
         raise CatalogError(f"{where}: missing {', '.join(missing)}") from None
 
 
@@ -276,7 +287,7 @@ class Catalog:
         if mem_gib is not None:
             def mem_ok(c: tuple[Gpu, Alias | None]) -> bool:
                 want = (c[1].reported_memory_gb if c[1] and c[1].reported_memory_gb
-                        else c[0].memory_gb)
+                        else c[0].memory_gib)
                 return MEMORY_MATCH_LOW <= mem_gib / want <= MEMORY_MATCH_HIGH
             sized = [c for c in cands if mem_ok(c)]
             if not sized:
@@ -304,7 +315,7 @@ class Catalog:
     def select(self, min_memory_gb: float | None = None,
                provider: str | None = None) -> tuple[Gpu, ...]:
         """GPUs with at least ``min_memory_gb`` and, when given, a price from ``provider``."""
-        out = [g for g in self.gpus if min_memory_gb is None or g.memory_gb >= min_memory_gb]
+        out = [g for g in self.gpus if min_memory_gb is None or g.memory_gib >= min_memory_gb]
         if provider:
             out = [g for g in out if self.prices_for(g.name, provider)]
         return tuple(out)

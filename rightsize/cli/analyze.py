@@ -40,6 +40,8 @@ from rightsize.cli.output import Progress, tune_allocator
 @click.option("--headroom", type=click.FloatRange(min=0, max=0.9), default=0.10,
               show_default=True, help="Sizing: fraction of GPU memory kept free above the peak.")
 @click.option("--provider", default=None, help="Sizing: price GPUs from this provider only.")
+@click.option("--include-consumer", is_flag=True,
+              help="Sizing: consumer GPUs (e.g. RTX 4090) may be recommended.")
 @definitions_option
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages on stderr.")
@@ -47,7 +49,8 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
             step_range: str | None, timezone: str | None, catalog_path: Path | None,
             target_step_ms: float | None, target_throughput: float | None,
             samples_per_step: int | None, max_usd_per_hour: float | None, headroom: float,
-            provider: str | None, definitions: str, no_report: bool, quiet: bool) -> None:
+            provider: str | None, include_consumer: bool, definitions: str, no_report: bool,
+            quiet: bool) -> None:
     """Analyze PyTorch Profiler traces: what holds the job back.
 
     PATHS are PyTorch Profiler traces (.json, .json.gz), directories of per-rank traces, run
@@ -71,7 +74,7 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
         raise click.UsageError("--target-throughput needs --samples-per-step")
     constraints = Constraints(target_step_ms=target_step_ms, target_throughput=target_throughput,
                               max_usd_per_hour=max_usd_per_hour, headroom_fraction=headroom,
-                              provider=provider)
+                              provider=provider, include_consumer=include_consumer)
     options = Options(step_range=step_range, timezone=timezone,
                       catalog=load_catalog_for_cli(catalog_path), constraints=constraints,
                       samples_per_step=samples_per_step, definitions=definitions)

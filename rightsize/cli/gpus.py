@@ -22,7 +22,7 @@ def _gpu_json(catalog: Catalog, name: str, provider: str | None) -> dict[str, An
     price = catalog.price(name, provider)
     return {
         "name": gpu.name, "vendor": gpu.vendor, "architecture": gpu.architecture,
-        "memory_gb": gpu.memory_gb, "memory_bandwidth_gbs": gpu.memory_bandwidth_gbs,
+        "memory_gb": gpu.memory_gib, "memory_bandwidth_gbs": gpu.memory_bandwidth_gbs,
         "fp32_tflops": gpu.fp32_tflops, "tf32_tflops_dense": gpu.tf32_tflops_dense,
         "fp16_bf16_tflops_dense": gpu.fp16_bf16_tflops_dense,
         "fp8_tflops_dense": gpu.fp8_tflops_dense, "int8_tops_dense": gpu.int8_tops_dense,
@@ -66,7 +66,7 @@ def gpus(min_memory_gb: float | None, provider: str | None, fmt: str,
     for g in chosen:
         p = catalog.price(g.name, provider)
         seen = f"{p.provider} {p.instance_type}, {p.date_seen}" if p else "no price"
-        click.echo(f"{g.name:<16} {g.memory_gb:>6g} {g.memory_bandwidth_gbs:>6g}"
+        click.echo(f"{g.name:<16} {g.memory_gib:>6g} {g.memory_bandwidth_gbs:>6g}"
                    f" {_fmt(g.fp32_tflops):>6} {_fmt(g.fp16_bf16_tflops_dense):>7}"
                    f" {_fmt(g.fp8_tflops_dense):>7} {_fmt(g.tdp_w):>6}"
                    f"  {_fmt(p.usd_per_gpu_hour if p else None, '.3f'):>7}  {seen}")

@@ -103,6 +103,8 @@ class _RunCommand(click.Command):
 @click.option("--no-profiler", is_flag=True, help="Sample only; no PyTorch Profiler.")
 @click.option("--no-gpu-samples", is_flag=True, help="Do not sample GPUs through NVML.")
 @click.option("--no-report", is_flag=True, help="Do not analyze at the end.")
+@click.option("--include-consumer", is_flag=True,
+              help="Sizing: consumer GPUs (e.g. RTX 4090) may be recommended.")
 @click.argument("script", metavar="SCRIPT|MODULE|-- COMMAND")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
@@ -139,7 +141,9 @@ def run(ctx: click.Context, script: str, args: tuple[str, ...], **opts: object) 
     def warn(message: str) -> None:
         click.echo(f"rightsize: warning: {message}", err=True)
 
-    result = run_job(target, options, warn, analyze=lambda run_dir: _analyze(run_dir, warn))
+    consumer = bool(opts["include_consumer"])
+    result = run_job(target, options, warn,
+                     analyze=lambda run_dir: _analyze(run_dir, warn, consumer))
     lines = describe(result)
     first_next = next((i for i, line in enumerate(lines) if line.startswith("next:")), len(lines))
     for line in lines[:first_next]:
@@ -171,14 +175,17 @@ def _report(result: Any, warn: Callable[[str], None]) -> None:
         warn(f"report not written: {exc}")
 
 
-def _analyze(run_dir: Path, warn: Callable[[str], None]) -> dict[str, Any]:
+def _analyze(run_dir: Path, warn: Callable[[str], None],
+             include_consumer: bool = False) -> dict[str, Any]:
     """Write ``analysis.json`` for a finished run; a failure is a warning, never fatal."""
+    from rightsize.analyzers.sizing.projection import Constraints
     from rightsize.errors import RightsizeError
     from rightsize.pipeline import analyze_paths
     from rightsize.rundir import ANALYSIS, write_json_atomic
 
     try:
-        doc = analyze_paths([run_dir])
+        doc = analyze_paths([run_dir],
+                            constraints=Constraints(include_consumer=include_consumer))
     except RightsizeError as exc:
         reason = f"analysis failed: {exc}"
     except KeyboardInterrupt:

@@ -14,6 +14,7 @@ from pathlib import Path
 from rightsize.analyzers.document import Document
 from rightsize.reports import fmt
 from rightsize.reports.model import ReportModel, build_model
+from rightsize.reports.sections import Headline
 
 _BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
 Style = Callable[[str], str]
@@ -69,7 +70,7 @@ def render_summary(
             else h.recommended_gpu
         )
         lines.append(
-            b("Recommended GPU: ") + f"{gpu}, {fmt.ms(h.projected_step_ms)} per step, "
+            b("Recommended GPU: ") + f"{gpu}{_slower(h)}, {fmt.ms(h.projected_step_ms)} per step, "
             f"{fmt.usd(h.usd_per_1k_steps_recommended)} per 1k steps"
             + (f" (saves {fmt.pct(h.savings_pct)})" if h.savings_pct else "")
         )
@@ -135,3 +136,11 @@ def _details(model: ReportModel, color: bool) -> str:
         lines.extend(f"  - {r.title}" for r in model.recommendations[:5])
     lines.extend(dim(f"note: {n}") for n in model.provenance.notes)
     return "\n".join(lines) + "\n"
+
+
+def _slower(h: Headline) -> str:
+    """" (1.2x slower)" when the recommended GPU is slower than the measured step (sizing)."""
+    if not h.step_ms or not h.projected_step_ms or h.recommended_gpu == h.current_gpu:
+        return ""
+    ratio = h.projected_step_ms / h.step_ms
+    return f" ({ratio:.1f}x slower)" if ratio >= 1.05 else ""

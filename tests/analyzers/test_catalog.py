@@ -23,7 +23,8 @@ def catalog():
 
 
 def test_package_data_loads_with_sources(catalog):
-    assert len(catalog.gpus) == 22
+    assert len(catalog.gpus) == 25
+    assert [g.name for g in catalog.gpus if g.consumer] == ["RTX 4090"]
     h100 = catalog.gpu("H100 SXM")
     assert h100.fp16_bf16_tflops_dense == 989.4  # dense, not the 1979 sparse figure
     assert h100.memory_bytes == 80 * 2**30
@@ -36,6 +37,8 @@ def test_package_data_loads_with_sources(catalog):
 # (name as the device reports it, memory bytes, SM count) -> catalog name; values from the
 # deviceProperties / TARGET_INFO_GPU of the shared traces.
 MATCHES = [
+    ("NVIDIA A100-PCIE-40GB", 42505273344, 108, "A100 40GB PCIe"),
+    ("Tesla V100-PCIE-32GB", None, None, "V100 32GB PCIe"),
     ("NVIDIA H100 80GB HBM3", 85018279936, 132, "H100 SXM"),
     ("NVIDIA H100 80GB HBM3", 84942979072, 132, "H100 SXM"),
     ("AMD Instinct MI300X VF", 205571227648, 304, "MI300X"),
@@ -63,7 +66,7 @@ def test_match_device_names(catalog, name, mem, sms, want):
 @pytest.mark.parametrize(("name", "mem", "sms", "words"), [
     ("AMD Radeon Graphics", 68702699520, 104, "not in the GPU catalog"),
     ("GeForce GTX 1060 with Max-Q Design", 6442450944, 10, "not in the GPU catalog"),
-    ("NVIDIA A100-PCIE-40GB", 42505273344, 108, "matches no catalog entry by memory"),
+    ("NVIDIA A100-PCIE-40GB", 24 * 2**30, 108, "matches no catalog entry by memory"),
     ("NVIDIA A100", None, None, "ambiguous"),
 ])
 def test_unknown_devices_are_reported_not_guessed(catalog, name, mem, sms, words):

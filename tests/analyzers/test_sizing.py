@@ -14,6 +14,7 @@ from rightsize.analyzers.sizing.projection import (
     project,
     project_step_ms,
 )
+from rightsize.analyzers.sizing.rates import TYPICAL_GEMM_FLOPS, load_rates
 from rightsize.catalog import Alias, Catalog, Gpu, Price, load_catalog
 
 GIB = 2**30
@@ -179,8 +180,8 @@ def test_json_keys():
 
 
 def test_cross_vendor_projection_on_the_real_catalog():
-    """H100 trace of an inference job projected onto an MI300X: the API the cross-hardware
-    check uses (shares scaled by bf16 TFLOPS and HBM bandwidth ratios)."""
+    """H100 shares projected onto an MI300X at the fitted achievable rates (no kernels: the
+    compute share by the large-GEMM rate, memory by achievable bandwidth)."""
     cat = load_catalog()
     w = Workload(step_ms=50, shares_ms={"compute": 10, "memory": 30, "host": 10},
                  precision="bf16", peak_memory_bytes=2 * GIB,
@@ -188,5 +189,89 @@ def test_cross_vendor_projection_on_the_real_catalog():
                  current_memory_bytes=85018279936, training=False)
     s = project(w, cat, gpus=("MI300X",))
     mi = {c.gpu: c for c in s.candidates}["MI300X"]
-    assert mi.projected_step_ms == pytest.approx(10 * 989.4 / 1307.4 + 30 * 3350 / 5300 + 10)
+    h100, mi300 = load_rates().rates["H100 SXM"], load_rates().rates["MI300X"]
+    f = TYPICAL_GEMM_FLOPS
+    compute = 10 * (989.4 * h100.gemm_fraction("bf16", f)) / (1307.4 * mi300.gemm_fraction(
+        "bf16", f))
+    memory = 30 * (3350 * h100.stream_fraction) / (5300 * mi300.stream_fraction)
+    assert mi.projected_step_ms == pytest.approx(compute + memory + 10)
+    spread = (compute + memory) * load_rates().error_pct / 100
+    assert mi.projected_step_ms_low == pytest.approx(compute + memory + 10 - spread)
+    assert mi.projected_step_ms_high == pytest.approx(compute + memory + 10 + spread)
     assert s.current == "H100 SXM"
+    cur = {c.gpu: c for c in s.candidates}["H100 SXM"]
+    assert cur.projected_step_ms_low == cur.projected_step_ms == cur.projected_step_ms_high == 50
+
+
+def _real(precision="bf16", **kw):
+    base = {"step_ms": 50, "shares_ms": {"compute": 30, "memory": 10, "host": 10},
+                "precision": precision, "peak_memory_bytes": 2 * GIB,
+                "current_device_name": "NVIDIA H100 80GB HBM3", "current_sm_count": 132,
+                "current_memory_bytes": 85018279936}
+    return Workload(**{**base, **kw})
+
+
+@pytest.mark.parametrize("precision", ["bf16", "tf32"])
+def test_gpus_without_the_precision_are_never_recommended(precision):
+    s = project(_real(precision), load_catalog())
+    cands = {c.gpu: c for c in s.candidates}
+    for name in ("V100 16GB SXM2", "V100 32GB SXM2", "T4"):
+        assert not cands[name].recommendable
+        assert cands[name].precision_used == "fp32"
+        assert f"no {precision} math" in cands[name].warnings[0]
+    assert s.recommended not in ("V100 16GB SXM2", "V100 32GB SXM2", "T4", "V100 32GB PCIe")
+
+
+def test_named_gpu_without_the_precision_is_projected_with_a_warning():
+    s = project(_real(), load_catalog(), gpus=("V100 16GB SXM2",))
+    v100 = {c.gpu: c for c in s.candidates}["V100 16GB SXM2"]
+    assert v100.projected_step_ms is not None and v100.precision_used == "fp32"
+    assert v100.warnings == (("the V100 16GB SXM2 has no bf16 math: projected at fp32, which"
+                             " changes numerics and speed"),)
+    assert s.recommended == "H100 SXM"
+
+
+def test_consumer_gpus_only_when_asked():
+    cat = load_catalog()
+    s = project(_real(), cat)
+    rtx = {c.gpu: c for c in s.candidates}["RTX 4090"]
+    assert rtx.consumer and not rtx.recommendable and s.recommended != "RTX 4090"
+    s2 = project(_real(), cat, Constraints(include_consumer=True))
+    assert {c.gpu: c for c in s2.candidates}["RTX 4090"].recommendable
+
+
+def test_multi_rank_communication_is_not_carried_to_another_fabric():
+    """8-rank A100 DDP job: one RTX 4090 (PCIe) cannot keep the NVLink communication."""
+    w = Workload(step_ms=100, shares_ms={"compute": 50, "communication": 30, "host": 20},
+                 precision="tf32", peak_memory_bytes=10 * GIB,
+                 current_device_name="NVIDIA A100-SXM4-40GB", current_memory_bytes=42505273344,
+                 current_sm_count=108, ranks=8)
+    s = project(w, load_catalog(), Constraints(include_consumer=True))
+    cands = {c.gpu: c for c in s.candidates}
+    assert not cands["RTX 4090"].like_for_like and not cands["RTX 4090"].recommendable
+    assert cands["RTX 4090"].warnings[-1].startswith(
+        "not like-for-like: the measured job ran 8 ranks over NVLink/Infinity Fabric")
+    assert cands["H100 SXM"].like_for_like
+    assert all(cands[c.gpu].like_for_like for c in s.candidates if c.gpu == s.recommended)
+
+
+def test_no_verdict_when_inconclusive_or_memory_unknown():
+    cat = catalog_of(BIG, MID)
+    shares = {"compute": 40, "memory": 30, "host": 30}
+    s = project(work(shares, bound="inconclusive"), cat)
+    assert s.verdict is None and "the diagnosis is inconclusive" in s.reason
+    s = project(Workload(step_ms=100, shares_ms=shares, precision="bf16",
+                         peak_memory_bytes=None, current_device_name="big"), cat)
+    assert s.verdict is None and "peak memory is unknown" in s.reason
+    assert "profile_memory=True" in s.reason
+
+
+def test_slower_cheaper_candidate_says_so_first():
+    s = project(work({"compute": 40, "memory": 30, "pcie": 10, "dataloader": 5, "host": 10,
+                      "idle": 5}), catalog_of(BIG, MID))
+    assert s.verdict is Verdict.OVER_PROVISIONED
+    # the projected part (40x4 + 30x3 + 10x2) +- the error of GPUs without fitted rates
+    spread = 270 * load_rates().error_pct_unfitted / 100
+    assert s.reason.startswith(
+        f"mid is 2.9x slower, 27% cheaper per step (290.0 ms projected, range"
+        f" {290 - spread:.1f}-{290 + spread:.1f}, vs 100.0 ms now; prices seen 2026-01)")

@@ -29,7 +29,7 @@ from rightsize.analyzers.document.metrics import (
     TopKernel,
     TopOp,
 )
-from rightsize.analyzers.document.sizing import Sizing, Timeline
+from rightsize.analyzers.document.sizing import PrecisionMix, Sizing, Timeline
 
 # Changes when a key is renamed or removed or its meaning changes; adding keys does not.
 SCHEMA_VERSION = 1
@@ -51,6 +51,7 @@ class Document:
     diagnosis: Diagnosis | None
     recommendations: tuple[Recommendation, ...]
     sizing: Sizing | None
+    precision: PrecisionMix | None
     timeline: Timeline | None
     top_kernels: tuple[TopKernel, ...]
     top_ops: tuple[TopOp, ...]

@@ -23,6 +23,7 @@ from rightsize.analyzers.document import metrics as dm
 from rightsize.analyzers.document import sizing as ds
 from rightsize.analyzers.document.codec import decode
 from rightsize.analyzers.document.definitions import definitions_for
+from rightsize.analyzers.metrics.precision import precision_json
 from rightsize.vocab import Signal
 
 NS_PER_MS = 1e6
@@ -59,6 +60,7 @@ def document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
         recommendations=tuple(decode(dd.Recommendation, r.to_json(), "recommendations")
                               for r in p.recommendations) if p else (),
         sizing=decode(ds.Sizing, p.sizing.to_json(), "sizing") if p and p.sizing else None,
+        precision=_precision(p) if p else None,
         timeline=decode(ds.Timeline, p.timeline.to_json(), "timeline")
         if p and p.timeline else None,
         top_kernels=_top_kernels(p) if p else (),
@@ -67,6 +69,11 @@ def document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
         definitions=definitions_for(definitions),
         notes=tuple(sorted({n for r in analysis.ranks for n in r.notes})),
     )
+
+
+def _precision(r: RankAnalysis) -> ds.PrecisionMix | None:
+    mix = precision_json(r.work, r.device_match)
+    return None if mix is None else decode(ds.PrecisionMix, mix, "precision")
 
 
 def _devices(r: RankAnalysis) -> list[dm.Device]:

@@ -28,6 +28,30 @@ class Candidate:
     precision_used: str
     parallelism: str
     interconnect: str
+    projected_step_ms_low: float | None = None  # the range from the projection's validation
+    projected_step_ms_high: float | None = None
+    consumer: bool = False  # a consumer GPU (recommended only with --include-consumer)
+    like_for_like: bool = True  # False: the rank count or fabric would change
+    recommendable: bool = True  # False: lacks the precision, consumer, or not like-for-like
+    warnings: tuple[str, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPrecision:
+    group: str
+    precision: str | None
+    time_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class PrecisionMix:
+    """Time-weighted precision of the primary device's kernels (``metrics/precision.py``)."""
+
+    workload: str | None
+    time_pct: Mapping[str, float]
+    unknown_pct: float
+    groups: tuple[GroupPrecision, ...]
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

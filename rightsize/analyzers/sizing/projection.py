@@ -6,177 +6,102 @@ a :class:`~rightsize.catalog.Catalog` and :class:`Constraints`. Output: a frozen
 :class:`Sizing` with one :class:`Candidate` per GPU, the recommendation, the verdict
 (over-provisioned / right-sized / under-provisioned), savings and the reason in words.
 
-Each share is scaled by the resource that bounds it (compute by dense peak FLOPS at the
-precision used, memory by bandwidth, PCIe by the host link); data-loader, host and idle time do
-not shrink on a faster GPU; communication is kept as measured. See docs/sizing.md. Pure.
+The GPU part of the step is projected kernel by kernel from achievable rates fitted on
+measured cross-GPU timings (``rates``, ``kernels_projection``), or, without kernels, share by
+share at the same rates (compute by the large-GEMM rate at the precision used, memory by
+achievable bandwidth, PCIe by the host link); data-loader, host and idle time do not shrink on
+a faster GPU; communication is kept only where the candidate keeps the measured rank count and
+fabric (otherwise the candidate is not like-for-like and is not recommended). Every projection
+carries a range from the validation error. See docs/sizing.md. Pure.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, cast
+from typing import cast
 
 from rightsize.analyzers.sizing.estimator import ASSUMPTIONS as MEMORY_ASSUMPTIONS
+from rightsize.analyzers.sizing.kernels_projection import project_kernels_ms
+from rightsize.analyzers.sizing.model import (
+    FIXED_SHARES,
+    INCONCLUSIVE,
+    NATIVE_PRECISIONS,
+    THRESHOLDS,
+    Candidate,
+    Constraints,
+    Sizing,
+    SizingError,
+    SizingThresholds,
+    Verdict,
+    Workload,
+)
 from rightsize.analyzers.sizing.placement import (
     GPU_COUNTS,
     GPUS_PER_NODE,
     nvlink_group,
     parallelism_for,
 )
+from rightsize.analyzers.sizing.rates import (
+    TYPICAL_GEMM_FLOPS,
+    RatesTable,
+    load_rates,
+    peak_flops,
+)
 from rightsize.catalog import Catalog, Gpu
-from rightsize.errors import RightsizeError
 from rightsize.vocab import Precision, Share
 
-
-class SizingError(RightsizeError):
-    """The workload or constraints cannot be sized as given."""
-
-
-class Verdict(StrEnum):
-    OVER_PROVISIONED = "over-provisioned"
-    RIGHT_SIZED = "right-sized"
-    UNDER_PROVISIONED = "under-provisioned"
-
-
-
-
-@dataclass(frozen=True, slots=True)
-class Thresholds:
-    """Named judgement calls of the advisor, one reason each."""
-
-    # A cheaper GPU must save at least this much per unit of work to call the current one
-    # over-provisioned: prices move by more than 10% between providers and months.
-    over_provisioned_savings_pct: float = 20.0
-    # Peak allocated memory at or above this fraction of the device means the batch or model
-    # is being squeezed (smaller batches, offload): under-provisioned.
-    memory_pressure_fraction: float = 0.95
-    # Data-loader + host + idle at or above half the step: the GPU is not what limits the job.
-    stall_fraction: float = 0.5
-    # CPU-only runs moved to a GPU: dense transformer training reaches 40-50% of peak tensor
-    # FLOPS (PaLM: 46.2% MFU, Chowdhery et al. 2022); we take 40%.
-    achieved_flops_fraction: float = 0.40
-    # Streaming kernels reach 80-90% of HBM peak bandwidth (STREAM-style measurements).
-    achieved_bandwidth_fraction: float = 0.80
-
-
-THRESHOLDS = Thresholds()
-_FIXED = (Share.DATALOADER, Share.HOST, Share.IDLE, Share.COMMUNICATION)
-
-
-@dataclass(frozen=True, slots=True)
-class Workload:
-    """What one step of the job costs where it ran. ``shares_ms`` keys are :class:`Share`
-    values and sum to ``step_ms``; a CPU-only run gives ``current_device_name=None`` and
-    ``flops_per_step``/``bytes_per_step`` for the work its ops do."""
-
-    step_ms: float
-    shares_ms: Mapping[str, float]
-    precision: str  # Precision value of the dominant compute
-    peak_memory_bytes: int | None
-    current_device_name: str | None
-    current_sm_count: int | None = None
-    current_memory_bytes: int | None = None
-    samples_per_step: int | None = None
-    flops_per_step: float | None = None
-    bytes_per_step: float | None = None
-    training: bool = True  # words for multi-GPU proposals (FSDP vs tensor parallel)
-    gpus: int = 1  # devices the measured run used (cost counts all of them)
-    bound: str | None = None  # the diagnosis verdict (Bound value), when there is one
-
-
-@dataclass(frozen=True, slots=True)
-class Constraints:
-    target_step_ms: float | None = None
-    target_throughput: float | None = None  # samples per second; needs samples_per_step
-    max_usd_per_hour: float | None = None  # for all GPUs of a candidate together
-    headroom_fraction: float = 0.10  # free memory kept above the peak
-    provider: str | None = None  # price only from this provider
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    gpu: str
-    gpus: int
-    fits_memory: bool | None  # None: peak memory unknown
-    projected_step_ms: float | None
-    usd_per_hour: float | None  # all ``gpus`` together
-    usd_per_1k_steps: float | None
-    energy_j_per_step: float | None  # TDP x time: an upper bound
-    price_provider: str | None
-    price_instance: str | None
-    price_date_seen: str | None
-    meets_constraints: bool
-    precision_used: str
-    parallelism: str
-    interconnect: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "gpu": self.gpu, "gpus": self.gpus, "fits_memory": self.fits_memory,
-            "projected_step_ms": _round(self.projected_step_ms),
-            "usd_per_hour": _round(self.usd_per_hour),
-            "usd_per_1k_steps": _round(self.usd_per_1k_steps),
-            "energy_j_per_step": _round(self.energy_j_per_step),
-            "price_provider": self.price_provider, "price_instance": self.price_instance,
-            "price_date_seen": self.price_date_seen,
-            "meets_constraints": self.meets_constraints, "precision_used": self.precision_used,
-            "parallelism": self.parallelism, "interconnect": self.interconnect,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Sizing:
-    current: str | None  # catalog name of the measured device; None: CPU-only or unknown
-    current_note: str  # how the device was matched, or why not
-    recommended: str | None
-    recommended_gpus: int
-    verdict: Verdict | None  # None when there is no current GPU to judge
-    savings_pct: float | None  # cost per 1k steps, current vs recommended
-    candidates: tuple[Candidate, ...]
-    reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "current": self.current, "recommended": self.recommended,
-            "recommended_gpus": self.recommended_gpus,
-            "verdict": None if self.verdict is None else str(self.verdict),
-            "savings_pct": _round(self.savings_pct, 1),
-            "candidates": [c.to_json() for c in self.candidates],
-            "reason": self.reason, "current_note": self.current_note,
-        }
-
-
-def _round(x: float | None, digits: int = 4) -> float | None:
-    return None if x is None else round(x, digits)
+# The data model lives in ``model``; these names stay importable from here.
+__all__ = ["THRESHOLDS", "Candidate", "Constraints", "Sizing", "SizingError",
+           "SizingThresholds", "Verdict", "Workload", "project", "project_step_ms"]
+_DEFAULT = Constraints()
 
 
 def _ratio(cur: float | None, new: float | None) -> float:
     return cur / new if cur and new else 1.0
 
 
-def project_step_ms(workload: Workload, current: Gpu | None, gpu: Gpu, gpus: int = 1) -> float | None:
+def project_step_ms(workload: Workload, current: Gpu | None, gpu: Gpu, gpus: int = 1,
+                    rates: RatesTable | None = None) -> float | None:
     """Projected step time on ``gpus`` x ``gpu``; bound shares shrink ideally with ``gpus``."""
+    fixed, bound = _split_ms(workload, current, gpu, rates or load_rates())
+    if bound is None:
+        return None
+    return fixed + bound * workload.gpus / gpus
+
+
+def _split_ms(workload: Workload, current: Gpu | None, gpu: Gpu,
+              table: RatesTable) -> tuple[float, float | None]:
+    """(time that stays as measured, projected GPU-bound time on one ``gpu``) per step."""
     shares = {Share(k): v for k, v in workload.shares_ms.items()}
-    fixed = sum(shares.get(s, 0.0) for s in _FIXED)
+    fixed = sum(shares.get(s, 0.0) for s in FIXED_SHARES)
     if current is None:  # CPU-only: roofline of the op-level work at achieved rates
         if workload.flops_per_step is None and workload.bytes_per_step is None:
-            return None
+            return fixed, None
         peak, _ = gpu.tflops(workload.precision)
         t_flops = (workload.flops_per_step or 0) / (
             (peak or 0) * 1e12 * THRESHOLDS.achieved_flops_fraction or math.inf)
         t_bytes = (workload.bytes_per_step or 0) / (
             gpu.memory_bandwidth_gbs * 1e9 * THRESHOLDS.achieved_bandwidth_fraction)
-        return fixed + max(t_flops, t_bytes) * 1e3 / gpus
-    bound = (shares.get(Share.COMPUTE, 0.0)
-             * _ratio(current.tflops(workload.precision)[0], gpu.tflops(workload.precision)[0])
-             + shares.get(Share.MEMORY, 0.0)
-             * _ratio(current.memory_bandwidth_gbs, gpu.memory_bandwidth_gbs)
-             + shares.get(Share.PCIE, 0.0)
-             * _ratio(current.host_link_gbs_per_direction, gpu.host_link_gbs_per_direction))
-    return fixed + bound * workload.gpus / gpus
+        return fixed, max(t_flops, t_bytes) * 1e3
+    src, dst = (current, table.for_gpu(current)), (gpu, table.for_gpu(gpu))
+    gpu_ms = shares.get(Share.COMPUTE, 0.0) + shares.get(Share.MEMORY, 0.0)
+    measured, projected = project_kernels_ms(workload.kernels, src, dst)
+    if measured > 0:  # per kernel: the busy time scales as the step's kernels do
+        gpu_ms *= projected / measured
+    else:  # no kernels: each share at its achievable rate
+        p = workload.precision
+        rate_s = peak_flops(current, p) * src[1].gemm_fraction(
+            str(current.tflops(p)[1]), TYPICAL_GEMM_FLOPS)
+        rate_d = peak_flops(gpu, p) * dst[1].gemm_fraction(str(gpu.tflops(p)[1]),
+                                                           TYPICAL_GEMM_FLOPS)
+        gpu_ms = (shares.get(Share.COMPUTE, 0.0) * rate_s / rate_d
+                  + shares.get(Share.MEMORY, 0.0)
+                  * _ratio(current.memory_bandwidth_gbs * src[1].stream_fraction,
+                           gpu.memory_bandwidth_gbs * dst[1].stream_fraction))
+    pcie = shares.get(Share.PCIE, 0.0) * _ratio(current.host_link_gbs_per_direction,
+                                                 gpu.host_link_gbs_per_direction)
+    return fixed, gpu_ms + pcie
 
 
 def _needed_bytes(workload: Workload, constraints: Constraints) -> float | None:
@@ -189,10 +114,16 @@ def _needed_bytes(workload: Workload, constraints: Constraints) -> float | None:
 
 
 def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
-               current: Gpu | None, gpu: Gpu, gpus: int) -> Candidate:
+               current: Gpu | None, gpu: Gpu, gpus: int, table: RatesTable,
+               named: bool = False) -> Candidate:
     need = _needed_bytes(workload, constraints)
     fits = None if need is None else need / gpus <= gpu.memory_bytes  # peak splits N ways
-    step = project_step_ms(workload, current, gpu, gpus)
+    fixed, bound = _split_ms(workload, current, gpu, table)
+    step = None if bound is None else fixed + bound * workload.gpus / gpus
+    low = high = step
+    if step is not None and bound is not None and gpu is not current:
+        spread = bound * workload.gpus / gpus * table.error_for(current or gpu, gpu) / 100
+        low, high = step - spread, step + spread
     price = catalog.price(gpu.name, constraints.provider)
     usd_h = price.usd_per_gpu_hour * gpus if price else None
     usd_1k = usd_h * step * 1000 / 3.6e6 if usd_h is not None and step is not None else None
@@ -206,15 +137,54 @@ def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
     if constraints.max_usd_per_hour is not None:
         meets = meets and usd_h is not None and usd_h <= constraints.max_usd_per_hour
     words, wire = parallelism_for(workload.training, gpus, gpu)
+    used = gpu.tflops(workload.precision)[1]
+    warnings, ok = _caveats(workload, constraints, current, gpu, gpus, used, named)
     return Candidate(gpu.name, gpus, fits, step, usd_h, usd_1k, energy,
                      price.provider if price else None, price.instance_type if price else None,
-                     price.date_seen if price else None, meets,
-                     str(gpu.tflops(workload.precision)[1]), words, wire)
+                     price.date_seen if price else None, meets, str(used), words, wire,
+                     low, high, gpu.consumer, not any(w.startswith(_NOT_LIKE) for w in warnings),
+                     ok, tuple(warnings))
+
+
+_NOT_LIKE = "not like-for-like"
+
+
+def _caveats(workload: Workload, constraints: Constraints, current: Gpu | None, gpu: Gpu,
+             gpus: int, used: Precision, named: bool) -> tuple[list[str], bool]:
+    """Warnings for one candidate, and whether it may be recommended."""
+    warnings, ok = [], True
+    want = Precision(workload.precision)
+    if want in NATIVE_PRECISIONS and used != want:
+        warnings.append(f"the {gpu.name} has no {want} math: projected at {used}, which"
+                        " changes numerics and speed")
+        ok = False
+    if gpu.consumer and not constraints.include_consumer:
+        warnings.append("consumer GPU: pass --include-consumer to recommend it")
+        ok = named and ok
+    comm = workload.shares_ms.get(str(Share.COMMUNICATION), 0.0)
+    measured_gpus = max(workload.ranks, workload.gpus)
+    if comm > 0 and current is not None and (
+            gpus * (workload.ranks if workload.gpus == 1 else 1) != measured_gpus
+            or _fabric(gpu, measured_gpus) != _fabric(current, measured_gpus)):
+        warnings.append(f"{_NOT_LIKE}: the measured job ran {measured_gpus} ranks over"
+                        f" {_fabric(current, measured_gpus)}; communication ({comm:.1f} ms per"
+                        " step) is held"
+                        " as measured, which this candidate does not keep")
+        ok = False
+    return warnings, ok
+
+
+def _fabric(gpu: Gpu, ranks: int) -> str:
+    """What joins ``ranks`` of ``gpu`` (within a node): a GPU link only if its domain holds
+    them all (bridged PCIe cards join 2 or 4)."""
+    group = nvlink_group(gpu)
+    return "NVLink/Infinity Fabric" if group > 1 and group >= min(ranks, GPUS_PER_NODE) \
+        else "PCIe"
 
 
 def _pick(cands: list[Candidate]) -> Candidate | None:
     ok = [c for c in cands if c.fits_memory is not False and c.usd_per_1k_steps is not None
-          and c.meets_constraints]
+          and c.meets_constraints and c.recommendable]
     if ok:
         return min(ok, key=lambda c: (c.usd_per_1k_steps, c.projected_step_ms))
     return None
@@ -234,10 +204,14 @@ def _validate(workload: Workload, constraints: Constraints) -> None:
         raise SizingError("step time must be positive")
 
 
-def project(workload: Workload, catalog: Catalog, constraints: Constraints = Constraints(),
-            gpus: tuple[str, ...] = ()) -> Sizing:
-    """Size ``workload`` on every catalog GPU (or only those named in ``gpus``)."""
+def project(workload: Workload, catalog: Catalog, constraints: Constraints = _DEFAULT,
+            gpus: tuple[str, ...] = (), rates: RatesTable | None = None) -> Sizing:
+    """Size ``workload`` on every catalog GPU (or only those named in ``gpus``).
+
+    ``rates``: achievable rates (default: the shipped, fitted table).
+    """
     _validate(workload, constraints)
+    table = rates or load_rates()
     current: Gpu | None = None
     note = "CPU-only run: sized from op-level FLOPs and bytes"
     if workload.current_device_name is not None:
@@ -249,18 +223,20 @@ def project(workload: Workload, catalog: Catalog, constraints: Constraints = Con
         pool.append(current)
     if workload.current_device_name is not None and current is None:
         # Shares cannot be scaled without the current GPU's specs: report, do not guess.
-        listed = tuple(_candidate(workload, constraints, catalog, None, g, 1)
+        listed = tuple(_candidate(workload, constraints, catalog, None, g, 1, table,
+                                  g.name in gpus)
                        for g in pool) if workload.flops_per_step else ()
         return Sizing(None, note, None, 1, None, None, listed,
                       f"{note}; without its specs the measured step cannot be projected.")
-    singles = [_candidate(workload, constraints, catalog, current, g, 1) for g in pool]
+    singles = [_candidate(workload, constraints, catalog, current, g, 1, table, g.name in gpus)
+               for g in pool]
     best = _pick(singles)
     cands = list(singles)
     if not any(c.fits_memory is not False for c in singles):
-        cands += _multi_gpu(workload, constraints, catalog, current, pool)
+        cands += _multi_gpu(workload, constraints, catalog, current, pool, table, gpus)
         best = _pick(cands[len(singles):])
     elif best is None:  # nothing meets the targets: the fastest that fits
-        fitting = [c for c in singles if c.fits_memory is not False
+        fitting = [c for c in singles if c.fits_memory is not False and c.recommendable
                    and c.projected_step_ms is not None]
         best = min(fitting, key=lambda c: cast(float, c.projected_step_ms)) if fitting else None
     cur_cand = next((c for c in singles if current and c.gpu == current.name), None)
@@ -268,13 +244,15 @@ def project(workload: Workload, catalog: Catalog, constraints: Constraints = Con
 
 
 def _multi_gpu(workload: Workload, constraints: Constraints, catalog: Catalog,
-               current: Gpu | None, pool: list[Gpu]) -> list[Candidate]:
+               current: Gpu | None, pool: list[Gpu], table: RatesTable,
+               named: tuple[str, ...]) -> list[Candidate]:
     need = _needed_bytes(workload, constraints) or 0.0
     out = []
     for g in pool:
         n = next((n for n in GPU_COUNTS if need / n <= g.memory_bytes), None)
         if n is not None and n > 1:
-            out.append(_candidate(workload, constraints, catalog, current, g, n))
+            out.append(_candidate(workload, constraints, catalog, current, g, n, table,
+                                  g.name in named))
     # Sharding over PCIe-only cards is proposed only when no NVLink part can do it.
     linked = [c for c in out if c.gpus <= nvlink_group(catalog.gpu(c.gpu))
               or nvlink_group(catalog.gpu(c.gpu)) == GPUS_PER_NODE]
@@ -305,12 +283,7 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
     if cur and cur.usd_per_1k_steps and best.usd_per_1k_steps is not None:
         savings = (cur.usd_per_1k_steps - best.usd_per_1k_steps) / cur.usd_per_1k_steps * 100
     verdict: Verdict | None = None
-    if workload.bound == "inconclusive":  # no provisioning verdict without a diagnosis
-        savings = None
-        words.append("no over-/under-provisioning verdict: the bottleneck diagnosis is"
-                     f" inconclusive (see its evidence); cheapest per step: {best.gpu} at"
-                     f" {best.projected_step_ms:.1f} ms")
-    elif current is not None and cur is not None:
+    if current is not None and cur is not None:
         pressure = (workload.peak_memory_bytes or 0) / current.memory_bytes
         if pressure >= THRESHOLDS.memory_pressure_fraction:
             verdict = Verdict.UNDER_PROVISIONED
@@ -327,8 +300,8 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
         elif (best.gpu != cur.gpu and savings is not None
               and savings >= THRESHOLDS.over_provisioned_savings_pct):
             verdict = Verdict.OVER_PROVISIONED
-            words.append(f"{best.gpu} does the same work for {savings:.0f}% less per step"
-                         f" ({best.projected_step_ms:.1f} ms vs {cur.projected_step_ms:.1f} ms,"
+            speed, detail = _speed_words(best, cur)
+            words.append(f"{best.gpu} is {speed}, {savings:.0f}% cheaper per step ({detail};"
                          f" prices seen {best.price_date_seen})")
         elif best.gpu != cur.gpu and savings is None:
             words.append(f"the catalog has no price for the {current.name}, so it cannot be"
@@ -343,11 +316,31 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
             best, savings = cur, 0.0
     else:
         words.append(f"cheapest per step: {best.gpu} at {best.projected_step_ms:.1f} ms")
+    if current is not None and verdict is not None and workload.bound == INCONCLUSIVE:
+        verdict, savings = None, None
+        words.append("no over-/under-provisioned verdict: the diagnosis is inconclusive"
+                     " (see its evidence for what to record)")
+    elif current is not None and verdict is not None and workload.peak_memory_bytes is None:
+        verdict = None
+        words.append("no over-/under-provisioned verdict: peak memory is unknown; record it"
+                     " with profile_memory=True (rightsize run does)")
     if (constraints.target_step_ms is None and constraints.target_throughput is None
             and verdict is Verdict.OVER_PROVISIONED):
         words.append("no step-time target was given; pass --target-step-ms to bound latency")
     return Sizing(current.name if current else None, note, best.gpu, best.gpus, verdict,
                   savings, cands, "; ".join(words) + ".")
+
+
+def _speed_words(best: Candidate, cur: Candidate) -> tuple[str, str]:
+    """("3.1x slower", "12.0 ms projected, range 10.1-13.9, vs 3.9 ms now"): speed first."""
+    b, c = best.projected_step_ms or 0.0, cur.projected_step_ms or 0.0
+    ratio = b / c if c else 1.0
+    speed = (f"{ratio:.1f}x slower" if ratio >= 1.05 else
+             f"{1 / ratio:.1f}x faster" if 0 < ratio <= 1 / 1.05 else "as fast")
+    span = (f", range {best.projected_step_ms_low:.1f}-{best.projected_step_ms_high:.1f}"
+            if best.projected_step_ms_low is not None
+            and best.projected_step_ms_high is not None else "")
+    return speed, f"{b:.1f} ms projected{span}, vs {c:.1f} ms now"
 
 
 def _stall_words(shares: Mapping[str, float], step_ms: float) -> str:

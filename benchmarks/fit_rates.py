@@ -1,0 +1,254 @@
+"""Fit the achievable rates in ``rightsize/catalog/data/rates.json`` from measured timings.
+
+    python benchmarks/fit_rates.py /work/shared/timings --traces /work/shared/traces/kineto \\
+        [--write rightsize/catalog/data/rates.json]
+
+Data (nothing else): NeuSight ``linear.csv``/``bmm.csv`` (one GEMM kernel per row, fp32, 8
+GPUs), NeuSight per-op model tables (``label/``), Vidur fp16 per-op tables, and the kernels of
+the TraceLens H100/MI300X trace pairs (bf16) with FLOPs/bytes from their recorded shapes.
+
+Procedure, per catalog GPU with data:
+
+1. ``floor_us``: the 1st percentile of the kernel-level times on the GPU (CUPTI trace kernels,
+   Vidur ops); a GPU with only NeuSight's per-op events (framework overhead included) gets the
+   median of the others; ``dataset_floor_us`` keeps each data set's own floor for the harness.
+2. ``stream_fraction``: the median of achieved / datasheet bandwidth over memory-bound ops
+   (elementwise, norms, GEMVs under a quarter of the ridge) larger than L2 and 16 MiB; fewer
+   than 5 such ops: the others' median.
+3. ``gemm_half_flops`` and ``gemm_max`` per rate (bf16 and fp16 share the 16-bit tensor rate):
+   the GEMM rows' times are modelled as
+   max(floor, F / (peak x gemm_max x F / (F + half)), bytes / (bw x stream_fraction)); ``half``
+   is searched on a log grid (1e6..1e12 FLOPs, 49 points), and for each ``half`` ``gemm_max`` is
+   the geometric mean of the fraction each compute-bound row implies (capped at 1); the pair
+   with the least squared log error wins.
+
+``error_pct`` (the range a projection between two fitted GPUs carries) is the 90th percentile
+of the leave-one-model-out |error| of ``projection_accuracy.py --cv`` on the same data, and
+``error_pct_unfitted`` (a projection involving a GPU without fitted rates) that of the
+leave-one-GPU-out |error|; pass them with ``--error-pct``/``--error-pct-unfitted``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from timings import HOST, Op, Workload, model_of, read_all, trace_kernels
+
+from rightsize.analyzers.metrics.precision import name_precision
+from rightsize.analyzers.sizing.rates import GEMM, STREAM, Rates, rate_key
+from rightsize.catalog import Catalog, Gpu, load_catalog
+from rightsize.errors import RightsizeError
+
+HALF_GRID = tuple(10 ** (6 + i / 8) for i in range(49))
+STREAM_MIN_BYTES = 16 * 2**20
+TRACE_PAIRS = ("tracelens-h100-*", "tracelens-mi300-*")
+KERNEL_DATASETS = ("trace", "vidur")
+MIN_ROWS = 5  # fewer GEMMs at a precision (large streams) say too little about the rate
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One measured kernel/op on one GPU, with where it came from (for leave-one-out)."""
+
+    gpu: str
+    model: str  # "" for the model-independent GEMM tables
+    op: Op
+
+
+def gemm_tables(root: Path, catalog: Catalog) -> list[Sample]:
+    out = []
+    for name in ("linear.csv", "bmm.csv"):
+        path = root / "neusight" / name
+        if not path.exists():
+            continue
+        import csv
+        with path.open(newline="") as f:
+            for r in csv.DictReader(f):
+                gpu = catalog.match(r["Device"]).gpu
+                if gpu is None:
+                    continue
+                b, m, n, k = (int(r[c]) for c in ("B", "M", "N", "K"))
+                prec = name_precision(r["Kernel Name"]) or "fp32"
+                op = Op(r["Kernel Name"], GEMM, 2.0 * b * m * n * k,
+                        4.0 * b * (m * k + k * n + m * n), prec, float(r["Latency"]), 1.0)
+                out.append(Sample(gpu.name, "", op))
+    return out
+
+
+def trace_samples(trace_dir: Path, catalog: Catalog) -> list[Sample]:
+    """Kernels of the shared trace pairs that are the only kernel of an op with a cost."""
+    out = []
+    for pattern in TRACE_PAIRS:
+        for path in sorted(trace_dir.glob(pattern + ".json.gz")):
+            try:
+                gpu, items, _ = trace_kernels(path, catalog)
+            except (ArithmeticError, RightsizeError) as exc:  # MI300X conv args: issue 11
+                print(f"skipped {path.name}: {exc!r}", file=sys.stderr)
+                continue
+            model = "trace/" + path.name.split("-", 2)[2].split("__")[0]
+            for it in items:
+                if it.flops is not None and it.kernels == 1 and it.dur_ns > 0:
+                    out.append(Sample(gpu.name, model, Op(it.name, it.kind, it.flops or 0.0,
+                                                          it.bytes or 0.0, it.precision,
+                                                          it.dur_ns / 1e6 / it.count, 1.0)))
+    return out
+
+
+def workload_samples(workloads: Iterable[Workload]) -> list[Sample]:
+    return [Sample(w.gpu, model_of(w.key), op) for w in workloads for op in w.ops
+            if op.kind != HOST and op.measured_ms > 0]
+
+
+def _memory_bound(gpu: Gpu, op: Op) -> bool:
+    """Elementwise ops, and GEMMs (GEMVs) whose FLOPs/byte is under a quarter of the ridge."""
+    if op.kind == STREAM:
+        return True
+    peak, _ = gpu.tflops(op.precision)
+    ridge = (peak or gpu.fp32_tflops or 1.0) * 1e12 / (gpu.memory_bandwidth_gbs * 1e9)
+    return op.bytes > 0 and op.flops / op.bytes < ridge / 4
+
+
+def _model_s(gpu: Gpu, r: Rates, op: Op) -> float:
+    from rightsize.analyzers.sizing.rates import kernel_s
+    return kernel_s(gpu, r, op.flops, op.bytes, op.precision, 1, op.kind)
+
+
+def dataset_of(s: Sample) -> str:
+    return s.model.split("/")[0] if s.model else "neusight"
+
+
+def _floor_us(samples: list[Sample]) -> float:
+    times = sorted(s.op.measured_ms for s in samples)
+    return times[int(0.01 * (len(times) - 1))] * 1e3
+
+
+def fit_gpu(gpu: Gpu, samples: list[Sample]) -> dict[str, Any]:
+    floors = {d: round(_floor_us([s for s in samples if dataset_of(s) == d]), 3)
+              for d in sorted({dataset_of(s) for s in samples})}
+    # Kernel floor: from kernel-level timings (CUPTI traces, Vidur); NeuSight's per-op events
+    # include framework overhead, so a GPU with only those gets the others' median (fit()).
+    kernel = [v for d, v in floors.items() if d in KERNEL_DATASETS]
+    floor_us = min(kernel) if kernel else floors.get("neusight", 5.0)
+    big = max(STREAM_MIN_BYTES, (gpu.l2_mb or 0) * 2**20)  # no smaller than L2
+    streams = [s.op.bytes / (s.op.measured_ms * 1e-3) / (gpu.memory_bandwidth_gbs * 1e9)
+               for s in samples if s.op.bytes >= big and _memory_bound(gpu, s.op)]
+    stream = min(1.0, statistics.median(streams)) if len(streams) >= MIN_ROWS else None
+    gemms = [s.op for s in samples if s.op.kind == GEMM and s.op.flops > 0]
+    tops: dict[str, float] = {}
+    halves: dict[str, float] = {}
+    for prec in sorted({rate_key(gpu.tflops(op.precision)[1]) for op in gemms}):
+        rows = [op for op in gemms if rate_key(gpu.tflops(op.precision)[1]) == prec]
+        best: tuple[float, float, float] | None = None
+        for half in HALF_GRID:
+            top = _gemm_max(gpu, rows, half, floor_us, stream or 0.8)
+            if top is None:
+                break
+            r = Rates(gpu.name, gpu.vendor, floor_us, stream or 0.8, {prec: top}, {prec: half})
+            loss = sum(math.log(_model_s(gpu, r, op) / (op.measured_ms * 1e-3)) ** 2
+                       for op in rows)
+            if best is None or loss < best[0]:
+                best = (loss, half, top)
+        if best is not None:
+            halves[prec], tops[prec] = best[1], best[2]
+    return {"vendor": gpu.vendor, "floor_us": round(floor_us, 3),
+            "floor_from_kernels": bool(kernel), "dataset_floor_us": floors,
+            "stream_fraction": None if stream is None else round(stream, 4),
+            "gemm_max": {p: round(v, 4) for p, v in sorted(tops.items())},
+            "gemm_half_flops": {p: float(f"{v:.4g}") for p, v in sorted(halves.items())},
+            "samples": {"gemm": len(gemms), "stream": len(streams), "all": len(samples)},
+            "sources": sorted({s.model or "neusight/linear+bmm" for s in samples})}
+
+
+def _gemm_max(gpu: Gpu, gemms: list[Op], half: float, floor_us: float,
+              stream: float) -> float | None:
+    """Geometric mean of the large-GEMM fraction each compute-bound row implies (<= 1)."""
+    logs = []
+    for op in gemms:
+        peak, _ = gpu.tflops(op.precision)
+        t = op.measured_ms * 1e-3
+        t_bytes = op.bytes / (gpu.memory_bandwidth_gbs * 1e9 * stream)
+        if not peak or t <= 2 * floor_us * 1e-6 or t_bytes >= 0.5 * t:
+            continue  # floor- or bandwidth-bound: says little about the GEMM rate
+        logs.append(math.log(op.flops / (peak * 1e12 * t) * (op.flops + half) / op.flops))
+    return min(1.0, math.exp(statistics.fmean(logs))) if len(logs) >= MIN_ROWS else None
+
+
+def fit(samples: list[Sample], catalog: Catalog, exclude_models: tuple[str, ...] = (),
+        exclude_gpus: tuple[str, ...] = ()) -> dict[str, object]:
+    by_gpu: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        if s.model not in exclude_models and s.gpu not in exclude_gpus:
+            by_gpu[s.gpu].append(s)
+    gpus = {name: fit_gpu(catalog.gpu(name), ss) for name, ss in sorted(by_gpu.items())}
+    measured = [g["floor_us"] for g in gpus.values() if g["floor_from_kernels"]]
+    streams = [g["stream_fraction"] for g in gpus.values() if g["stream_fraction"] is not None]
+    for g in gpus.values():
+        if not g.pop("floor_from_kernels") and measured:
+            g["floor_us"] = round(statistics.median(measured), 3)
+        if g["stream_fraction"] is None:  # too few large elementwise ops: the others' median
+            g["stream_fraction"] = round(statistics.median(streams), 4)
+    return {"gpus": gpus}
+
+
+def gather(roots: list[Path], trace_dir: Path | None, catalog: Catalog) -> list[Sample]:
+    samples: list[Sample] = []
+    for root in roots:
+        samples += gemm_tables(root, catalog)
+    samples += workload_samples(read_all(roots, catalog))
+    if trace_dir is not None:
+        samples += trace_samples(trace_dir, catalog)
+    return samples
+
+
+PROCEDURE = ("benchmarks/fit_rates.py, per GPU, only on shared/timings (NeuSight, Vidur) and the"
+             " TraceLens H100/MI300X trace pairs: floor = 1st percentile of kernel-level times"
+             " (traces, Vidur; else the others' median); stream_fraction = median achieved /"
+             " datasheet bandwidth of memory-bound ops larger than L2; GEMM efficiency"
+             " max x F/(F+half) per rate (bf16 = fp16) by least squared log error (half on a"
+             " log grid, max = geometric mean of implied fractions). error_pct: p90 |error|"
+             " leave-one-model-out; error_pct_unfitted: leave-one-GPU-out")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("roots", nargs="+", type=Path, help="folders laid out like shared/timings")
+    ap.add_argument("--traces", type=Path, help="folder with the tracelens-{h100,mi300} pairs")
+    ap.add_argument("--error-pct", type=float, default=None,
+                    help="range between fitted GPUs: p90 |error|, leave-one-model-out")
+    ap.add_argument("--error-pct-unfitted", type=float, default=None,
+                    help="range involving an unfitted GPU: p90 |error|, leave-one-GPU-out")
+    ap.add_argument("--write", type=Path, help="write the rates JSON here (else stdout)")
+    args = ap.parse_args(argv)
+    catalog = load_catalog()
+    doc = fit(gather(args.roots, args.traces, catalog), catalog)
+    old = json.loads(args.write.read_text()) if args.write and args.write.exists() else {}
+    doc = {"procedure": PROCEDURE,
+           "error_pct": args.error_pct if args.error_pct is not None
+           else old.get("error_pct", 25.0),
+           "error_pct_unfitted": args.error_pct_unfitted if args.error_pct_unfitted is not None
+           else old.get("error_pct_unfitted", 30.0),
+           "sources": ["sitar-lab/NeuSight@6945927d (MIT): linear.csv, bmm.csv, label/",
+                       "microsoft/vidur@7d475133 (MIT): data/profiling/compute/*/mlp.csv",
+                       "TraceLens H100/MI300X trace pairs (shared/traces/kineto)"],
+           **doc}
+    text = json.dumps(doc, indent=1, sort_keys=False) + "\n"
+    if args.write:
+        args.write.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,136 @@
+"""Numeric precision each kernel ran at, weighed by time, per kernel group and for the workload.
+
+Input: classified device work (``diagnose``'s kernels with ``name``, ``dur_ns``, ``group``,
+``work`` and, where the launching op recorded its input types, ``precision``) and the GPU's
+architecture; communication kernels are left out (their dtype is data, not math). Output: :class:`PrecisionMix`. Evidence, best first:
+
+1. the kernel name: ``e4m3``/``e5m2``/``fp8`` -> fp8; ``i8``/``int8``/``imma`` -> int8;
+   ``bf16`` -> bf16; ``fp16``/``f16``/``h884``/``h1688``/``h16816``/``hgemm``/``half`` -> fp16;
+   ``tf32`` and the FP32-in tensor-op GEMMs (``s1688``/``s16816``/``s884`` are CUTLASS/cuBLAS
+   TF32 MMA shapes) -> tf32; ``sgemm``/``f32f32_f32`` -> fp32;
+2. the launching op's input dtype (Kineto's ``Input type``); an fp32 op that ran on a
+   tensor-core kernel (``xmma``, ``tensorop``, ``gmma``, MFMA) on Ampere or later is TF32
+   (cuBLAS only takes that path when TF32 math is allowed);
+3. otherwise unknown (``None``): not counted in the workload's mix.
+
+The workload precision is the one with the most compute-bound kernel time (all kernel time when
+no kernel is compute-bound). Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+# (pattern over the lower-cased kernel name, precision), first match wins.
+NAME_RULES: tuple[tuple[str, str], ...] = (
+    (r"e4m3|e5m2|fp8|f8f8", "fp8"),
+    (r"(?:^|[_\W])(?:i8|int8|imma)|i8i8|s8s8", "int8"),
+    (r"bf16|bfloat16", "bf16"),
+    (r"fp16|f16|h884|h1688|h16816|hgemm|half|(?:^|_)h_", "fp16"),
+    (r"tf32|s1688|s16816|s884|tensorop_s\d", "tf32"),
+    (r"sgemm|f32f32_f32|fp32|ffma", "fp32"),
+)
+# Matrix-unit kernel names: an fp32 op on one of these ran as TF32 (Ampere and later).
+TENSOR_CORE_NAMES = r"xmma|tensorop|gmma|wgmma|mfma|cijk_.*_mfma|nvjet"
+# Architectures whose tensor cores have no TF32 (their fp32 GEMMs run on CUDA cores).
+NO_TF32_ARCHITECTURES = ("Volta", "Turing", "Pascal")
+
+
+def name_precision(name: str) -> str | None:
+    """The precision a kernel name states, or None."""
+    low = name.lower()
+    return next((p for pattern, p in NAME_RULES if re.search(pattern, low)), None)
+
+
+def kernel_precision(name: str, op_precision: str | None,
+                     architecture: str | None = None) -> str | None:
+    """One kernel's precision from its name, else its op's dtype (fp32 on tensor cores: tf32)."""
+    by_name = name_precision(name)
+    if by_name is not None:
+        return by_name
+    if (op_precision == "fp32" and re.search(TENSOR_CORE_NAMES, name.lower())
+            and not (architecture or "").startswith(NO_TF32_ARCHITECTURES)):
+        return "tf32"
+    return op_precision
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPrecision:
+    group: str
+    precision: str | None  # None: neither the name nor a recorded dtype says
+    time_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class PrecisionMix:
+    workload: str | None  # dominant precision of compute-bound time; None: nothing says
+    time_pct: dict[str, float]  # precision -> % of the kernel time whose precision is known
+    unknown_pct: float  # % of kernel time with no precision evidence
+    groups: tuple[GroupPrecision, ...]  # by time, longest first
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "time_pct": {k: round(v, 2) for k, v in self.time_pct.items()},
+            "unknown_pct": round(self.unknown_pct, 2),
+            "groups": [{"group": g.group, "precision": g.precision,
+                        "time_ms": round(g.time_ms, 4)} for g in self.groups],
+        }
+
+
+def with_precision(work: pl.DataFrame, architecture: str | None = None) -> pl.DataFrame:
+    """``work`` with a ``kernel_precision`` column (computed once per name and op dtype)."""
+    op = work["precision"] if "precision" in work.columns else pl.Series(
+        [None] * work.height, dtype=pl.String)
+    w = work.with_columns(op_precision=op)
+    keys = w.select("name", "op_precision").unique()
+    keys = keys.with_columns(kernel_precision=pl.Series(
+        [kernel_precision(n, p, architecture) for n, p in keys.iter_rows()], dtype=pl.String))
+    return w.join(keys, on=["name", "op_precision"], how="left", nulls_equal=True,
+                  maintain_order="left").drop("op_precision")
+
+
+def precision_mix(work: pl.DataFrame, architecture: str | None = None,
+                  top_groups: int = 20) -> PrecisionMix:
+    """Time-weighted precision of ``work`` (kernels with ``name``, ``dur_ns``; optional
+    ``group``, ``work``, ``precision``)."""
+    if work.height == 0:
+        return PrecisionMix(None, {}, 0.0, ())
+    if "work" in work.columns:  # collectives move data; their dtype is not math precision
+        work = work.filter(pl.col("work").fill_null("") != "communication")
+    if work.height == 0:
+        return PrecisionMix(None, {}, 0.0, ())
+    w = with_precision(work, architecture)
+    if "group" not in w.columns:
+        w = w.with_columns(group=pl.col("name"))
+    total = int(w["dur_ns"].sum())
+    known = w.filter(pl.col("kernel_precision").is_not_null())
+    by_p = (known.group_by("kernel_precision").agg(pl.col("dur_ns").sum())
+            .sort(["dur_ns", "kernel_precision"], descending=[True, False]))
+    known_ns = int(known["dur_ns"].sum())
+    pct = {p: 100.0 * ns / known_ns for p, ns in by_p.iter_rows()} if known_ns else {}
+    compute = known.filter(pl.col("work") == "compute") if "work" in known.columns else known
+    pool = compute if compute.height else known
+    top = (pool.group_by("kernel_precision").agg(pl.col("dur_ns").sum())
+           .sort(["dur_ns", "kernel_precision"], descending=[True, False]))
+    groups = (w.group_by("group", "kernel_precision").agg(pl.col("dur_ns").sum())
+              .sort(["dur_ns", "group"], descending=[True, False]).head(top_groups))
+    return PrecisionMix(
+        workload=top["kernel_precision"][0] if top.height else None,
+        time_pct=pct,
+        unknown_pct=100.0 * (total - known_ns) / total if total else 0.0,
+        groups=tuple(GroupPrecision(g, p, ns / 1e6) for g, p, ns in groups.iter_rows()),
+    )
+
+
+def precision_json(work: pl.DataFrame | None, match: Any = None) -> dict[str, Any] | None:
+    """The document's ``precision`` object for a rank's classified work (``None``: no kernels);
+    ``match`` is the rank's catalog DeviceMatch (its architecture decides TF32)."""
+    if work is None or work.height == 0 or "dur_ns" not in work.columns:
+        return None
+    gpu = getattr(match, "gpu", None)
+    return precision_mix(work, getattr(gpu, "architecture", None)).to_json()

@@ -1,0 +1,94 @@
+"""The measured step's kernels as units of work, and their projection onto another GPU.
+
+Input: classified device work (``diagnose``'s kernels: ``name``, ``dur_ns``, ``external_id``,
+``op``, ``flops``, ``bytes``, ``precision``, ``work``). Output: :class:`KernelWork` items, one per
+group of kernels with one shape (an op's kernels together when its FLOPs and bytes are known
+from recorded shapes; otherwise by kernel group and class), and :func:`project_kernels_ms`,
+which projects each with :func:`rightsize.analyzers.sizing.rates.project_kernel_s`.
+Communication kernels are left out (their scaling is the sizing's decision). Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import polars as pl
+
+from rightsize.analyzers.diagnosis.roofline import ATTENTION, CONV, MATMUL
+from rightsize.analyzers.metrics.precision import with_precision
+from rightsize.analyzers.sizing.rates import GEMM, STREAM, Rates, project_kernel_s
+from rightsize.catalog import Gpu
+from rightsize.vocab import WorkClass
+
+GEMM_OPS = MATMUL | CONV | ATTENTION
+# Kernels of unknown size whose names say matrix or attention math scale as GEMMs, whatever
+# their class (a latency-limited attention kernel is still tensor-core work).
+MATRIX_NAMES = r"gemm|attn|attention|flash|fmha|cijk_|xmma|conv|mfma|wgmma"
+
+
+@dataclass(frozen=True, slots=True)
+class KernelWork:
+    """Kernels with one shape: ``count`` instances per step taking ``dur_ns`` in all."""
+
+    name: str  # the first kernel's name (or the group)
+    kind: str  # rates.GEMM or rates.STREAM
+    flops: float | None  # per instance; None: unknown (scaled by kind)
+    bytes: float | None
+    precision: str
+    dur_ns: float  # all instances of one step together
+    count: float  # instances per step
+    kernels: int = 1  # kernels per instance (an op may launch several)
+
+
+def kernel_work(work: pl.DataFrame, steps: int,
+                architecture: str | None = None) -> tuple[KernelWork, ...]:
+    """``work`` of ``steps`` steps as per-step :class:`KernelWork` items, longest first."""
+    need = {"name", "dur_ns", "work"}
+    if work.height == 0 or steps <= 0 or not need <= set(work.columns):
+        return ()
+    w = with_precision(work, architecture).filter(
+        pl.col("work") != WorkClass.COMMUNICATION.value)
+    for col, dtype in (("flops", pl.Float64), ("bytes", pl.Float64), ("op", pl.String),
+                       ("external_id", pl.Int64), ("group", pl.String)):
+        if col not in w.columns:
+            w = w.with_columns(pl.lit(None, dtype).alias(col))
+    w = w.with_columns(pl.col("kernel_precision").fill_null("fp32"),
+                       shaped=pl.col("flops").is_not_null() & pl.col("external_id").is_not_null()
+                       & ((pl.col("flops") > 0) | (pl.col("bytes") > 0)))
+    known = w.filter(pl.col("shaped"))
+    per_op = (known.sort("ts_ns" if "ts_ns" in known.columns else "dur_ns")
+              .group_by("external_id")
+              .agg(name=pl.col("name").first(), op=pl.col("op").first(),
+                   flops=pl.col("flops").first(), bytes=pl.col("bytes").first(),
+                   precision=pl.col("kernel_precision").first(), dur_ns=pl.col("dur_ns").sum(),
+                   kernels=pl.len()))
+    shaped = (per_op.group_by("name", "op", "flops", "bytes", "precision", "kernels")
+              .agg(pl.col("dur_ns").sum(), count=pl.len()))
+    items = [KernelWork(name, GEMM if op in GEMM_OPS else STREAM, flops, bytes_, prec,
+                        dur / steps, cnt / steps, int(kernels))
+             for name, op, flops, bytes_, prec, kernels, dur, cnt in shaped.iter_rows()]
+    rest = (w.filter(~pl.col("shaped")).with_columns(pl.coalesce("group", "name").alias("group"))
+            .group_by("group", "work", "kernel_precision")
+            .agg(pl.col("dur_ns").sum(), count=pl.len()))
+    items += [KernelWork(group, GEMM if cls == WorkClass.COMPUTE.value
+                         or re.search(MATRIX_NAMES, group.lower()) else STREAM, None, None,
+                         prec, dur / steps, cnt / steps)
+              for group, cls, prec, dur, cnt in rest.iter_rows()]
+    return tuple(sorted(items, key=lambda k: (-k.dur_ns, k.name)))
+
+
+def project_kernels_ms(items: Iterable[KernelWork], src: tuple[Gpu, Rates],
+                       dst: tuple[Gpu, Rates]) -> tuple[float, float]:
+    """(measured, projected) kernel time per step in ms: each instance projected on its own."""
+    measured = projected = 0.0
+    for k in items:
+        if k.count <= 0:
+            continue
+        each_s = k.dur_ns / k.count / 1e9
+        t = project_kernel_s(each_s, src, dst, k.precision, k.flops, k.bytes, k.kind,
+                             k.kernels)
+        measured += k.dur_ns / 1e6
+        projected += t * k.count * 1e3
+    return measured, projected

@@ -1,0 +1,94 @@
+"""Achievable-rate kernel model: exact times, the projection ratio, floors, fallbacks, the
+shipped table, and kernels grouped by shape from classified work."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from rightsize.analyzers.sizing.kernels_projection import kernel_work, project_kernels_ms
+from rightsize.analyzers.sizing.rates import (
+    GEMM,
+    STREAM,
+    Rates,
+    RatesTable,
+    kernel_s,
+    load_rates,
+    project_kernel_s,
+    rate_key,
+)
+from rightsize.catalog import Gpu, load_catalog
+
+A = Gpu("A", "NVIDIA", "Test", 80, 2000, fp32_tflops=50, fp16_bf16_tflops_dense=1000)
+B = Gpu("B", "NVIDIA", "Test", 80, 1000, fp32_tflops=25, fp16_bf16_tflops_dense=250)
+RA = Rates("A", "NVIDIA", 2.0, 0.8, {"fp16": 0.6}, {"fp16": 1e9})
+RB = Rates("B", "NVIDIA", 4.0, 0.5, {"fp16": 0.8}, {"fp16": 1e9})
+
+
+def test_kernel_time_is_the_largest_of_floor_flops_and_bytes():
+    # GEMM 1e12 FLOPs: 1e12 / (1000e12 x 0.6 x 1e12 / (1e12 + 1e9)) s
+    assert kernel_s(A, RA, 1e12, 1e6, "bf16") == pytest.approx(1e12 / (1e15 * 0.6 * 1e12
+                                                                       / (1e12 + 1e9)))
+    # streaming 1.6e9 bytes at 2000 GB/s x 0.8 = 1 ms; its FLOPs are not timed
+    assert kernel_s(A, RA, 1e12, 1.6e9, "bf16", kind=STREAM) == pytest.approx(1e-3)
+    assert kernel_s(A, RA, 10, 10, "bf16") == pytest.approx(2e-6)  # the floor
+    assert kernel_s(A, RA, 10, 10, "bf16", kernels=3) == pytest.approx(6e-6)
+
+
+def test_projection_scales_what_the_kernel_achieved():
+    got = project_kernel_s(2e-3, (A, RA), (B, RB), "bf16", 0.0, 1.6e9, STREAM)
+    assert got == pytest.approx(2e-3 * (1.6e9 / (1000e9 * 0.5)) / (1.6e9 / (2000e9 * 0.8)))
+    # unknown size: floor + the rest at the bandwidth ratio; a floor-bound kernel stays so
+    assert project_kernel_s(12e-6, (A, RA), (B, RB), "bf16") == pytest.approx(
+        4e-6 + 10e-6 * (2000 * 0.8) / (1000 * 0.5))
+    assert project_kernel_s(1e-6, (A, RA), (B, RB), "bf16") == pytest.approx(2e-6)
+    # unknown-size GEMM: the large-GEMM rate ratio at the typical size
+    f = 1e10
+    ratio = (1000 * 0.6 * f / (f + 1e9)) / (250 * 0.8 * f / (f + 1e9))
+    assert project_kernel_s(102e-6, (A, RA), (B, RB), "bf16", kind=GEMM) == pytest.approx(
+        4e-6 + 100e-6 * ratio)
+
+
+def test_unfitted_gpu_gets_its_vendors_median():
+    table = RatesTable({"A": RA, "B": RB}, 20.0, "test")
+    other = table.for_gpu(Gpu("C", "NVIDIA", "Test", 24, 300))
+    assert not other.fitted and other.floor_us == 3.0 and other.stream_fraction == 0.65
+    assert other.gemm_max == {"fp16": 0.7}
+    assert table.for_gpu(A) is RA
+    assert rate_key("bf16") == rate_key("fp16") == "fp16" and rate_key("fp32") == "fp32"
+
+
+def test_shipped_rates_cover_the_measured_gpus():
+    table = load_rates()
+    catalog = {g.name for g in load_catalog().gpus}
+    assert set(table.rates) <= catalog
+    assert {"H100 SXM", "MI300X", "A100 80GB SXM", "L4", "T4"} <= set(table.rates)
+    for r in table.rates.values():
+        assert 0 < r.stream_fraction <= 1 and r.floor_us > 0
+        assert all(0 < v <= 1 for v in r.gemm_max.values())
+    assert 0 < table.error_pct < 100 and "fit_rates.py" in table.procedure
+
+
+def test_kernel_work_groups_ops_by_shape_and_classes_the_rest():
+    work = pl.DataFrame({
+        "name": ["gemm_k", "gemm_k", "splitk_reduce", "ew", "attn_fwd", "nccl"],
+        "ts_ns": [0, 100, 150, 200, 300, 400],
+        "dur_ns": [40, 40, 10, 6, 30, 500],
+        "external_id": [1, 2, 2, None, None, None],
+        "op": ["aten::mm", "aten::mm", "aten::mm", None, None, None],
+        "flops": [1e9, 1e9, 1e9, None, None, None],
+        "bytes": [1e6, 1e6, 1e6, None, None, None],
+        "precision": ["bf16"] * 3 + [None] * 3,
+        "group": ["gemm", "gemm", "gemm", "elementwise", "attention", "collective"],
+        "work": ["compute", "compute", "compute", "memory", "memory", "communication"],
+    }, schema_overrides={"external_id": pl.Int64})
+    items = kernel_work(work, steps=2)
+    got = [(k.name, k.kind, k.flops, k.dur_ns, k.count, k.kernels) for k in items]
+    assert got == [
+        ("gemm_k", GEMM, 1e9, 25.0, 0.5, 2),  # op 2: gemm + split-K reduce, 50 ns
+        ("gemm_k", GEMM, 1e9, 20.0, 0.5, 1),
+        ("attention", GEMM, None, 15.0, 0.5, 1),  # by name, though classed memory
+        ("elementwise", STREAM, None, 3.0, 0.5, 1),
+    ]
+    measured, projected = project_kernels_ms(items, (A, RA), (A, RA))
+    assert measured == pytest.approx(63e-6) and projected == pytest.approx(63e-6)
