@@ -115,7 +115,7 @@ def test_dataloader_share_change_is_named_first():
 
 def test_projection_check_when_gpus_differ():
     cand = dataclasses.replace(BASE.sizing.candidates[0], gpu="MI300X", projected_step_ms=20.0,
-                               extra={"projected_step_ms_range": [16.0, 26.0]})
+                               projected_step_ms_low=16.0, projected_step_ms_high=26.0)
     a = doc(step_ms=30.0, candidates=[cand])
     b = doc(step_ms=25.0, device="AMD Instinct MI300X", gpu="MI300X")
     p = compare_sides(side(a), side(b)).projection_check
@@ -176,6 +176,12 @@ def test_precision_from_the_classified_work():
 
     work = pl.DataFrame({"precision": ["fp32", "bf16", "bf16", None],
                          "dur_ns": [300, 200, 200, 900]})
-    d = doc()
+    d = dataclasses.replace(doc(), precision=None)
     c = compare_sides(Side("x", d, work=work), Side("y", d))
     assert (c.a.precision, c.b.precision) == ("bf16", None)  # B: no work, no sizing row
+
+
+def test_precision_from_the_document_first():
+    d = doc()  # the sample's document records fp32 (precision.workload)
+    c = compare_sides(side(d), Side("y", d, work=None))
+    assert d.precision is not None and c.a.precision == c.b.precision == "fp32"

@@ -55,14 +55,11 @@ def _device(doc: Document) -> str:
 
 
 def precision_of(doc: Document, work: pl.DataFrame | None = None) -> str | None:
-    """The precision the document records (a top-level ``precision`` key where the analysis
-    detected it), else the one with the most kernel time in the analysis's classified work,
-    else the one its sizing assumed for the current GPU."""
-    found = doc.extra.get("precision")
-    if isinstance(found, Mapping):
-        found = found.get("dominant") or found.get("precision")
-    if isinstance(found, str):
-        return found
+    """The precision the document records (``precision.workload``: the one with the most
+    kernel time), else the one with the most time in the analysis's classified work (CPU
+    runs), else the one its sizing assumed for the current GPU."""
+    if doc.precision is not None and doc.precision.workload:
+        return doc.precision.workload
     if work is not None and {"precision", "dur_ns"} <= set(work.columns):
         import polars as pl
 
@@ -182,9 +179,8 @@ def _projection(da: Document, a: SideInfo, b: SideInfo) -> ProjectionCheck | Non
     cand = da.sizing.candidate(b.gpu)
     if cand is None or cand.projected_step_ms is None:
         return None
-    rng = cand.extra.get("projected_step_ms_range") or cand.extra.get("projected_range_ms")
-    range_ms = (float(rng[0]), float(rng[1])) if isinstance(rng, list | tuple) and \
-        len(rng) == 2 else None
+    lo, hi = cand.projected_step_ms_low, cand.projected_step_ms_high
+    range_ms = (lo, hi) if lo is not None and hi is not None else None
     return ProjectionCheck(b.gpu, cand.projected_step_ms, b.step_ms, range_ms)
 
 
