@@ -80,7 +80,8 @@ def render_compare_text(c: Comparison, width: int = 80, color: bool = False) -> 
                    f"{fmt.nbytes(b.peak_memory_bytes)}", width, "")
     if c.projection_check is not None:
         p = c.projection_check
-        rng = f", range {p.range_ms[0]:.2f}-{p.range_ms[1]:.2f} ms" if p.range_ms else ""
+        rng = (f", range {p.range_ms[0]:.2f}-{p.range_ms[1]:.2f} ms (B "
+               f"{'inside' if p.within_range else 'outside'})") if p.range_ms else ""
         lines += _wrap(f"Projection check: rightsize projected A on {p.gpu} at "
                        f"{fmt.ms(p.projected_ms)}{rng}; B measured {fmt.ms(p.measured_ms)} "
                        f"(error {signed_pct(p.error_pct)})", width, "")
