@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "gpus": "rightsize.cli.gpus:gpus",
     "estimate": "rightsize.cli.estimate:estimate",
     "serve": "rightsize.cli.serve:serve",
+    "compare": "rightsize.cli.compare:compare",
 }
 
 

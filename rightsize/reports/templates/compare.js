@@ -1,0 +1,42 @@
+/* Draws the compare page's charts with the inlined Chart.js. Data comes only from |tojson. */
+(function () {
+  "use strict";
+  var RS = {{ charts|tojson }};
+  if (typeof Chart === "undefined") { return; }
+  Chart.defaults.animation = false;
+  Chart.defaults.maintainAspectRatio = false;
+  Chart.defaults.font.size = 11;
+  var PALETTE = ["#2f6fde", "#e07b00", "#1f8a4c", "#8e44ad", "#c0392b", "#16a2b8", "#7f8c8d",
+                 "#d4ac0d"];
+  var drawn = 0;
+  function make(id, config) {
+    var el = document.getElementById(id);
+    if (!el) { return; }
+    new Chart(el, config);
+    drawn += 1;
+  }
+  if (RS.changes.labels.length) {
+    make("chart-changes", {
+      type: "bar",
+      data: { labels: RS.changes.labels,
+              datasets: [{ label: "B - A, ms per step", data: RS.changes.delta_ms,
+                           backgroundColor: RS.changes.delta_ms.map(function (v) {
+                             return v > 0 ? "#c0392b" : "#1f8a4c"; }) }] },
+      options: { indexAxis: "y", plugins: { legend: { display: false } },
+                 scales: { x: { title: { display: true,
+                                         text: "B - A, ms per step (red: slower)" } } } }
+    });
+  }
+  make("chart-shares", {
+    type: "bar",
+    data: { labels: ["A", "B"],
+            datasets: RS.shares.keys.map(function (k, i) {
+              return { label: k, data: [RS.shares.a[i], RS.shares.b[i]],
+                       backgroundColor: PALETTE[i % PALETTE.length] }; }) },
+    options: { indexAxis: "y",
+               scales: { x: { stacked: true, max: 100,
+                              title: { display: true, text: "% of the step" } },
+                         y: { stacked: true, ticks: { autoSkip: false } } } }
+  });
+  document.body.setAttribute("data-charts", String(drawn));
+})();
