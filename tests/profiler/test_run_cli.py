@@ -88,8 +88,8 @@ def test_training_sample_gives_a_complete_run_directory(tmp_path: Path) -> None:
 def test_inference_sample_uses_the_time_window(tmp_path: Path) -> None:
     out = tmp_path / "run"
     res = rightsize_run(
-        "--out", str(out), "--no-report", "--window-delay-s", "0.2", "--window-s", "0.5",
-        str(SAMPLES / "infer.py"), "--seconds", "3", cwd=tmp_path,
+        "--out", str(out), "--no-report", "--window-delay-s", "0.2", "--window-s", "1.5",
+        str(SAMPLES / "infer.py"), "--seconds", "5", cwd=tmp_path,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     prof = read_manifest(out)["collectors"]["profiler"]
