@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "report": "rightsize.cli.report:report",
     "gpus": "rightsize.cli.gpus:gpus",
     "estimate": "rightsize.cli.estimate:estimate",
+    "plan": "rightsize.cli.plan:plan",
 }
 
 
