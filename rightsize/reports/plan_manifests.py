@@ -32,9 +32,16 @@ class Manifest:
 
 def _resources(plan: Plan) -> dict[str, Any]:
     part = plan.partition(plan.recommended)
-    gpu_key = part.resource if part is not None else "nvidia.com/gpu"
-    why = (f"MIG slice {part.profile}: {part.reason}" if part is not None and part.kind == "mig"
-           else f"one whole {plan.recommended}" + (f" ({part.reason})" if part else ""))
+    on = plan.deploy_on
+    # a whole GPU: the vendor's resource (MIG exists on NVIDIA only)
+    gpu_key = on.resource if on else part.resource if part and part.kind != "mig" \
+        else "nvidia.com/gpu"
+    if on is not None:
+        why = f"{on.kind} on {plan.recommended}: {on.reason}"
+    else:
+        why = f"one whole {plan.recommended}" + (
+            f" (a smaller share: {part.reason})" if part and part.kind in ("mig", "time-slicing")
+            else f" ({part.reason})" if part else "")
     requests: dict[str, Any] = {}
     host = plan.workload.host
     headroom = plan.inputs.headroom
@@ -62,8 +69,9 @@ def deployment(plan: Plan, name: str, image: str) -> dict[str, Any]:
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "labels": labels},
         "spec": {
-            "replicas": Note(cap.replicas.p95, "p95 of the replicas over the demand curve; the"
-                                               " autoscaler takes over from here"),
+            "replicas": Note(1, "one replica on the slice serves the peak") if plan.deploy_on
+            else Note(cap.replicas.p95, "p95 of the replicas over the demand curve; the "
+                                        "autoscaler takes over from here"),
             "selector": {"matchLabels": labels},
             "template": {"metadata": {"labels": labels}, "spec": {"containers": [{
                 "name": name, "image": Note(image, "your serving image"),
@@ -75,6 +83,8 @@ def deployment(plan: Plan, name: str, image: str) -> dict[str, Any]:
 def _bounds(plan: Plan) -> tuple[int, int]:
     cap = plan.capacity(plan.recommended)
     assert cap is not None and cap.replicas is not None
+    if plan.deploy_on is not None:
+        return 1, 1  # one replica on the slice serves the peak
     return min(cap.replicas.series), cap.replicas.peak
 
 
@@ -113,8 +123,8 @@ def scaled_object(plan: Plan, name: str, query: str, server: str) -> dict[str, A
                 "serverAddress": Note(server, "your Prometheus"),
                 "query": Note(query, f"the demand rate, in {plan.inputs.unit}/s"),
                 "threshold": Note(f"{plan.keda_threshold_per_s:g}",
-                                  f"{plan.inputs.unit}/s per replica: {cap.per_replica_per_s:g}"
-                                  f" at the projected step x (1 - headroom "
+                                  f"{plan.inputs.unit}/s per replica at the projected step"
+                                  f"{' on the slice' if plan.deploy_on else ''} x (1 - headroom "
                                   f"{plan.inputs.headroom:g})")}}],
         },
     }

@@ -60,6 +60,7 @@ class Plan:
     hpa_target_pct: int | None
     keda_threshold_per_s: float | None
     notes: tuple[str, ...]
+    deploy_on: Partition | None = None  # the MIG slice or time share the manifests request
 
     def capacity(self, gpu: str | None) -> Capacity | None:
         return next((c for c in self.capacities if c.gpu == gpu), None)
@@ -84,6 +85,7 @@ class Plan:
             "partitions": [asdict(p) for p in self.partitions],
             "recommended": self.recommended,
             "reason": self.reason,
+            "deploy_on": asdict(self.deploy_on) if self.deploy_on else None,
             "autoscaling": {"util_on_recommended_pct": self.util_on_recommended_pct,
                             "hpa_target_gpu_util_pct": self.hpa_target_pct,
                             "keda_threshold_per_s": self.keda_threshold_per_s},
@@ -189,12 +191,31 @@ def build(doc: Document, w: Workload, inputs: PlanInputs, catalog: Catalog) -> P
                   if c.slo is not SloStatus.MISSES)
     best, reason = _recommend(capacities, inputs.slo_ms)
     cap = next((c for c in capacities if c.gpu == best), None)
+    part = next((p for p in parts if p.gpu == best), None)
+    on = part if cap and part and _serves_peak(cap, part, inputs) else None
     util = util_on(w, cap.step_ms) if cap else None
     hpa = max(1, math.floor(util * (1 - inputs.headroom))) if util is not None else None
     keda = round(cap.per_replica_per_s * (1 - inputs.headroom), 3) if cap else None
     notes = list(w.missing)
+    if on is not None:
+        reason += f"; one replica on {on.profile or 'a time share'} serves the peak: " + on.reason
+        keda = round(cap.batch * 1000 / (on.step_ms or cap.step_ms)  # type: ignore[union-attr]
+                     * (1 - inputs.headroom), 3)
+        if on.kind == "mig":
+            hpa = None
+            notes.append("no HPA on GPU utilization: DCGM_FI_DEV_GPU_UTIL is not reported per "
+                         "MIG instance; scale with the KEDA ScaledObject (request rate)")
     if util is None and cap is not None:
         notes.append("no HPA on GPU utilization: the capture has no GPU utilization; the KEDA "
                      "ScaledObject (request rate) is the autoscaler to use")
     return Plan(w, inputs, capacities, tuple(excluded), parts, best, reason, util, hpa, keda,
-                tuple(notes))
+                tuple(notes), on)
+
+
+def _serves_peak(cap: Capacity, part: Partition, inputs: PlanInputs) -> bool:
+    """A slice or time share is what the manifests request only for a tiny job: one replica on
+    it serves the peak demand (otherwise the replica counts, sized for whole GPUs, stand)."""
+    if part.kind not in ("mig", "time-slicing") or part.step_ms is None:
+        return False
+    usable = cap.batch * 1000 / part.step_ms * (1 - inputs.headroom)
+    return usable >= inputs.demand.peak_per_s
