@@ -74,13 +74,13 @@ def test_text_output_from_a_saved_analysis(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (("--demand", "nope.csv", "--samples-per-step", "1"),
-     "rightsize: error: nope.csv: --demand: not a number, and cannot read it as a CSV "
-     "(No such file or directory)\n"),
-    (("--demand", "5"), "rightsize: error: give one of --samples-per-step or "
-                        "--tokens-per-step\n"),
+     ("rightsize: error: nope.csv: --demand: not a number, and cannot read it as a CSV "
+     "(No such file or directory)\n")),
+    (("--demand", "5"), ("rightsize: error: give one of --samples-per-step or "
+                        "--tokens-per-step\n")),
     (("--demand", "5", "--samples-per-step", "1", "--name", "Bad_Name"),
-     "rightsize: error: --name: 'Bad_Name' is not a valid Kubernetes name (lower-case "
-     "letters, digits, '-', at most 63)\n"),
+     ("rightsize: error: --name: 'Bad_Name' is not a valid Kubernetes name (lower-case "
+     "letters, digits, '-', at most 63)\n")),
 ])
 def test_bad_input_is_one_line(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     out = rightsize("plan", str(RUN / "analysis.json"), *args, cwd=tmp_path)
