@@ -22,7 +22,8 @@ DAY = "t,rate\n00:00,100\n06:00,300\n12:00,900\n18:00,400\n"
 def rightsize(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
     env.pop("RIGHTSIZE_CATALOG", None)
-    return subprocess.run([sys.executable, "-m", "rightsize", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "rightsize", *args], check=False, cwd=cwd,
+                          env=env,
                           capture_output=True, text=True, timeout=300)
 
 
