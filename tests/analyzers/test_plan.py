@@ -124,7 +124,14 @@ def test_job_fits_a_1g_mig_slice() -> None:
     assert (part.kind, part.profile, part.resource, part.per_gpu, part.step_ms) == \
         ("mig", "1g.10gb", "nvidia.com/mig-1g.10gb", 7, 17.0)
     assert part.rejected == ()
-    deploy = plain(manifests(p, "svc", "img", "q", "http://p")[0].obj)
+    # one replica on the slice serves the peak: 10 / 17 ms x 0.8 = 470.588/s >= 50/s
+    assert p.deploy_on == part
+    assert (p.hpa_target_pct, p.keda_threshold_per_s) == (None, 470.588)
+    assert p.notes[-1].startswith("no HPA on GPU utilization: DCGM_FI_DEV_GPU_UTIL is not "
+                                  "reported per MIG instance")
+    items = manifests(p, "svc", "img", "q", "http://p")
+    assert [m.filename for m in items] == ["deployment.yaml", "keda-scaledobject.yaml"]
+    deploy = plain(items[0].obj)
     res = deploy["spec"]["template"]["spec"]["containers"][0]["resources"]
     assert res["requests"] == {"nvidia.com/mig-1g.10gb": "1"}
 
