@@ -64,6 +64,9 @@ def from_document(doc: Document, host: HostUsage | None = None) -> Workload:
     step = doc.steps.mean_ms
     if step is None:
         missing.append("no step time: the capture has no steps (record a few ProfilerSteps)")
+    elif doc.steps.count < 3:
+        missing.append(f"only {doc.steps.count} step(s) recorded: the step time, and every "
+                       "replica count built on it, rests on so few; record more steps")
     util, util_source = _util(doc)
     if util is None:
         missing.append("no GPU utilization: partitions and the HPA target need a GPU run "
