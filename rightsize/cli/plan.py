@@ -144,7 +144,7 @@ def write_manifests(plan: Plan, directory: Path, force: bool, name: str, image: 
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16", "fp8", "int8", "int4"]),
               default=None, help="With --hf-config: serving precision (default: the analysis' "
                                  "workload precision, else bf16).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
               show_default=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Write the plan here instead of stdout.")
@@ -195,8 +195,14 @@ def plan(paths: tuple[Path, ...], samples_per_step: int | None, tokens_per_step:
     data: dict[str, Any] = result.to_json()
     data["manifests"] = [str(p) for p in written]
     data["next"] = _next(result, written, paths)
-    text = json.dumps(data, indent=2, allow_nan=False) + "\n" if fmt == "json" else \
-        render(result) + _tail(written, data["next"], no_manifests)
+    if fmt == "json":
+        text = json.dumps(data, indent=2, allow_nan=False) + "\n"
+    elif fmt == "html":
+        from rightsize.reports.plan_html import render_html
+
+        text = render_html(result, data["manifests"], data["next"])
+    else:
+        text = render(result) + _tail(written, data["next"], no_manifests)
     write_output(text, output, force)
     if not quiet and output is not None:
         click.echo(f"wrote {output}", err=True)
