@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from rightsize.analyzers.plan.serving import KvBudget
     from rightsize.analyzers.plan.workload import HostUsage
 
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 DEFAULT_QUERY = 'sum(rate(http_requests_total{{app="{name}"}}[2m]))'
 
 
@@ -141,7 +142,7 @@ def write_manifests(plan: Plan, directory: Path, force: bool, name: str, image: 
                    "the concurrent batch per GPU.")
 @click.option("--seq", type=click.IntRange(min=1), default=2048, show_default=True,
               help="With --hf-config: tokens per request (prompt plus generated).")
-@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16", "fp8", "int8", "int4"]),
+@click.option("--precision", type=click.Choice(PRECISIONS),
               default=None, help="With --hf-config: serving precision (default: the analysis' "
                                  "workload precision, else bf16).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
@@ -184,7 +185,10 @@ def plan(paths: tuple[Path, ...], samples_per_step: int | None, tokens_per_step:
     workload = from_document(doc, host_usage(paths))
     kv = None
     if hf_config is not None:
-        prec = precision or (doc.precision.workload if doc.precision else None) or "bf16"
+        measured = doc.precision.workload if doc.precision else None
+        # tf32 math keeps fp32 weights and KV cache; anything unrecognised: bf16, the default
+        measured = "fp32" if measured == "tf32" else measured
+        prec = precision or (measured if measured in PRECISIONS else "bf16")
         kv = kv_budget(hf_config, seq, prec)
     inputs = planning.PlanInputs(samples_per_step or tokens_per_step or 1,
                                  "samples" if samples_per_step else "tokens", latency_slo_ms,
