@@ -100,8 +100,34 @@ def kv_budget(hf_config: Path, seq: int, precision: str) -> KvBudget:
     return budget(shape, Precision(precision), seq)
 
 
+K8S_VERSION = "1.30.0"  # the Kubernetes API the optional OpenAPI check validates against
+
+
+def openapi_check(items: tuple[Any, ...]) -> str:
+    """Validate core-API manifests against the Kubernetes OpenAPI schemas when the optional
+    ``kubernetes-validate`` package is installed; say what was checked either way."""
+    from rightsize.errors import RightsizeError
+    from rightsize.reports.yaml_emit import plain
+
+    try:
+        import kubernetes_validate  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:
+        return ("checked structurally (pip install kubernetes-validate to check them against "
+                "the Kubernetes OpenAPI schemas)")
+    core = [m for m in items if not plain(m.obj)["apiVersion"].startswith("keda.sh/")]
+    for m in core:
+        try:
+            kubernetes_validate.validate(plain(m.obj), K8S_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            raise RightsizeError(f"{m.filename}: fails the Kubernetes {K8S_VERSION} OpenAPI "
+                                 f"schema: {exc.message}") from None
+    return (f"{', '.join(m.filename for m in core)} validated against the Kubernetes "
+            f"{K8S_VERSION} OpenAPI schemas (kubernetes-validate); the KEDA ScaledObject "
+            "(a CRD) checked structurally")
+
+
 def write_manifests(plan: Plan, directory: Path, force: bool, name: str, image: str,
-                    query: str | None, server: str) -> list[Path]:
+                    query: str | None, server: str) -> tuple[list[Path], str]:
     from rightsize.errors import OutputExistsError, RightsizeError
     from rightsize.reports.plan_manifests import check, check_name, manifests
     from rightsize.rundir import write_text_atomic
@@ -112,6 +138,7 @@ def write_manifests(plan: Plan, directory: Path, force: bool, name: str, image: 
     problems = [p for m in items for p in check(m)]
     if problems:
         raise RightsizeError("manifest check failed: " + "; ".join(problems))
+    checked = openapi_check(items) if items else ""
     targets = [directory / m.filename for m in items]
     existing = [t for t in targets if t.exists()]
     if existing and not force:
@@ -121,7 +148,7 @@ def write_manifests(plan: Plan, directory: Path, force: bool, name: str, image: 
     directory.mkdir(parents=True, exist_ok=True)
     for m, t in zip(items, targets, strict=True):
         write_text_atomic(t, m.text)
-    return targets
+    return targets, checked
 
 
 @click.command()
@@ -194,10 +221,11 @@ def plan(paths: tuple[Path, ...], samples_per_step: int | None, tokens_per_step:
                                  "samples" if samples_per_step else "tokens", latency_slo_ms,
                                  curve, headroom, kv)
     result = planning.build(doc, workload, inputs, catalog)
-    written = [] if no_manifests else write_manifests(result, manifests_dir, force, name, image,
-                                                      keda_query, prometheus)
+    written, checked = ([], "") if no_manifests else write_manifests(
+        result, manifests_dir, force, name, image, keda_query, prometheus)
     data: dict[str, Any] = result.to_json()
     data["manifests"] = [str(p) for p in written]
+    data["manifests_check"] = checked or None
     data["next"] = _next(result, written, paths)
     if fmt == "json":
         text = json.dumps(data, indent=2, allow_nan=False) + "\n"
@@ -206,7 +234,7 @@ def plan(paths: tuple[Path, ...], samples_per_step: int | None, tokens_per_step:
 
         text = render_html(result, data["manifests"], data["next"])
     else:
-        text = render(result) + _tail(written, data["next"], no_manifests)
+        text = render(result) + _tail(written, data["next"], no_manifests, checked)
     write_output(text, output, force)
     if not quiet and output is not None:
         click.echo(f"wrote {output}", err=True)
@@ -221,10 +249,11 @@ def _next(result: Plan, written: list[Path], paths: tuple[Path, ...]) -> str:
     return f"rightsize report {' '.join(map(str, paths))}"
 
 
-def _tail(written: list[Path], nxt: str, skipped: bool) -> str:
+def _tail(written: list[Path], nxt: str, skipped: bool, checked: str) -> str:
     lines = [""]
     if written:
         lines.append(f"Manifests: {', '.join(map(str, written))}")
+        lines.append(f"  {checked}")
     elif not skipped:
         lines.append("Manifests: none written (no recommended GPU to write them for)")
     lines.append(f"next: {nxt}")

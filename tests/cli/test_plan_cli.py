@@ -48,6 +48,13 @@ def test_infer_cpu_json_and_manifests(tmp_path: Path) -> None:
     assert data["manifests"] == ["rightsize-plan/deployment.yaml",
                                  "rightsize-plan/keda-scaledobject.yaml"]
     assert data["next"] == "kubectl apply --dry-run=server -f rightsize-plan/deployment.yaml"
+    try:
+        import kubernetes_validate  # noqa: F401
+        assert data["manifests_check"] == (
+            "deployment.yaml validated against the Kubernetes 1.30.0 OpenAPI schemas "
+            "(kubernetes-validate); the KEDA ScaledObject (a CRD) checked structurally")
+    except ImportError:
+        assert data["manifests_check"].startswith("checked structurally")
     deploy = (tmp_path / "rightsize-plan" / "deployment.yaml").read_text()
     assert 'cpu: "1400m" # peak job CPU 1.09 cores over 56 host samples, +20%' in deploy
     assert 'memory: "378Mi" # peak job RSS 315 MiB over 56 host samples, +20%' in deploy
