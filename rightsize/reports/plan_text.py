@@ -72,8 +72,9 @@ def _partitions(plan: Plan) -> list[str]:
     out = []
     for p in sorted(shown, key=lambda p: p.gpu != plan.recommended):
         step = f"; step {p.step_ms:.4g} ms" if p.step_ms is not None else ""
+        peak = f"; {p.gpus_at_peak} GPU(s) at the peak" if p.gpus_at_peak is not None else ""
         out.append(f"  {p.gpu}: {p.kind}, {p.per_gpu} per GPU, requests {p.resource}{step}"
-                   f" - {p.reason}")
+                   f"{peak} - {p.reason}")
         out.extend(f"      not {r}" for r in p.rejected[-2:])
     return out
 

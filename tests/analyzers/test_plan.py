@@ -123,7 +123,7 @@ def test_job_fits_a_1g_mig_slice() -> None:
     # 1g.10gb: min(1/7, 1/8) = 12.5% of the GPU; 10 ms x (0.9 + 0.1 / 0.125) = 17 ms <= 20
     assert (part.kind, part.profile, part.resource, part.per_gpu, part.step_ms) == \
         ("mig", "1g.10gb", "nvidia.com/mig-1g.10gb", 7, 17.0)
-    assert part.rejected == ()
+    assert (part.rejected, part.gpus_at_peak) == ((), 1)
     # one replica on the slice serves the peak: 10 / 17 ms x 0.8 = 470.588/s >= 50/s
     assert p.deploy_on == part
     assert (p.hpa_target_pct, p.keda_threshold_per_s) == (None, 470.588)
@@ -236,6 +236,13 @@ def test_manifests_structure_and_yaml_roundtrip() -> None:
     for m in items:
         assert yaml.safe_load(m.text) == plain(m.obj)
         assert check(m) == []
+    # 3g.40gb (3/7 of an H100): 50 x (0.5 + 0.5 x 7/3) = 83.3 ms -> 120/s x 0.8 = 96/s per
+    # slice; 900/s at the peak -> 10 slices, 2 per GPU -> 5 GPUs vs 6 whole ones. Not one
+    # replica, so the manifests keep whole GPUs.
+    part = p.partition("H100 SXM")
+    assert part is not None
+    assert (part.profile, part.step_ms, part.gpus_at_peak) == ("3g.40gb", 83.3333, 5)
+    assert p.deploy_on is None
     deploy, hpa, keda = (plain(m.obj) for m in items)
     res = deploy["spec"]["template"]["spec"]["containers"][0]["resources"]
     # 1.5 cores x 1.2 = 1800m; 3 GiB x 1.2 = 3687 MiB (rounded up)

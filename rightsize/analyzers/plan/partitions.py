@@ -28,6 +28,7 @@ class Partition:
     step_ms: float | None  # projected step on the slice
     reason: str
     rejected: tuple[str, ...]  # each smaller profile and why it does not fit
+    gpus_at_peak: int | None = None  # whole GPUs the peak demand needs on this partition
 
 
 def slice_step_ms(step_ms: float, util_pct: float, fraction: float) -> float:

@@ -10,7 +10,7 @@ is the ``rightsize plan --format json`` contract (docs/plan.md). Pure.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from rightsize.analyzers.document import Document
@@ -141,8 +141,14 @@ def _partition(c: Capacity, w: Workload, inputs: PlanInputs, catalog: Catalog) -
     peak = w.peak_memory_bytes
     if inputs.kv is not None:
         peak = inputs.kv.fixed_bytes + c.batch * inputs.kv.kv_bytes_per_request
-    return fit(c.gpu, gpu.memory_bytes, profiles_for(c.gpu), c.step_ms, util_on(w, c.step_ms),
+    part = fit(c.gpu, gpu.memory_bytes, profiles_for(c.gpu), c.step_ms, util_on(w, c.step_ms),
                peak, inputs.headroom, inputs.slo_ms, gpu_resource(gpu.vendor))
+    if part.step_ms is None:
+        return part
+    # replicas on the partition at the peak, packed per_gpu to a GPU
+    usable = c.batch * 1000 / part.step_ms * (1 - inputs.headroom)
+    replicas = max(1, math.ceil(inputs.demand.peak_per_s / usable - 1e-9))
+    return replace(part, gpus_at_peak=math.ceil(replicas / part.per_gpu))
 
 
 def _recommend(caps: tuple[Capacity, ...], slo_ms: float | None) -> tuple[str | None, str]:
