@@ -135,10 +135,12 @@ def write_manifests(plan: Plan, directory: Path, force: bool, name: str, image: 
     if (bad := check_name(name)) is not None:
         raise RightsizeError(f"--name: {bad}")
     items = manifests(plan, name, image, query or DEFAULT_QUERY.format(name=name), server)
+    if not items:
+        return [], ""
     problems = [p for m in items for p in check(m)]
     if problems:
         raise RightsizeError("manifest check failed: " + "; ".join(problems))
-    checked = openapi_check(items) if items else ""
+    checked = openapi_check(items)
     targets = [directory / m.filename for m in items]
     existing = [t for t in targets if t.exists()]
     if existing and not force:

@@ -116,3 +116,15 @@ def test_shared_qwen_h100_inference(tmp_path: Path) -> None:
     assert misses == ["A10", "A10G", "A40", "L4", "L40S", "RTX 6000 Ada", "RTX A6000"]
     assert sorted(p.name for p in (tmp_path / "rightsize-plan").iterdir()) == \
         ["deployment.yaml", "hpa.yaml", "keda-scaledobject.yaml"]
+
+
+def test_slo_nobody_meets_writes_no_manifests(tmp_path: Path) -> None:
+    out = rightsize("plan", str(RUN / "analysis.json"), "--tokens-per-step", "4", "--demand",
+                    "100", "--latency-slo-ms", "1", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "No recommendation: no candidate meets the 1 ms SLO: the fastest, " in out.stdout
+    assert "Demand: constant 100/s: peak 100 tokens/s, mean 100 tokens/s" in out.stdout
+    assert "Manifests: none written (no recommended GPU to write them for)" in out.stdout
+    assert out.stdout.endswith(f"next: rightsize plan {RUN / 'analysis.json'} with a looser "
+                               "--latency-slo-ms\n")
+    assert not (tmp_path / "rightsize-plan").exists()
