@@ -14,7 +14,7 @@ from typing import Any
 from rightsize import __version__
 from rightsize.analyzers.plan.plan import Plan
 from rightsize.reports.html import chart_library, environment
-from rightsize.reports.plan_text import HEAD, _order, _row
+from rightsize.reports.plan_text import HEAD, candidate_order, candidate_row
 
 CHART_SERIES = 4  # candidates drawn on the replicas chart (cheapest autoscaled first)
 
@@ -28,14 +28,14 @@ def chart_data(plan: Plan) -> dict[str, Any]:
         vals = [*values, values[-1]]  # hold the last value to the end of the curve
         return [{"x": h, "y": v} for h, v in zip(hours, vals, strict=True)]
 
-    drawn = [c for c in sorted(plan.capacities, key=_order) if c.replicas is not None]
+    drawn = [c for c in sorted(plan.capacities, key=candidate_order) if c.replicas is not None]
     return {"unit": plan.inputs.unit, "demand": points(d.rate_per_s),
             "replicas": [{"gpu": c.gpu, "points": points(c.replicas.series)}
                          for c in drawn[:CHART_SERIES] if c.replicas is not None]}
 
 
 def render_html(plan: Plan, written: list[str], next_command: str) -> str:
-    rows = [_row(c) for c in sorted(plan.capacities, key=_order)]
+    rows = [candidate_row(c) for c in sorted(plan.capacities, key=candidate_order)]
     return environment().get_template("plan.html.j2").render(
         p=plan, head=HEAD, rows=rows, chart=chart_data(plan), chartjs=chart_library(),
         written=written, next_command=next_command, version=__version__)

@@ -19,7 +19,7 @@ def _money(v: float | None) -> str:
     return "-" if v is None else f"{v:,.2f}"
 
 
-def _row(c: Capacity) -> tuple[str, ...]:
+def candidate_row(c: Capacity) -> tuple[str, ...]:
     rng = f"{c.step_ms:.3g}" + (f" ({c.step_ms_low:.3g}-{c.step_ms_high:.3g})"
                                 if c.step_ms_low is not None and c.step_ms_high is not None
                                 else "")
@@ -30,7 +30,7 @@ def _row(c: Capacity) -> tuple[str, ...]:
             _money(c.static_usd_per_day), "-" if c.savings_pct is None else f"{c.savings_pct}%")
 
 
-def _order(c: Capacity) -> tuple[int, float, float]:
+def candidate_order(c: Capacity) -> tuple[int, float, float]:
     miss = c.slo is SloStatus.MISSES
     return (int(miss) * 2 + int(c.usd_per_day is None), c.usd_per_day or 0.0, c.step_ms)
 
@@ -81,9 +81,9 @@ def _partitions(plan: Plan) -> list[str]:
 
 def render(plan: Plan) -> str:
     lines = ["rightsize plan", "", *_workload(plan), ""]
-    caps = sorted(plan.capacities, key=_order)
+    caps = sorted(plan.capacities, key=candidate_order)
     if caps:
-        lines += _table([HEAD, *(_row(c) for c in caps)])
+        lines += _table([HEAD, *(candidate_row(c) for c in caps)])
     lines += [f"  excluded: {e}" for e in plan.excluded]
     lines += ["", ("per replica/s = batch / projected step (batch: --samples-per-step, or the KV "
                   "cache bound); replicas = ceil(rate / (per replica x (1 - headroom))), at "

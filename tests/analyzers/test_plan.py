@@ -12,7 +12,7 @@ from rightsize.analyzers.document import Document
 from rightsize.analyzers.plan import demand as dm
 from rightsize.analyzers.plan.capacity import SloStatus
 from rightsize.analyzers.plan.partitions import slice_step_ms
-from rightsize.analyzers.plan.plan import PlanError, PlanInputs, build
+from rightsize.analyzers.plan.plan import Plan, PlanError, PlanInputs, build
 from rightsize.analyzers.plan.serving import KvBudget, max_concurrent
 from rightsize.analyzers.plan.workload import HostUsage, from_document
 from rightsize.catalog import load_catalog
@@ -52,7 +52,7 @@ def make_doc(candidates: list[dict[str, Any]], step_ms: float = 50.0,
 
 def plan_for(doc: Document, rate: str | float = 500, slo: float | None = 100.0,
              batch: int = 10, headroom: float = 0.2, kv: KvBudget | None = None,
-             host: HostUsage | None = None):  # type: ignore[no-untyped-def]
+             host: HostUsage | None = None) -> Plan:
     curve = dm.constant(rate) if isinstance(rate, float | int) else dm.from_csv(rate, "day.csv")
     return build(doc, from_document(doc, host), PlanInputs(batch, "samples", slo, curve,
                                                            headroom, kv), CATALOG)

@@ -8,19 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from rightsize.analyzers.plan import demand as dm
+from rightsize.analyzers.plan.plan import Plan, PlanInputs, build
+from rightsize.analyzers.plan.workload import from_document
 from rightsize.reports.plan_html import chart_data, render_html
-from tests.analyzers.test_plan import DAY, _candidate, make_doc, plan_for
+from tests.analyzers.test_plan import CATALOG, DAY, _candidate, make_doc, plan_for
 
 PAYLOAD = "</script><img src=x onerror=alert(1)>"
 CHROMIUM = Path(os.environ.get("RIGHTSIZE_CHROMIUM", "/usr/bin/chromium"))
 
 
-def _plan():  # type: ignore[no-untyped-def]
-    from rightsize.analyzers.plan import demand as dm
-    from rightsize.analyzers.plan.plan import PlanInputs, build
-    from rightsize.analyzers.plan.workload import from_document
-    from tests.analyzers.test_plan import CATALOG
-
+def _plan() -> Plan:
     doc = make_doc([_candidate("H100 SXM", 50.0), _candidate("L4", 80.0, usd=0.5)])
     inputs = PlanInputs(10, "samples", 100.0, dm.from_csv(DAY, PAYLOAD), 0.2)
     return build(doc, from_document(doc), inputs, CATALOG)

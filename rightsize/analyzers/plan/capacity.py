@@ -12,7 +12,7 @@ Pure.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from rightsize.analyzers.plan.demand import DAY_S, Demand
@@ -89,8 +89,6 @@ def replicas_for(demand: Demand, usable_per_s: float) -> Replicas:
 
 def with_costs(cap: Capacity, replicas: Replicas) -> Capacity:
     """``cap`` with its replicas, and cost per day when the GPU has a price."""
-    from dataclasses import replace
-
     if cap.usd_per_hour is None:
         return replace(cap, replicas=replicas)
     auto = replicas.gpu_hours_per_day * cap.usd_per_hour
