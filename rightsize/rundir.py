@@ -16,10 +16,11 @@ This module is stdlib-only (no polars, no torch) so that every layer may import 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-import tempfile
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,23 +103,33 @@ def create_run_dir(path: str | Path) -> Path:
 
 def write_text_atomic(path: str | Path, text: str, mkdir: bool = False) -> Path:
     """The one atomic writer: ``text`` goes to a temporary file beside ``path`` that is then
-    renamed over it, so readers see the old file or the whole new one, never half. ``mkdir``
-    creates missing parent directories. A failure raises a one-line :class:`RightsizeError`
-    and leaves no temporary file behind. Callers decide about overwriting (``--force``)."""
+    renamed over it, so readers see the old file or the whole new one, never half. A replaced
+    file keeps its mode and owner; a new one gets the usual 0666 & ~umask (not mkstemp's 0600).
+    ``mkdir`` creates missing parent directories. A failure raises a one-line
+    :class:`RightsizeError` and leaves no temporary file behind. Callers decide about
+    overwriting (``--force``) and about special files (written in place, see ``outputs``)."""
     target = Path(path)
-    tmp: str | None = None
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
     try:
+        old: os.stat_result | None = os.stat(target) if target.exists() else None
         if mkdir:
             target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if old is not None:
+            os.chmod(tmp, stat.S_IMODE(old.st_mode))
+            with contextlib.suppress(PermissionError):  # only root may give files away
+                os.chown(tmp, old.st_uid, old.st_gid)
         os.replace(tmp, target)
     except OSError as exc:
         raise RightsizeError(f"cannot write {target}: {exc.strerror or exc}") from None
     finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+        if tmp.exists():
+            with contextlib.suppress(OSError):
+                tmp.unlink()
     return target
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields, replace
@@ -160,6 +161,8 @@ def _convert(value: str | None, kind: object, where: str) -> object:
     text = str(value).strip()
     kinds = str(kind)
     try:
+        if kinds.startswith(("int", "float")) and not math.isfinite(float(text)):
+            raise ValueError(text)  # NaN/Infinity: never a number in strict JSON output
         if kinds.startswith("bool"):
             if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
                 raise CatalogError(f"{where}: {text!r} is not true or false")
@@ -169,7 +172,7 @@ def _convert(value: str | None, kind: object, where: str) -> object:
         if kinds.startswith("float"):
             return float(text)
     except ValueError:
-        raise CatalogError(f"{where}: {text!r} is not a number") from None
+        raise CatalogError(f"{where}: {text[:40]!r} is not a finite number") from None
     return text
 
 

@@ -8,6 +8,8 @@ on stderr and exit status 1.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
 import importlib.util
 import os
@@ -25,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "report": "rightsize.cli.report:report",
     "gpus": "rightsize.cli.gpus:gpus",
     "estimate": "rightsize.cli.estimate:estimate",
+    "serve": "rightsize.cli.serve:serve",
     "plan": "rightsize.cli.plan:plan",
 }
 
@@ -60,14 +63,27 @@ def cli() -> None:
     """
 
 
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG)
+
+
+def _quiet_exit(code: int) -> None:
+    """Exit without Python's final flush of a stdout that cannot be written."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(code)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: the one place that turns errors into exit codes."""
     try:
         code = cli.main(args=argv, prog_name="rightsize", standalone_mode=False)
+        sys.stdout.flush()  # a full disk behind stdout fails here, inside the boundary
     except RightsizeError as exc:
         if sys.stderr.isatty():
             sys.stderr.write("\r\033[K")  # clear a progress line left on the terminal
-        click.echo(f"rightsize: error: {exc}", err=True)
+        from rightsize.reports.fmt import safe_line
+
+        click.echo(f"rightsize: error: {safe_line(exc)}", err=True)
         sys.exit(1)
     except click.exceptions.Abort:
         click.echo("rightsize: aborted", err=True)
@@ -82,10 +98,19 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(1)
+    except OSError as exc:
+        if exc.errno not in _WRITE_ERRNOS:
+            raise
+        # stdout or stderr on a full or failing device: say it once, where it can still go
+        with contextlib.suppress(OSError):
+            sys.stderr.write(f"rightsize: error: cannot write the output: {exc.strerror}\n")
+        _quiet_exit(1)
     except Exception as exc:  # a bug, not bad input: still one line unless debugging
         if os.environ.get("RIGHTSIZE_DEBUG"):
             raise
-        click.echo(f"rightsize: internal error: {type(exc).__name__}: {exc} "
+        from rightsize.reports.fmt import safe_line
+
+        click.echo(f"rightsize: internal error: {type(exc).__name__}: {safe_line(exc)} "
                    "(set RIGHTSIZE_DEBUG=1 for the traceback, and please report it)", err=True)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)

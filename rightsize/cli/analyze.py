@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from rightsize import outputs
 from rightsize.cli.common import (
     catalog_option,
     definitions_option,
@@ -13,7 +14,7 @@ from rightsize.cli.common import (
     load_catalog_for_cli,
     write_html_report,
 )
-from rightsize.cli.output import Progress, tune_allocator
+from rightsize.cli.output import Progress, note_interrupted, tune_allocator
 
 
 @click.command()
@@ -58,8 +59,9 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     (ncu --csv) and GPU metric logs (nvidia-smi --query-gpu CSV, dcgm-exporter, dcgmi dmon),
     in any mix. The format is detected from the content.
 
-    An HTML report is written too: beside -o, into a run directory, or to
-    ./rightsize-report.html (an existing report is kept unless --force).
+    An HTML report is written too: beside -o (a.json -> a.report.html), into a run directory,
+    or to ./rightsize-report.html. --force replaces only the files named on the command line and
+    reports rightsize wrote itself; an output is never one of the inputs.
 
     \b
     Examples:
@@ -78,10 +80,13 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     options = Options(step_range=step_range, timezone=timezone,
                       catalog=load_catalog_for_cli(catalog_path), constraints=constraints,
                       samples_per_step=samples_per_step, definitions=definitions)
+    if output is not None:  # before a long analysis, not after
+        outputs.check_target(output, paths, force)
     tune_allocator()
     progress = Progress(enabled=not quiet)
     doc = analyze_document(list(paths), options, progress)
     progress.done()
-    emit(doc, fmt, output, force, quiet)
+    note_interrupted(doc, quiet)
+    emit(doc, fmt, output, force, quiet, paths)
     if not no_report:
         write_html_report(doc, list(paths), output, force, quiet)

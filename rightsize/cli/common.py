@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -39,11 +39,14 @@ def load_catalog_for_cli(path: Path | None) -> Catalog:
     ``path``, applied (the last one wins)."""
     from rightsize.catalog import load_catalog, parse_catalog_text
     from rightsize.errors import InputError
+    from rightsize.outputs import is_special
 
     paths = [Path(p) for p in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if p]
     paths += [path] if path else []
     files = []
     for p in paths:
+        if is_special(p):  # a FIFO would block the read
+            raise InputError(p, "not a regular file (a pipe, device or socket)")
         try:
             text = p.read_text(encoding="utf-8")
         except OSError as exc:
@@ -61,33 +64,46 @@ def use_color(stream: IO[str] | None = None) -> bool:
 
 
 def emit(doc: Document, fmt: str, output: Path | None, force: bool, quiet: bool,
-         manifest: dict[str, Any] | None = None) -> None:
-    """Render ``doc`` as ``fmt`` to stdout, or to ``output`` (never over a file unless force)."""
+         inputs: Sequence[Path] = (), manifest: dict[str, Any] | None = None) -> None:
+    """Render ``doc`` as ``fmt`` to stdout, or to ``output`` (never an input, never over a file
+    unless ``force``; see :mod:`rightsize.outputs`)."""
     from rightsize.cli.output import write_output
+    from rightsize.reports.fmt import safe_line
     from rightsize.reports.render import render
 
     text = render(doc, fmt, manifest, color=output is None and use_color())
-    write_output(text, output, force)
+    write_output(text, output, force, inputs)
     if output is not None and not quiet:
-        click.echo(f"wrote {output}", err=True)
+        click.echo(f"wrote {safe_line(output)}", err=True)
 
 
 def write_html_report(doc: Document, paths: list[Path], output: Path | None, force: bool,
                       quiet: bool) -> None:
-    """``report.html`` beside ``-o``, in the one run directory, or in the current directory;
-    an existing page is kept (with a message) unless ``force``."""
-    from rightsize.errors import OutputExistsError
-    from rightsize.reports.render import default_html_path, write_report
+    """The optional HTML page: named after ``-o`` (``a.json`` -> ``a.report.html``), in the one
+    run directory, or in the current directory. An existing page is replaced only with
+    ``force`` and only when rightsize wrote it; a failure to write it is a warning."""
+    from rightsize import outputs
+    from rightsize.errors import OutputExistsError, RightsizeError
+    from rightsize.reports.fmt import safe_line
+    from rightsize.reports.render import default_html_path, render
 
-    target = default_html_path(paths, output)
+    target = outputs.derived_report_path(output, default_html_path(paths))
+    if target is None:
+        if not quiet:
+            click.echo(f"no HTML report: {safe_line(output)} is not a regular file", err=True)
+        return
     try:
-        page = write_report(doc, target, force)
+        checked = outputs.check_target(target, paths, force, derived=True)
+        page = outputs.write_text(checked, render(doc, "html"))
     except OutputExistsError:
         if not quiet:
-            click.echo(f"kept the existing report {target} (pass --force to replace it)",
-                       err=True)
+            why = "it is not a report rightsize wrote" if force else "pass --force to replace it"
+            click.echo(f"kept the existing report {safe_line(target)} ({why})", err=True)
+        return
+    except RightsizeError as exc:
+        click.echo(f"rightsize: warning: no HTML report: {safe_line(exc)}", err=True)
         return
     if not quiet:
-        click.echo(f"report: {page}", err=True)
-        click.echo(f"next: open {page} in a browser, or rightsize report "
-                   f"{' '.join(map(str, paths))} --format text", err=True)
+        click.echo(f"report: {safe_line(page)}", err=True)
+        click.echo(f"next: open {safe_line(page)} in a browser, or rightsize report "
+                   f"{safe_line(' '.join(map(str, paths)))} --format text", err=True)

@@ -57,7 +57,7 @@ def gpus(min_memory_gb: float | None, provider: str | None, fmt: str,
     chosen = catalog.select(min_memory_gb, provider)
     if fmt == "json":
         click.echo(json.dumps({"gpus": [_gpu_json(catalog, g.name, provider) for g in chosen],
-                               "catalog_files": list(catalog.origins)}, indent=2))
+                               "catalog_files": list(catalog.origins)}, indent=2, allow_nan=False))
         return
     head = (f"{'GPU':<16} {'mem GB':>6} {'GB/s':>6} {'fp32':>6} {'bf16':>7} {'fp8':>7}"
             f" {'TDP W':>6}  {'$/GPU-h':>7}  price seen")

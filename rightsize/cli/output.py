@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from rightsize.errors import OutputExistsError
+from rightsize import outputs
+
+if TYPE_CHECKING:
+    from rightsize.analyzers.document import Document
 
 
 class Progress:
@@ -50,24 +55,14 @@ class Progress:
             sys.stderr.flush()
 
 
-def write_output(text: str, output: Path | None, force: bool) -> None:
-    """Print to stdout, or write ``output`` atomically (never over an existing file unless force)."""
+def write_output(text: str, output: Path | None, force: bool,
+                 inputs: Sequence[Path] = ()) -> None:
+    """Print to stdout, or write ``output`` (see :mod:`rightsize.outputs`: never an input, never
+    an existing file without ``force``, whole or not at all, mode and owner kept)."""
     if output is None:
         click.echo(text, nl=False)
         return
-    if output.exists() and not force and not _is_device(output):
-        raise OutputExistsError(output)
-    if _is_device(output):
-        with output.open("w") as fh:
-            fh.write(text)
-        return
-    from rightsize.rundir import write_text_atomic
-
-    write_text_atomic(output, text)
-
-
-def _is_device(path: Path) -> bool:
-    return str(path).startswith("/dev/")
+    outputs.write_text(outputs.check_target(output, inputs, force), text)
 
 
 def tune_allocator() -> None:
@@ -91,3 +86,21 @@ def tune_allocator() -> None:
         libc.mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD
     except (OSError, AttributeError):  # not glibc (musl has no mallopt): keep the defaults
         return
+
+
+def note_interrupted(doc: Document, quiet: bool) -> None:
+    """Say on stderr when an input run directory was interrupted (its manifest still says
+    ``running`` but the rightsize that wrote it is gone): its data may be partial."""
+    if quiet:
+        return
+    from rightsize.reports.fmt import safe_line
+
+    seen: set[str] = set()
+    for entry in doc.inputs:
+        if entry.run_status != "interrupted":
+            continue
+        run = str(Path(entry.path).parent.parent)
+        if run not in seen:
+            seen.add(run)
+            click.echo(f"rightsize: note: {safe_line(run)}: the run was interrupted (rightsize "
+                       "was killed while it ran); its data may be partial", err=True)

@@ -127,10 +127,11 @@ def openapi_check(items: tuple[Any, ...]) -> str:
 
 
 def write_manifests(plan: Plan, directory: Path, force: bool, name: str, image: str,
-                    query: str | None, server: str) -> tuple[list[Path], str]:
-    from rightsize.errors import OutputExistsError, RightsizeError
+                    query: str | None, server: str,
+                    inputs: tuple[Path, ...] = ()) -> tuple[list[Path], str]:
+    from rightsize import outputs
+    from rightsize.errors import RightsizeError
     from rightsize.reports.plan_manifests import check, check_name, manifests
-    from rightsize.rundir import write_text_atomic
 
     if (bad := check_name(name)) is not None:
         raise RightsizeError(f"--name: {bad}")
@@ -141,16 +142,14 @@ def write_manifests(plan: Plan, directory: Path, force: bool, name: str, image: 
     if problems:
         raise RightsizeError("manifest check failed: " + "; ".join(problems))
     checked = openapi_check(items)
-    targets = [directory / m.filename for m in items]
-    existing = [t for t in targets if t.exists()]
-    if existing and not force:
-        raise OutputExistsError(existing[0])
     if directory.exists() and not directory.is_dir():
         raise RightsizeError(f"--manifests {directory}: exists and is not a directory")
+    # every target checked before any is written: never an input, never over a file unless force
+    targets = [outputs.check_target(directory / m.filename, inputs, force) for m in items]
     directory.mkdir(parents=True, exist_ok=True)
     for m, t in zip(items, targets, strict=True):
-        write_text_atomic(t, m.text)
-    return targets, checked
+        outputs.write_text(t, m.text)
+    return [directory / m.filename for m in items], checked
 
 
 @click.command()
@@ -224,7 +223,7 @@ def plan(paths: tuple[Path, ...], samples_per_step: int | None, tokens_per_step:
                                  curve, headroom, kv)
     result = planning.build(doc, workload, inputs, catalog)
     written, checked = ([], "") if no_manifests else write_manifests(
-        result, manifests_dir, force, name, image, keda_query, prometheus)
+        result, manifests_dir, force, name, image, keda_query, prometheus, paths)
     data: dict[str, Any] = result.to_json()
     data["manifests"] = [str(p) for p in written]
     data["manifests_check"] = checked or None
@@ -237,7 +236,7 @@ def plan(paths: tuple[Path, ...], samples_per_step: int | None, tokens_per_step:
         text = render_html(result, data["manifests"], data["next"])
     else:
         text = render(result) + _tail(written, data["next"], no_manifests, checked)
-    write_output(text, output, force)
+    write_output(text, output, force, paths)
     if not quiet and output is not None:
         click.echo(f"wrote {output}", err=True)
 

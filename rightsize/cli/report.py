@@ -6,6 +6,7 @@ this rightsize's, else a fresh analysis), then hands over to ``rightsize.reports
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,53 +55,96 @@ def report(
     Arguments are run directories written by `rightsize run` or anything `rightsize analyze`
     reads. A run directory's analysis.json is reused when it is current.
     """
-    from rightsize.errors import OutputExistsError
+    from rightsize import outputs
     from rightsize.reports import render
+    from rightsize.reports.fmt import safe_line
 
-    if output is None and fmt == "html":
+    derived = output is None and fmt == "html"
+    if derived:
         output = render.default_html_path(list(paths))
-    if output is not None and output.exists() and not force:
-        raise OutputExistsError(output)  # before a long analysis, not after
-    doc, manifest = _analysis(list(paths), quiet)
+    if output is not None:  # before a long analysis, not after
+        outputs.check_target(output, paths, force, derived=derived)
+    color = use_color() if output is None else False
+    doc, manifest, text = _rendered(list(paths), fmt, quiet, color)
     if output is None:
-        color = use_color()
-        click.echo(render.render(doc, fmt, manifest, color=color), nl=False)
+        click.echo(text, nl=False)
         return
-    written = render.write_report(doc, output, force, manifest, fmt=fmt)
+    target = outputs.check_target(output, paths, force, derived=derived)
+    written = outputs.write_text(target, text)
     if quiet:
         return
     if fmt == "html":
-        click.echo(render.summary(doc, written, manifest, color=use_color()), nl=False)
+        click.echo(render.summary(doc, safe_line(written), manifest, color=use_color()), nl=False)
     else:
-        click.echo(f"wrote {written}", err=True)
+        click.echo(f"wrote {safe_line(written)}", err=True)
     click.echo(
-        f"next: {_open_command(written) if fmt == 'html' else _text_command(paths)}",
+        safe_line(f"next: {_open_command(written) if fmt == 'html' else _text_command(paths)}"),
         err=fmt != "html",
     )
 
 
+# What a manifest.json whose fields have the wrong types raises while it is rendered (the
+# report model trusts the documented shapes; a stored analysis.json is validated on reading).
+_MISSHAPEN = (TypeError, KeyError, ValueError, AttributeError, IndexError)
+
+
+def _rendered(
+    paths: list[Path], fmt: str, quiet: bool, color: bool
+) -> tuple[Document, dict[str, Any] | None, str]:
+    """The analysis, the manifest and the rendered report. A manifest that cannot be shown is
+    left out, with a note."""
+    from rightsize.reports import render
+
+    doc, manifest = _analysis(paths, quiet)
+    try:
+        return doc, manifest, render.render(doc, fmt, manifest, color=color)
+    except _MISSHAPEN:
+        if manifest is None:
+            raise
+    _note(f"{paths[0]}: manifest.json does not match its schema; the report leaves it out", quiet)
+    return doc, None, render.render(doc, fmt, None, color=color)
+
+
+def _note(message: str, quiet: bool) -> None:
+    from rightsize.reports.fmt import safe_line
+
+    if not quiet:
+        click.echo(f"rightsize: note: {safe_line(message)}", err=True)
+
+
 def _analysis(paths: list[Path], quiet: bool) -> tuple[Document, dict[str, Any] | None]:
-    """The analysis document and, for one run directory, its manifest."""
+    """The analysis document and, for one run directory, its manifest. The stored analysis is
+    reused unless a custom catalog is set (the stored sizing used the shipped one)."""
     from rightsize import rundir
+    from rightsize.cli.common import CATALOG_ENV
 
     run_dirs = [p for p in paths if rundir.is_run_dir(p)]
     manifest = rundir.read_manifest(run_dirs[0]) if len(run_dirs) == 1 else None
-    if len(paths) == 1 and run_dirs:
+    if manifest is not None and not isinstance(manifest, dict):
+        manifest = None
+    if len(paths) == 1 and run_dirs and not os.environ.get(CATALOG_ENV):
         doc = _stored_analysis(paths[0])
         if doc is not None:
             return doc, manifest
-    from rightsize.cli.output import Progress
-    from rightsize.pipeline import analyze_document
+    return _fresh_analysis(paths, quiet), manifest
+
+
+def _fresh_analysis(paths: list[Path], quiet: bool) -> Document:
+    from rightsize.cli.common import load_catalog_for_cli
+    from rightsize.cli.output import Progress, note_interrupted
+    from rightsize.pipeline import Options, analyze_document
 
     progress = Progress(enabled=not quiet)
-    doc = analyze_document(list(paths), progress=progress)
+    doc = analyze_document(list(paths), Options(catalog=load_catalog_for_cli(None)),
+                           progress=progress)
     progress.done()
-    return doc, manifest
+    note_interrupted(doc, quiet)
+    return doc
 
 
 def _stored_analysis(run_dir: Path) -> Document | None:
     """``analysis.json`` when this rightsize can read it (same or older schema version);
-    otherwise (missing, half-written, newer) the traces are analyzed again."""
+    otherwise (missing, half-written, misshapen, newer) the traces are analyzed again."""
     from rightsize.analyzers.document import Document
     from rightsize.errors import RightsizeError
     from rightsize.rundir import ANALYSIS

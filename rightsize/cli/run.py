@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from rightsize.reports.fmt import safe_line
 from rightsize.rundir import SCHEDULE_DEFAULTS
 
 EPILOG = """\b
@@ -139,7 +140,7 @@ def run(ctx: click.Context, script: str, args: tuple[str, ...], **opts: object) 
     )
 
     def warn(message: str) -> None:
-        click.echo(f"rightsize: warning: {message}", err=True)
+        click.echo(f"rightsize: warning: {safe_line(message)}", err=True)
 
     consumer = bool(opts["include_consumer"])
     result = run_job(target, options, warn,
@@ -147,10 +148,10 @@ def run(ctx: click.Context, script: str, args: tuple[str, ...], **opts: object) 
     lines = describe(result)
     first_next = next((i for i, line in enumerate(lines) if line.startswith("next:")), len(lines))
     for line in lines[:first_next]:
-        click.echo(f"rightsize: {line}", err=True)
+        click.echo(f"rightsize: {safe_line(line)}", err=True)
     _report(result, warn)  # the verdict-first summary, before what to run next
     for line in lines[first_next:]:
-        click.echo(f"rightsize: {line}", err=True)
+        click.echo(f"rightsize: {safe_line(line)}", err=True)
     sys.stdout.flush()
     ctx.exit(result.exit.exit_code)
 

@@ -7,6 +7,9 @@ MODULE ARGS...`` (with this interpreter) or any ``COMMAND...`` (torchrun, accele
 then steps aside) and ``RIGHTSIZE_RUN`` carries the settings as JSON. So ``sys.argv``,
 ``__main__`` and ``sys.path`` are what plain ``python script.py`` gives.
 
+The job dies with ``rightsize``: on Linux the child asks for SIGTERM as its parent-death
+signal (``prctl(PR_SET_PDEATHSIG)``), so even a SIGKILL of ``rightsize`` leaves no orphan.
+
 Signals: SIGTERM (and SIGHUP, SIGQUIT) sent to ``rightsize`` are forwarded to the child;
 SIGINT too, except when the terminal already delivered Ctrl-C to the child (same foreground
 process group), so the job sees one interrupt, not two. ``rightsize`` waits for the child and
@@ -107,7 +110,9 @@ def run_child(
 ) -> ExitStatus:
     """Run the job to completion, forwarding signals, and return how it ended."""
     try:
-        proc = subprocess.Popen(list(argv), env=env, cwd=cwd)
+        # The samplers' threads start only after this (on_start), so the fork is clean.
+        proc = subprocess.Popen(list(argv), env=env, cwd=cwd,
+                                preexec_fn=_die_with_parent(os.getpid()))  # noqa: PLW1509
     except OSError as exc:
         raise RightsizeError(f"{argv[0]}: cannot start: {exc.strerror or exc}") from exc
 
@@ -131,6 +136,35 @@ def run_child(
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return exit_status(returncode)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
+    """Linux: a ``preexec_fn`` that asks the kernel to send the job SIGTERM when ``rightsize``
+    dies (even by SIGKILL), so a job is never orphaned; elsewhere None.
+
+    It runs in the forked child before ``exec`` and survives the exec (not across a setuid
+    program). Only async-signal-safe work there: one ``prctl`` through libc, already loaded.
+    If rightsize died between the fork and the ``prctl``, the child ends itself at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent_pid:
+            os._exit(128 + int(signal.SIGTERM))
+
+    return preexec
 
 
 def _terminal_delivers_sigint() -> bool:

@@ -11,6 +11,7 @@ side still leaves a readable directory.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
 import sys
 import time
@@ -20,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rightsize.errors import OutputExistsError, RightsizeError
 from rightsize.profiler.host import HostSampler, host_info
 from rightsize.profiler.launch import ExitStatus, Target, child_env, run_child
 from rightsize.profiler.nvml import NvmlSampler, NvmlStatus
@@ -54,6 +56,9 @@ class RunOptions:
     with_flops: bool = True
     window_delay_s: float = 1.0
     window_s: float = 2.0
+    # SIGTERM/SIGINT while recording: a window recorded for longer than this is cut, not
+    # exported (exporting minutes of events would keep the dying job alive; docs/limits.md)
+    flush_on_signal_s: float = 2.0
     sample_interval_s: float = 0.1
     gpu_samples: bool = True
     report: bool = True
@@ -61,7 +66,8 @@ class RunOptions:
     def hook_config(self, run_dir: Path) -> dict[str, Any]:
         """The settings the injected hook reads from ``RIGHTSIZE_RUN``."""
         keys: tuple[str, ...] = ("profiler", "wait", "warmup", "active", "repeat", "record_shapes")
-        keys += ("profile_memory", "with_stack", "with_flops", "window_delay_s", "window_s")
+        keys += ("profile_memory", "with_stack", "with_flops", "window_delay_s", "window_s",
+                 "flush_on_signal_s")
         return {"run_dir": str(run_dir.resolve()), **{k: getattr(self, k) for k in keys}}
 
 
@@ -90,7 +96,12 @@ def run_job(
     ``collectors.analysis`` entry; it must not raise."""
     started = now()
     stamp = started.astimezone().strftime("%Y%m%d-%H%M%S")
-    run_dir = create_run_dir(options.out or default_run_dir(target.name, stamp))
+    out = options.out or default_run_dir(target.name, stamp)
+    try:
+        run_dir = create_run_dir(out)
+    except OutputExistsError:  # run has no --force: a run directory is never reused
+        raise RightsizeError(f"{out} already exists and is not empty; a run never overwrites "
+                             "one: choose another --out") from None
     manifest = _base_manifest(target, options, started)
     write_manifest(run_dir, manifest)
 
@@ -175,6 +186,9 @@ def _base_manifest(target: Target, options: RunOptions, started: datetime) -> di
             "host": {"status": "pending"},
             "analysis": {"status": "pending" if options.report else "skipped", "reason": None},
         },
+        # who writes this run: a reader that finds "running" with this process gone on this
+        # host knows the run was interrupted (rightsize was killed before it could say so)
+        rightsize_pid=os.getpid(),
         rightsize_argv=list(sys.argv),
         ended_at=None,
         duration_s=None,

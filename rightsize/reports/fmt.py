@@ -6,7 +6,29 @@ never 0.
 
 from __future__ import annotations
 
+import re
+
 NA = "n/a"
+
+# What must never reach a terminal from data: C0 controls (but newline and tab), DEL, the C1
+# range 0x80-0x9f (8-bit CSI/OSC), bidirectional overrides, and lone surrogates (which cannot
+# even be encoded). Escaping ESC itself defuses every escape sequence (CSI colours, clear
+# screen, OSC 52 clipboard, OSC 8 links); CR can no longer overwrite a line.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE_LINE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def safe_text(s: object, oneline: bool = False) -> str:
+    """``s`` as text that is safe to print: every control character from data is shown as an
+    escape (``\\x1b``), so only rightsize's own colour codes reach a terminal or a pipe.
+    ``oneline`` escapes newlines and tabs too (names and paths inside one-line messages)."""
+    return (_UNSAFE_LINE if oneline else _UNSAFE).sub(_escape, str(s))
 
 
 def ms(v: float | None, nd: int = 2) -> str:
@@ -66,3 +88,8 @@ def value(v: object) -> str:
 def short(name: str, width: int = 120) -> str:
     """Long templated kernel names, cut in the middle of nowhere: the full name goes in a title."""
     return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def safe_line(s: object) -> str:
+    """``s`` safe to print inside a one-line message (newlines escaped too)."""
+    return safe_text(s, oneline=True)

@@ -18,6 +18,9 @@ from rightsize.reports.sections import Headline
 
 _BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
 Style = Callable[[str], str]
+# Every string that comes from data (kernel and device names, paths, notes) passes through this
+# before it is printed: control characters become visible escapes (issue 12).
+safe = fmt.safe_line
 
 
 def _styles(color: bool) -> tuple[Style, Style]:
@@ -52,8 +55,8 @@ def render_summary(
     else:
         lines.append(b("Verdict: n/a") + dim(" (no diagnosis in this analysis)"))
     for ev in model.evidence.items[:3]:
-        lines.append(f"  - {ev}")
-    device = h.device_name or "no GPU in the trace"
+        lines.append(f"  - {safe(ev)}")
+    device = safe(h.device_name or "no GPU in the trace")
     lines.append(
         b("Now: ")
         + f"{device}, {fmt.ms(h.step_ms)} per step"
@@ -69,15 +72,16 @@ def render_summary(
             if h.recommended_gpus > 1
             else h.recommended_gpu
         )
+        gpu = safe(gpu)
         lines.append(
             b("Recommended GPU: ") + f"{gpu}{_slower(h)}, {fmt.ms(h.projected_step_ms)} per step, "
             f"{fmt.usd(h.usd_per_1k_steps_recommended)} per 1k steps"
             + (f" (saves {fmt.pct(h.savings_pct)})" if h.savings_pct else "")
         )
     else:
-        lines.append(b("Recommended GPU: ") + (h.reason or "n/a (no sizing in this analysis)"))
+        lines.append(b("Recommended GPU: ") + safe(h.reason or "n/a (no sizing in this analysis)"))
     if report_path is not None:
-        lines.append(b("Report: ") + str(report_path))
+        lines.append(b("Report: ") + safe(report_path))
     return "\n".join(lines) + "\n"
 
 
@@ -85,7 +89,7 @@ def _details(model: ReportModel, color: bool) -> str:
     b, dim = _styles(color)
     o = model.overview
     lines = [
-        b("Steps: ") + f"{o.steps} ({o.step_source}), mean {fmt.ms(o.mean_ms)}, "
+        b("Steps: ") + f"{o.steps} ({safe(o.step_source)}), mean {fmt.ms(o.mean_ms)}, "
         f"min {fmt.ms(o.min_ms)}, max {fmt.ms(o.max_ms)}"
     ]
     lines.append(
@@ -98,7 +102,7 @@ def _details(model: ReportModel, color: bool) -> str:
     if model.evidence.shares:
         lines.append(
             b("Exclusive shares: ")
-            + ", ".join(f"{s.name} {fmt.pct(s.pct)}" for s in model.evidence.shares)
+            + ", ".join(f"{safe(s.name)} {fmt.pct(s.pct)}" for s in model.evidence.shares)
         )
     bd = model.breakdown
     if bd.rows:
@@ -107,34 +111,34 @@ def _details(model: ReportModel, color: bool) -> str:
         )
         for r in bd.rows:
             pct = r.pct or 0.0
-            lines.append(f"  {r.key:<14}{r.ms:>12,.3f} ms {pct:6.1f}%  {'#' * round(pct / 4)}")
+            lines.append(f"  {safe(r.key):<14}{r.ms:>12,.3f} ms {pct:6.1f}%  {'#' * round(pct / 4)}")
     if bd.hta:
         lines.append(
             b("GPU time")
             + dim(" (HTA temporal breakdown)")
             + ": "
-            + ", ".join(f"{v.name.lower()} {v.value}" for v in bd.hta)
+            + ", ".join(f"{safe(v.name.lower())} {safe(v.value)}" for v in bd.hta)
         )
     mem = model.memory
     cap = f" of {fmt.nbytes(mem.capacity_bytes)}" if mem.capacity_bytes else ""
     lines.append(b("Peak memory: ") + fmt.nbytes(mem.peak_allocated_bytes) + cap)
     for c in o.memcpy[:4]:
         lines.append(
-            f"  memcpy {c.direction} {c.host_memory or ''}: {c.count} copies, "
+            f"  memcpy {safe(c.direction)} {safe(c.host_memory or '')}: {c.count} copies, "
             f"{fmt.nbytes(c.bytes)}, {fmt.ms(c.time_ms, 3)}, {fmt.num(c.gbps, 1)} GB/s"
         )
     if model.kernels:
         lines.append(b("Top kernels"))
         for k in model.kernels[:5]:
-            kind = f"  [{k.kind}]" if k.kind else ""
+            kind = f"  [{safe(k.kind)}]" if k.kind else ""
             lines.append(
                 f"  {fmt.pct(k.pct):>6}  {fmt.ms(k.total_ms, 3):>12}  {k.calls:>6}x  "
-                f"{fmt.short(k.name, 90)}{kind}"
+                f"{safe(fmt.short(k.name, 90))}{kind}"
             )
     if model.recommendations:
         lines.append(b("Recommendations"))
-        lines.extend(f"  - {r.title}" for r in model.recommendations[:5])
-    lines.extend(dim(f"note: {n}") for n in model.provenance.notes)
+        lines.extend(f"  - {safe(r.title)}" for r in model.recommendations[:5])
+    lines.extend(dim(f"note: {safe(n)}") for n in model.provenance.notes)
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,7 @@ Outputs: conformed GPU_SAMPLES frames with ``source == "dcgm"``.
 
 from __future__ import annotations
 
+import math
 import re
 
 import polars as pl
@@ -83,11 +84,13 @@ DMON_FIELDS = {
     "PCIRX": "DCGM_FI_PROF_PCIE_RX_BYTES",
 }
 
-_SAMPLE = re.compile(
-    r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+))?\s*$"
-)
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-_ENTITY = re.compile(r"^(GPU(?:-I|-CI)?)\s+(\d+)\s+(.*)$")
+# Linear-time patterns (issue 12): no nested quantifier stores state per character (the old
+# ``(?:[^"\\]|\\.)*`` cost ~170 bytes per character of a label), and a sample line is split
+# by hand rather than by a backtracking ``.*``.
+_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="([^"\\]*(?:\\.[^"\\]*)*)"')
+_ENTITY = re.compile(r"^(GPU(?:-I|-CI)?)\s+([0-9]{1,9})\s+(.*)$")
+_TS = re.compile(r"-?[0-9]{1,15}")  # ms since the epoch: int64 ns after scaling
 _LONG = ["t", "gpu_index", "gpu_uuid", "instance", "field", "number"]
 # One row per (time, GPU, field) before the pivot into GPU_SAMPLES columns.
 _LONG_SCHEMA = {"t": pl.Int64(), "gpu_index": pl.Int32(), "gpu_uuid": pl.String(),
@@ -123,14 +126,38 @@ def _wide(long: pl.DataFrame) -> pl.DataFrame:
 
 
 def _int(text: str | None) -> int | None:
-    return int(text) if text and text.isdigit() else None
+    """A small non-negative index (ASCII digits only: ``int("²")`` fails), else None."""
+    return int(text) if text and text.isascii() and text.isdigit() and len(text) <= 9 else None
 
 
 def _number(text: str) -> float | None:
     try:
-        return float(text)
-    except ValueError:  # "N/A", "NaN"-like words, or a garbled value: a missing sample
+        value = float(text)
+    except ValueError:  # "N/A" or a garbled value: a missing sample
         return None
+    return value if math.isfinite(value) else None  # NaN/Inf: missing too
+
+
+def _split_sample(line: str) -> tuple[str, str, str, str | None] | None:
+    """``NAME{labels} VALUE [TS]`` -> (name, labels, value, ts), in linear time."""
+    name = _NAME.match(line)
+    if name is None:
+        return None
+    rest = line[name.end():]
+    labels = ""
+    if rest.startswith("{"):
+        close = rest.rfind("}")
+        if close < 0:
+            return None
+        labels, rest = rest[1:close], rest[close + 1:]
+    elif rest[:1] not in (" ", "\t"):
+        return None
+    parts = rest.split()
+    if len(parts) == 1:
+        return name.group(), labels, parts[0], None
+    if len(parts) == 2 and _TS.fullmatch(parts[1]):
+        return name.group(), labels, parts[0], parts[1]
+    return None
 
 
 def read_prometheus(text: str, scrape_time_ns: int | None) -> pl.DataFrame:
@@ -139,23 +166,26 @@ def read_prometheus(text: str, scrape_time_ns: int | None) -> pl.DataFrame:
     for line in text.splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        match = _SAMPLE.match(line.strip())
-        if not match:
+        sample = _split_sample(line.strip())
+        if sample is None:
             continue
-        name = _LEGACY.get(match["name"], match["name"])
+        raw_name, raw_labels, value, raw_ts = sample
+        name = _LEGACY.get(raw_name, raw_name)
         if name not in DCGM_FIELDS:
             continue
-        labels = dict(_LABEL.findall(match["labels"] or ""))
-        ts = int(match["ts"]) * 1_000_000 if match["ts"] else scrape_time_ns
-        gpu = labels.get("gpu", labels.get("minor_number"))
+        labels = dict(_LABEL.findall(raw_labels))
+        gpu = _int(labels.get("gpu", labels.get("minor_number")))
+        if gpu is None:  # a sample that names no GPU cannot be attributed to one
+            continue
+        ts = int(raw_ts) * 1_000_000 if raw_ts else scrape_time_ns
         rows.append(
             (
                 ts,
-                int(gpu) if gpu and gpu.isdigit() else None,
+                gpu,
                 labels.get("UUID", labels.get("uuid")),
                 _int(labels.get("GPU_I_ID")),
                 name,
-                _number(match["value"]),
+                _number(value),
             )
         )
     long = pl.DataFrame(rows, schema=_LONG_SCHEMA, orient="row")

@@ -21,8 +21,9 @@ from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
+from rightsize.traces import limits
+
 CHUNK_BYTES = 32 * 1024 * 1024  # read size: bounds memory, large enough for numpy to pay off
-HEAD_LIMIT_BYTES = 64 * 1024 * 1024  # Kineto writes a few KiB of metadata before the events
 
 _QUOTE, _BACKSLASH = 0x22, 0x5C
 _OPEN = (0x7B, 0x5B)  # { [
@@ -54,6 +55,10 @@ class ScanError(ValueError):
     """The bytes are not a Chrome-trace JSON document (reason in the message)."""
 
 
+def _over(c: limits.Cap) -> ScanError:
+    return ScanError(str(limits.LimitError(c)))
+
+
 class Scan:
     """One pass over a trace document; iterate :meth:`batches` exactly once."""
 
@@ -64,6 +69,11 @@ class Scan:
         self._tail = bytearray()  # document bytes from the array's "]" on
         self.events = 0  # events split by the structural scan (fast-path batches are not counted)
         self.bytes_read = 0
+        # Caps (rightsize.traces.limits): memory stays bounded whatever the file holds.
+        self._input_cap = limits.cap(limits.INPUT_BYTES)
+        self._event_cap = limits.cap(limits.EVENT_BYTES)
+        self._envelope_cap = limits.cap(limits.ENVELOPE_BYTES)
+        self._nesting_cap = limits.cap(limits.NESTING)
 
     @property
     def envelope(self) -> bytes:
@@ -104,6 +114,7 @@ class Scan:
                         body = body.lstrip(b" \t\r\n,")
                     yield Batch(body, raw, -1)
                     pending = buf[at + len(sep) - 1:]  # from the next event's "{"
+                    self._check_pending(pending)
                     continue
             done, batch, rest = self._split(buf, self._element_depth)
             if batch:
@@ -116,6 +127,7 @@ class Scan:
                 raise ScanError(f"truncated: the file ends inside the event array after "
                                 f"{self.events} events")
             pending = rest
+            self._check_pending(pending)
 
     def resplit(self, batch: Batch) -> bytes:
         """NDJSON of a fast-path batch by the structural scan (the fast path's fallback)."""
@@ -131,13 +143,23 @@ class Scan:
     def _read(self) -> bytes:
         data = self._stream.read(self._chunk_bytes)
         self.bytes_read += len(data)
+        if self.bytes_read > self._input_cap:
+            raise _over(limits.INPUT_BYTES)
         return data
 
     def _read_all(self) -> bytes:
+        """The rest of the document after the event array (metadata: a few KiB in practice)."""
         out = bytearray()
         while data := self._read():
             out += data
+            if len(out) + len(self._head) > self._envelope_cap:
+                raise _over(limits.ENVELOPE_BYTES)
         return bytes(out)
+
+    def _check_pending(self, pending: bytes) -> None:
+        """The unfinished event carried to the next read: one event must fit its cap."""
+        if len(pending) > self._event_cap:
+            raise _over(limits.EVENT_BYTES)
 
     def _find_array(self) -> int:
         """Consume the head up to the event array's "["; return the depth of its elements."""
@@ -151,6 +173,8 @@ class Scan:
                 if depth > 0 or in_string:
                     raise ScanError("truncated JSON: the file ends before the traceEvents array")
                 raise ScanError("no traceEvents array (not a Chrome/Kineto trace)")
+            if scanned == 0 and not self._head:
+                data = data.removeprefix(limits.BOM)  # a UTF-8 BOM some editors write
             start = len(self._head)
             self._head += data
             if scanned == 0:
@@ -172,6 +196,8 @@ class Scan:
                     in_string = True
                 elif c in _OPEN:
                     depth += 1
+                    if depth > self._nesting_cap:
+                        raise _over(limits.NESTING)
                     if c == 0x5B and self._is_event_array(i, depth):
                         rest = bytes(self._head[i + 1:])
                         del self._head[i + 1:]
@@ -183,9 +209,8 @@ class Scan:
                     if depth == 0:
                         raise ScanError("no traceEvents array (not a Chrome/Kineto trace)")
             scanned += len(data)
-            if scanned > HEAD_LIMIT_BYTES:
-                raise ScanError(f"no traceEvents array in the first {HEAD_LIMIT_BYTES >> 20} MiB "
-                                "(not a Chrome/Kineto trace)")
+            if scanned > self._envelope_cap:
+                raise _over(limits.ENVELOPE_BYTES)
 
     def _is_event_array(self, i: int, depth_after: int) -> bool:
         if depth_after == 1:  # the JSON Array Format: the document itself is the event list
@@ -280,3 +305,18 @@ class _Prepend:
             out, self._prefix = self._prefix, b""
             return out
         return self._stream.read(n)
+
+
+
+def max_depth(buf: bytes) -> int:
+    """The deepest nesting of objects/arrays in a JSON text (strings honoured), in one
+    vectorized pass: checked before ``json.loads``, whose recursion a deep document exhausts."""
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    quotes = _real_quotes(arr)
+    folded = arr & 0xDF
+    pos = np.flatnonzero((folded == 0x5B) | (folded == 0x5D))
+    pos = pos[(np.searchsorted(quotes, pos) & 1) == 0]
+    if len(pos) == 0:
+        return 0
+    steps = np.where(folded[pos] == 0x5D, -1, 1)
+    return int(np.cumsum(steps, dtype=np.int64).max())

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import zlib
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,6 +28,7 @@ from typing import Any
 import polars as pl
 
 from rightsize.errors import InputError
+from rightsize.traces import jsonscan, limits
 from rightsize.traces import kineto_frames as kf
 from rightsize.traces.jsonscan import Batch, Scan, ScanError
 from rightsize.traces.schema import Trace, TraceMeta
@@ -84,20 +86,60 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
                 progress(scan.bytes_read, n_events)
         if pending is not None:
             n_events += _collect(_result(scan, *pending), parts, cats)
-    try:
-        envelope = json.loads(scan.envelope)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(path, f"not valid JSON outside the event array ({exc.msg if hasattr(exc, 'msg') else exc})") from None
-    if isinstance(envelope, list):
-        envelope = {}
-    if not isinstance(envelope, dict):
-        raise InputError(path, "not a Chrome/Kineto trace (top level is not an object)")
+    envelope = _envelope(path, scan.envelope)
     if n_events == 0:
         raise InputError(path, "the trace has no events (traceEvents is empty)")
     meta = _meta(path, envelope, cats, n_events)
     frames = kf.finish(parts, envelope, meta)
+    if all(frames[name].height == 0 for name in kf.EVENT_FRAMES):
+        raise InputError(path, f"none of the {n_events:,} events is a PyTorch Profiler event "
+                               "(no known 'ph'/'cat' with a time)")
     _check_required(path, frames)
     return Trace(meta=meta, **frames)
+
+
+def _envelope(path: Path, raw: bytes) -> dict[str, Any]:
+    """The metadata outside the event array, as a dict with only valid strings and finite
+    numbers (``Infinity``/``NaN`` become None; lone surrogates U+FFFD); a base time that is
+    not finite is an error."""
+    nesting = limits.cap(limits.NESTING)
+    if jsonscan.max_depth(raw) > nesting:
+        raise InputError(path, str(limits.LimitError(limits.NESTING)))
+    try:
+        envelope = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise InputError(path, f"not valid JSON outside the event array ({why})") from None
+    if isinstance(envelope, list):
+        envelope = {}
+    if not isinstance(envelope, dict):
+        raise InputError(path, "not a Chrome/Kineto trace (top level is not an object)")
+    base = envelope.get("baseTimeNanoseconds")
+    if isinstance(base, float) and not math.isfinite(base):
+        raise InputError(path, f"baseTimeNanoseconds is {base}, not a time")
+    return _clean(envelope)
+
+
+def _clean(value: Any) -> Any:
+    """Strings without lone surrogates (they cannot be written as UTF-8 later), and
+    ``Infinity``/``NaN`` as None (strict JSON out)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(value) else value
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _has_surrogate(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 Parsed = tuple[dict[str, pl.DataFrame], set[str], int]  # frames, categories, events
@@ -139,6 +181,7 @@ def _meta(path: Path, env: dict[str, Any], cats: set[str], n_events: int) -> Tra
         dist = {}
     base = env.get("baseTimeNanoseconds")
     props = env.get("deviceProperties") or env.get("computeProperties") or []
+    props = props if isinstance(props, list) else []
     names = " ".join(str(p.get("name", "")) for p in props if isinstance(p, dict))
     if "roctracer_version" in env or "hip_runtime_version" in env or "AMD" in names:
         vendor = "amd"
@@ -164,7 +207,7 @@ def _meta(path: Path, env: dict[str, Any], cats: set[str], n_events: int) -> Tra
         world_size=_int_or_none(dist.get("world_size")),
         backend=dist.get("backend") if isinstance(dist.get("backend"), str) else None,
         vendor=vendor,
-        base_time_ns=_int_or_none(base),
+        base_time_ns=_base_time(path, base),
         legacy_names=bool(cats & kf.LEGACY_CATS),
         profiler=profiler,
         event_count=n_events,
@@ -174,8 +217,25 @@ def _meta(path: Path, env: dict[str, Any], cats: set[str], n_events: int) -> Tra
 def _int_or_none(value: Any) -> int | None:
     try:
         return int(value) if value is not None and not isinstance(value, bool) else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a huge float
         return None
+
+
+INT64_MAX = (1 << 63) - 1
+
+
+def _base_time(path: Path, value: Any) -> int | None:
+    """``baseTimeNanoseconds``: an epoch time that int64 ns can hold, else an error (adding
+    it must never wrap the event times)."""
+    base = _int_or_none(value)
+    if base is None:
+        if value is not None and not isinstance(value, bool):
+            raise InputError(path, f"baseTimeNanoseconds is not a whole number: {value!r:.40}")
+        return None
+    if not 0 <= base <= INT64_MAX:
+        raise InputError(path, f"baseTimeNanoseconds {str(value)[:40]} is outside int64 "
+                               "nanoseconds")
+    return base
 
 
 def _check_required(path: Path, frames: dict[str, pl.DataFrame]) -> None:

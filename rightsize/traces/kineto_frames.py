@@ -13,6 +13,7 @@ from typing import Any
 
 import polars as pl
 
+from rightsize.errors import InputError
 from rightsize.traces import schema
 from rightsize.traces.schema import TraceMeta
 
@@ -271,10 +272,19 @@ def finish(
         chunks = parts[name]
         df = pl.concat(chunks, how="vertical") if chunks else schema.empty(name)
         if base and "ts_ns" in df.columns:
+            _check_no_wrap(df, base, meta)
             df = df.with_columns(pl.col("ts_ns") + base)
         frames[name] = df.sort("ts_ns", maintain_order=True) if name != "flows" else df
     frames["devices"] = _single_visible_device(_devices(envelope), frames["kernels"])
     return frames
+
+
+def _check_no_wrap(df: pl.DataFrame, base: int, meta: TraceMeta) -> None:
+    """Relative times plus the base must stay inside int64 nanoseconds (polars would wrap)."""
+    latest = df["ts_ns"].max()
+    if isinstance(latest, int) and latest > (1 << 63) - 1 - base:
+        raise InputError(meta.path, "event times plus baseTimeNanoseconds overflow int64 "
+                                    "nanoseconds")
 
 
 def _single_visible_device(devices: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:

@@ -15,8 +15,13 @@ Anything else is refused with one line naming the mismatch.
 from __future__ import annotations
 
 import gzip
+import os
+import socket
+import sys
+import tempfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +30,7 @@ import polars as pl
 
 from rightsize import rundir
 from rightsize.errors import InputError
-from rightsize.traces import ncu, nsys
+from rightsize.traces import limits, ncu, nsys
 from rightsize.traces.kineto import GZIP_MAGIC, looks_like_kineto, read_kineto
 from rightsize.traces.metrics_logs import looks_like_metrics_log, read_metrics_log
 from rightsize.traces.samples import read_kind
@@ -57,19 +62,37 @@ class ReadOptions:
 
 
 def sniff(path: Path) -> bytes:
-    """The first bytes of a file, decompressed when it is gzip."""
+    """The first bytes of a file that are not a UTF-8 BOM or whitespace (decompressed when it
+    is gzip; leading whitespace is skipped up to the envelope cap)."""
     try:
         with path.open("rb") as fh:
             head = fh.read(SNIFF_BYTES)
             if head[:2] == GZIP_MAGIC:
                 fh.seek(0)
                 with gzip.GzipFile(fileobj=fh) as gz:
-                    return gz.read(SNIFF_BYTES)
-            return head
+                    return _first_content(gz)
+            fh.seek(0)
+            return _first_content(fh)
     except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
         raise InputError(path, f"corrupt or truncated gzip data ({exc})") from None
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _first_content(fh: Any) -> bytes:
+    """SNIFF_BYTES from the first byte that is not a BOM or whitespace (b"" when none)."""
+    skipped = 0
+    limit = limits.cap(limits.ENVELOPE_BYTES)
+    block = fh.read(SNIFF_BYTES).removeprefix(limits.BOM)
+    while block:
+        content = block.lstrip(b" \t\r\n")
+        if content:
+            return content + fh.read(SNIFF_BYTES - len(content))
+        skipped += len(block)
+        if skipped > limit:
+            return b""
+        block = fh.read(SNIFF_BYTES)
+    return b""
 
 
 def detect(path: Path) -> str:
@@ -95,12 +118,14 @@ def expand(paths: list[Path]) -> list[tuple[Path, Path | None]]:
     """Files to read, each with the run directory it belongs to (or None)."""
     out: list[tuple[Path, Path | None]] = []
     for p in paths:
-        if not p.exists():
-            raise InputError(p, "no such file or directory")
+        limits.check_regular(p)
         if p.is_dir():
             if rundir.is_run_dir(p):
-                rundir.read_manifest(p)  # one-line error for a newer or broken run directory
+                status = run_status(p)  # one-line error for a newer or broken run directory
                 files = rundir.trace_paths(p)
+                if not files and status == "interrupted":
+                    raise InputError(p, "run directory without traces: the run was interrupted "
+                                        "(rightsize was killed) before a trace was written")
                 if not files:
                     raise InputError(p, "run directory without traces (was --no-profiler used?)")
                 out.extend((f, p) for f in files)
@@ -114,15 +139,61 @@ def expand(paths: list[Path]) -> list[tuple[Path, Path | None]]:
     return out
 
 
+def run_status(run_dir: Path) -> str | None:
+    """The manifest's ``status``, or ``interrupted`` when it still says ``running`` but the
+    rightsize process that wrote it is gone (killed before it could record the end)."""
+    manifest = rundir.read_manifest(run_dir)
+    status = manifest.get("status") if isinstance(manifest, dict) else None
+    if status != "running" or not isinstance(manifest, dict):
+        return status if isinstance(status, str) else None
+    pid = manifest.get("rightsize_pid")
+    host = manifest.get("host")
+    same_host = isinstance(host, dict) and host.get("hostname") == socket.gethostname()
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or not same_host:
+        return status
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "interrupted"
+    except (PermissionError, OverflowError):
+        return status
+    return status
+
+
 def load(paths: list[str | Path], progress: Progress | None = None,
          options: ReadOptions = ReadOptions()) -> Inputs:
-    """Read every input into the normalized schema."""
-    files = expand([Path(p) for p in paths])
+    """Read every input into the normalized schema (``-`` is standard input)."""
+    with stdin_as_file(paths) as real:
+        return _load(real, progress, options)
+
+
+@contextmanager
+def stdin_as_file(paths: list[str | Path]) -> Iterator[list[Path]]:
+    """``-`` copied to a temporary file (within the input cap) for the duration of a read:
+    formats are detected by content and nsys needs a seekable file."""
+    if not any(str(p) == "-" for p in paths):
+        yield [Path(p) for p in paths]
+        return
+    limit = limits.cap(limits.INPUT_BYTES)
+    with tempfile.NamedTemporaryFile(prefix="rightsize-stdin-") as tmp:
+        copied = 0
+        while chunk := sys.stdin.buffer.read(1 << 20):
+            copied += len(chunk)
+            if copied > limit:
+                raise limits.LimitError(limits.INPUT_BYTES, "-")
+            tmp.write(chunk)
+        tmp.flush()
+        yield [Path(tmp.name) if str(p) == "-" else Path(p) for p in paths]
+
+
+def _load(paths: list[Path], progress: Progress | None, options: ReadOptions) -> Inputs:
+    files = expand(paths)
     traces: list[Trace] = []
     described: list[dict[str, Any]] = []
     run_dirs: list[Path] = []
     ncu_frames: list[pl.DataFrame] = []
     gpu_frames: list[pl.DataFrame] = []
+    statuses: dict[Path, str | None] = {}
     for i, (f, run) in enumerate(files, 1):
         fmt = detect(f)
         label = f"[{i}/{len(files)}] {f.name}"
@@ -130,16 +201,22 @@ def load(paths: list[str | Path], progress: Progress | None = None,
             progress(f"reading {label}")
         size = f.stat().st_size
         entry: dict[str, Any] = {"path": str(f), "format": fmt, "bytes": size}
+        if run is not None:
+            entry["run_status"] = statuses.setdefault(run, run_status(run))
         if fmt in ("kineto", "nsys"):
             trace = _read_trace(f, fmt, label, progress, options)
             traces.append(trace)
             entry.update(rank=trace.meta.rank, events=trace.meta.event_count)
         elif fmt == "ncu":
             frame = ncu.read_ncu_csv(f)
+            if frame.is_empty():
+                raise InputError(f, "an Nsight Compute CSV without kernel rows")
             ncu_frames.append(frame)
             entry.update(kernels=frame.height)
         else:
             frame = read_metrics_log(f, timezone=options.timezone)
+            if frame.is_empty():
+                raise InputError(f, "a GPU metrics log without samples")
             gpu_frames.append(frame)
             entry.update(samples=frame.height)
         described.append(entry)

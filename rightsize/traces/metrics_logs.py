@@ -29,7 +29,7 @@ from pathlib import Path
 import polars as pl
 
 from rightsize.errors import InputError
-from rightsize.traces import dcgm_logs
+from rightsize.traces import dcgm_logs, limits
 from rightsize.traces.samples import conform_samples
 
 __all__ = ["looks_like_metrics_log", "metrics_log_kind", "read_metrics_log"]
@@ -199,10 +199,7 @@ def read_metrics_log(
     ``-d`` delay of a dcgmi dmon capture (it prints no times; without them ``t_ns`` is null).
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, f"cannot read ({exc.strerror or exc.__class__.__name__})") from exc
+    data = limits.read_bytes(path)
     if not data.strip():
         raise InputError(path, "empty file")
     kind = metrics_log_kind(data[:65536])

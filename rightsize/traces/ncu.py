@@ -23,6 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from rightsize.errors import InputError
+from rightsize.traces import limits
 from rightsize.traces.kernel_names import normalize_kernel_name
 from rightsize.traces.ncu_units import FLOP_WEIGHTS, METRIC_TARGETS, TENSOR_OPS_PREFIX, unit_scale
 
@@ -108,7 +109,11 @@ def _split_stream(path: Path, text: str) -> tuple[list[str], list[list[str]]]:
         raise InputError(path, problem + detail)
     # Data rows start with a quote; ==PROF== lines and program output can interleave.
     body = [lines[start]] + [ln for ln in lines[start + 1 :] if ln.startswith('"')]
-    rows = list(csv.reader(io.StringIO("\n".join(body))))
+    csv.field_size_limit(max(csv.field_size_limit(), limits.cap(limits.LINE_BYTES)))
+    try:
+        rows = list(csv.reader(io.StringIO("\n".join(body))))
+    except csv.Error as exc:
+        raise InputError(path, f"malformed CSV ({exc})") from None
     header = rows[0]
     width = len(header)
     return header, [r + [""] * (width - len(r)) if len(r) < width else r[:width] for r in rows[1:]]
@@ -143,8 +148,11 @@ def _long_raw(header: list[str], rows: list[list[str]]) -> pl.DataFrame:
 
 def _product(col: str) -> pl.Expr:
     """``"(16, 4, 1)"`` -> 64."""
-    dims = pl.col(col).str.extract_all(r"\d+").list.eval(pl.element().cast(pl.Int64))
-    return dims.list.eval(pl.element().product()).list.first()
+    # Float64 then a lenient cast: a dimension or product beyond int64 is null, never a wrap.
+    dims = pl.col(col).str.extract_all(r"[0-9]+").list.eval(
+        pl.element().cast(pl.Float64, strict=False))
+    product = dims.list.eval(pl.element().product()).list.first()
+    return pl.when(product < 2.0**63).then(product).otherwise(None).cast(pl.Int64, strict=False)
 
 
 def _scaled(long: pl.DataFrame) -> pl.DataFrame:
@@ -258,10 +266,7 @@ def conform_ncu(df: pl.DataFrame) -> pl.DataFrame:
 def read_ncu_csv(path: str | Path) -> pl.DataFrame:
     """Read an ncu CSV (details or raw page) into one row per kernel launch (NCU_KERNELS)."""
     path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(path, f"cannot read ({exc.strerror or exc.__class__.__name__})") from exc
+    text = limits.read_text(path)
     if not text.strip():
         raise InputError(path, "empty file")
     header, rows = _split_stream(path, text)

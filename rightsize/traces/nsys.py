@@ -55,6 +55,16 @@ _GPU_METRIC_COLUMNS = {
 }
 
 
+# What a damaged export raises while its values are converted: SQLite's own errors, polars'
+# schema errors, and Python's conversion errors for values of the wrong type or range
+# (UnicodeDecodeError is a ValueError).
+CORRUPT = (sqlite3.Error, pl.exceptions.PolarsError, ValueError, TypeError, OverflowError)
+
+
+_EVENT_FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations", "steps",
+                 "memory", "syncs")
+
+
 def looks_like_nsys(path: str | Path, head: bytes) -> bool:
     """True when the file is SQLite (``head`` = its first bytes) with nsys export tables."""
     return is_nsys_sqlite(path, head)
@@ -64,7 +74,13 @@ def _session_start_ns(db: NsysDb) -> int | None:
     if "utcEpochNs" not in db.columns("TARGET_INFO_SESSION_START_TIME"):
         return None
     row = db.conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
-    return int(row[0]) if row and row[0] is not None else None
+    if not row or row[0] is None:
+        return None
+    value = row[0]
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 63:
+        raise InputError(db.path, f"TARGET_INFO_SESSION_START_TIME.utcEpochNs is not a time "
+                                  f"in int64 nanoseconds: {str(value)[:40]!r}")
+    return value
 
 
 def _profiler_meta(db: NsysDb, start_ns: int | None, dropped: list[str]) -> dict[str, Any]:
@@ -134,11 +150,22 @@ def read_nsys(path: str | Path, step_range: str | None = None) -> Trace:
     """
     db = open_nsys(path)
     try:
-        return _build(db, step_range)
-    except (sqlite3.Error, pl.exceptions.PolarsError) as exc:
-        raise InputError(path, f"unreadable nsys export ({one_line(exc)})") from exc
+        trace = _build(db, step_range)
+    except CORRUPT as exc:
+        raise InputError(path, f"unreadable or damaged nsys export ({one_line(exc)})") from exc
     finally:
         db.close()
+    for name in ("kernels", "transfers", "runtime", "cpu_ops", "steps"):
+        frame = trace.frame(name)
+        missing = frame.filter(pl.col("ts_ns").is_null() | pl.col("dur_ns").is_null()).height
+        if missing:  # a damaged row: an activity without a time cannot be placed
+            what = name.replace("_", " ").rstrip("s")
+            raise InputError(path, f"{missing} {what} row(s) without a start or end time "
+                                   "(a damaged export)")
+    if all(trace.frame(name).is_empty() for name in _EVENT_FRAMES):
+        raise InputError(path, "an Nsight Systems export without kernels, copies, runtime "
+                               "calls or NVTX ranges")
+    return trace
 
 
 def nsys_kernel_short_names(path: str | Path) -> pl.DataFrame:
@@ -149,8 +176,8 @@ def nsys_kernel_short_names(path: str | Path) -> pl.DataFrame:
     db = open_nsys(path)
     try:
         return nsys_gpu.kernel_short_names(db)
-    except (sqlite3.Error, pl.exceptions.PolarsError) as exc:
-        raise InputError(path, f"unreadable nsys export ({one_line(exc)})") from exc
+    except CORRUPT as exc:
+        raise InputError(path, f"unreadable or damaged nsys export ({one_line(exc)})") from exc
     finally:
         db.close()
 
@@ -167,8 +194,8 @@ def read_nsys_gpu_metrics(path: str | Path) -> pl.DataFrame:
     db = open_nsys(path)
     try:
         return _gpu_metrics(db)
-    except (sqlite3.Error, pl.exceptions.PolarsError) as exc:
-        raise InputError(path, f"unreadable nsys export ({one_line(exc)})") from exc
+    except CORRUPT as exc:
+        raise InputError(path, f"unreadable or damaged nsys export ({one_line(exc)})") from exc
     finally:
         db.close()
 

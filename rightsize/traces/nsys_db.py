@@ -166,7 +166,7 @@ def open_nsys(path: str | Path) -> NsysDb:
     try:
         conn = _connect(path)
         rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, ValueError) as exc:  # ValueError: undecodable schema text
         raise InputError(path, f"unreadable SQLite file ({one_line(exc)})") from exc
     tables = frozenset(str(r[0]) for r in rows)
     if "StringIds" not in tables or not any(t in tables for t in _NSYS_MARKERS):

@@ -132,8 +132,13 @@ def empty_samples(kind: str) -> pl.DataFrame:
 def conform_samples(kind: str, df: pl.DataFrame) -> pl.DataFrame:
     """Select and cast ``df`` to the declared columns of ``kind``; absent columns become null."""
     cols = SAMPLE_FILES[kind]
-    return df.select(
+    out = df.select(
         [(pl.col(c) if c in df.columns else pl.lit(None)).cast(t).alias(c) for c, t in cols.items()]
+    )
+    # NaN/Infinity (a log's "NaN", "+Inf") is a missing sample, never a number in the output.
+    floats = [c for c, t in cols.items() if t.is_float()]
+    return out.with_columns(
+        [pl.when(pl.col(c).is_finite()).then(pl.col(c)).otherwise(None).alias(c) for c in floats]
     )
 
 

@@ -120,7 +120,7 @@ def test_user_gpu_overrides_cells_and_adds_gpus():
     ("{oops", "not valid JSON"),
     ('{"other": 1}', "needs a 'gpus' or 'prices' list"),
     ("a,b\n1,2\n", "needs a 'name' column"),
-    ("name,memory_gb\nX1,lots\n", "'lots' is not a number"),
+    ("name,memory_gb\nX1,lots\n", "'lots' is not a finite number"),
     ("name,memory_gb\nX1,16\n", "missing vendor, architecture, memory_bandwidth_gbs"),
 ])
 def test_malformed_user_catalogs_raise_one_line(text, words):

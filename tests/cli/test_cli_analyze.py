@@ -85,8 +85,8 @@ def test_output_file_is_never_overwritten_without_force(tmp_path, trace_file):
     assert out.read_text() == "precious"
     res = rightsize("analyze", trace_file, "--format", "json", "-o", out, "--force")
     assert res.returncode == 0 and json.loads(out.read_text())["schema_version"] == 1
-    assert f"report: {tmp_path / 'report.html'}" in res.stderr
-    assert (tmp_path / "report.html").stat().st_size > 10_000
+    assert f"report: {tmp_path / 'a.report.html'}" in res.stderr
+    assert (tmp_path / "a.report.html").stat().st_size > 10_000
 
 
 def test_directory_of_rank_traces(tmp_path):

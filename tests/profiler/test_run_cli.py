@@ -199,7 +199,8 @@ def test_an_existing_run_directory_is_never_overwritten(tmp_path: Path) -> None:
     res = rightsize_run("--out", "run", "x.py", cwd=tmp_path)
     assert res.returncode == 1
     assert (
-        res.stderr.strip() == "rightsize: error: run already exists; pass --force to overwrite it"
+        res.stderr.strip() == "rightsize: error: run already exists and is not empty; a run never "
+        "overwrites one: choose another --out"
     )
     assert (tmp_path / "run" / "manifest.json").read_text() == "{}"
 

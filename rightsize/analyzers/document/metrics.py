@@ -34,9 +34,12 @@ class InputFile:
     events: int | None = None
     kernels: int | None = None
     samples: int | None = None
+    run_status: str | None = None  # "interrupted": its run directory was left mid-run
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def _present(self, name: str) -> bool:
+        if name == "run_status":
+            return self.run_status is not None
         if name in ("rank", "events"):
             return self.format in TRACE_FORMATS
         if name == "kernels":

@@ -40,19 +40,19 @@ TENSOR_CORE_NAMES = r"xmma|tensorop|gmma|wgmma|mfma|cijk_.*_mfma|nvjet"
 NO_TF32_ARCHITECTURES = ("Volta", "Turing", "Pascal")
 
 
-def name_precision(name: str) -> str | None:
-    """The precision a kernel name states, or None."""
-    low = name.lower()
+def name_precision(name: str | None) -> str | None:
+    """The precision a kernel name states, or None (also for a kernel without a name)."""
+    low = (name or "").lower()
     return next((p for pattern, p in NAME_RULES if re.search(pattern, low)), None)
 
 
-def kernel_precision(name: str, op_precision: str | None,
+def kernel_precision(name: str | None, op_precision: str | None,
                      architecture: str | None = None) -> str | None:
     """One kernel's precision from its name, else its op's dtype (fp32 on tensor cores: tf32)."""
     by_name = name_precision(name)
     if by_name is not None:
         return by_name
-    if (op_precision == "fp32" and re.search(TENSOR_CORE_NAMES, name.lower())
+    if (op_precision == "fp32" and re.search(TENSOR_CORE_NAMES, (name or "").lower())
             and not (architecture or "").startswith(NO_TF32_ARCHITECTURES)):
         return "tf32"
     return op_precision

@@ -70,6 +70,7 @@ def kernel_work(work: pl.DataFrame, steps: int,
                         dur / steps, cnt / steps, int(kernels))
              for name, op, flops, bytes_, prec, kernels, dur, cnt in shaped.iter_rows()]
     rest = (w.filter(~pl.col("shaped")).with_columns(pl.coalesce("group", "name").alias("group"))
+            .with_columns(pl.col("group").fill_null(""))
             .group_by("group", "work", "kernel_precision")
             .agg(pl.col("dur_ns").sum(), count=pl.len()))
     items += [KernelWork(group, GEMM if cls == WorkClass.COMPUTE.value

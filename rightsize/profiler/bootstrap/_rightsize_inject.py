@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 
+import _rightsize_state
 from _rightsize_state import CONFIG, WORKER, State, remove_hooks, warn
 
 LAUNCHERS = {
@@ -191,11 +192,7 @@ def _install_hooks(torch):
     _patch_worker_loop()
     atexit.register(_at_exit)
     os.register_at_fork(after_in_child=_after_fork_in_child)
-    if (
-        threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-    ):
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    _install_signal_handlers()
 
 
 def _patch_optimizer_init(cls):
@@ -266,9 +263,46 @@ def _at_exit():
         _STATE.finish("exit")
 
 
-def _on_sigterm(signum, frame):
+# -- signals: cut the trace, then do what the job would have done ----------------------------
+# Installed only over the job's defaults (SIG_DFL for SIGTERM, Python's KeyboardInterrupt for
+# SIGINT) and only while profiling may still happen: once it is over, or on the first signal,
+# the job's own dispositions are back.
+_PREVIOUS: dict = {}  # signum -> the disposition ours replaced
+
+
+def _install_signal_handlers():
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum, default in ((signal.SIGTERM, signal.SIG_DFL),
+                            (signal.SIGINT, signal.default_int_handler)):
+        try:
+            if signal.getsignal(signum) == default:
+                _PREVIOUS[signum] = signal.signal(signum, _on_signal)
+        except (ValueError, OSError):  # not settable in this interpreter
+            continue
+    _rightsize_state.ON_DONE.append(_restore_signal_handlers)
+
+
+def _restore_signal_handlers():
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal.signal works only there; the handler then restores on its first call
+    for signum, previous in list(_PREVIOUS.items()):
+        try:
+            if signal.getsignal(signum) == _on_signal:  # unless the job set its own since
+                signal.signal(signum, previous)
+        except (ValueError, OSError):
+            continue
+        _PREVIOUS.pop(signum, None)
+
+
+def _on_signal(signum, frame):
+    previous = _PREVIOUS.get(signum, signal.SIG_DFL)
     if _STATE is not None:
-        _STATE.finish("SIGTERM")
+        _STATE.cut(signal.Signals(signum).name)
+    _restore_signal_handlers()
+    if callable(previous):  # Python's SIGINT handler: KeyboardInterrupt, as without rightsize
+        previous(signum, frame)
+        return
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
 

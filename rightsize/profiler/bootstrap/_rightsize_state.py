@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 DEFAULTS = {
     "run_dir": None,
@@ -24,6 +25,10 @@ DEFAULTS = {
     "with_flops": True,
     "window_delay_s": 1.0,
     "window_s": 2.0,
+    # On SIGTERM/SIGINT a window recorded for less than this is still exported (about 0.25 s
+    # of export per second recorded, so the job stops within about a second); a longer one is
+    # cut, not exported.
+    "flush_on_signal_s": 2.0,
 }
 WORKER = "DataLoader worker"
 
@@ -31,8 +36,30 @@ WORKER = "DataLoader worker"
 CONFIG = dict(DEFAULTS)
 
 
+# Called once profiling is over in this process (done, failed, cut): the injector restores the
+# job's own signal dispositions there.
+ON_DONE: list = []
+
+
 def warn(message):
-    sys.stderr.write(f"rightsize: {message}\n")
+    """Never into the job's own streams: a line in ``<run_dir>/procs/<pid>.log`` instead."""
+    run_dir = CONFIG.get("run_dir")
+    if not run_dir:
+        return
+    try:
+        with open(os.path.join(run_dir, "procs", f"{os.getpid()}.log"), "a",
+                  encoding="utf-8") as fh:
+            fh.write(f"rightsize: {message}\n")
+    except OSError:
+        pass  # nowhere left to say it; the job must not be harmed
+
+
+def profiling_over():
+    for callback in ON_DONE:
+        try:
+            callback()
+        except Exception:  # noqa: BLE001, S110 - the job must not be harmed
+            pass
 
 
 def remove_hooks(state, *names):
@@ -52,6 +79,7 @@ class State:
         self.mode = "off" if skip_reason else "auto"  # auto|optimizer|time|manual|off
         self.skip_reason = skip_reason
         self.prof = None
+        self.recording_since = 0.0  # time.monotonic() when self.prof started
         self.block = False  # inside rightsize.profile()
         self.done = False
         self.windows = 0
@@ -84,6 +112,7 @@ class State:
             def sched(step):
                 return ProfilerAction.RECORD
 
+        self.recording_since = time.monotonic()
         self.prof = profile(
             schedule=sched,
             on_trace_ready=self.on_trace_ready,
@@ -101,6 +130,7 @@ class State:
             self.stop()
             self.done = True
             remove_hooks(self, "optimizer", "forward_pre", "forward")
+            profiling_over()
 
     def stop(self):
         prof, self.prof = self.prof, None
@@ -142,6 +172,27 @@ class State:
             self.stop()
         except Exception as stop_exc:  # noqa: BLE001 - the job must not be harmed
             self.note(f"stopping the profiler also failed: {stop_exc!r}")
+        profiling_over()
+
+    def cut(self, why):
+        """On SIGTERM/SIGINT: give up the window being recorded without exporting it (an
+        export takes seconds per minute recorded, and the job was asked to stop now); the
+        windows already exported stay, and the record says the trace was cut."""
+        if os.getpid() != self.pid:
+            return
+        recording = self.prof is not None
+        if recording and time.monotonic() - self.recording_since < CONFIG["flush_on_signal_s"]:
+            self.finish(why)  # a short window: exporting it is cheap
+            self.mode = "off"
+            return
+        self.prof = None  # not stopped: stopping collects and exports; the process ends anyway
+        self.mode = "off"
+        remove_hooks(self, "optimizer", "forward_pre", "forward")
+        if recording:
+            self.note(f"trace cut by {why} after {self.steps} steps: the window being recorded "
+                      "was not exported, so the job could stop at once")
+        self.write_record("cut" if recording else "ended")
+        profiling_over()
 
     def finish(self, why):
         """At exit or on SIGTERM: stop, export what was recorded, write the record."""
@@ -160,6 +211,7 @@ class State:
                     f"{CONFIG['window_delay_s']} s after the first one"
                 )
             self.write_record("ended")
+        profiling_over()
 
     # -- bookkeeping ---------------------------------------------------------------------
     def note(self, text):

@@ -1,0 +1,78 @@
+"""The server's own HTML pages (upload, run list, run status, compare) and their assets.
+
+Templates are package data under ``templates/``, rendered by Jinja2 with autoescape on and
+``StrictUndefined``; data reaches JavaScript only through ``|tojson`` or ``data-`` attributes.
+The style is the report's own ``style.css`` (served from :mod:`rightsize.reports`) plus a few
+rules in ``serve.css``; every asset is served by this server: the pages work offline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from importlib import resources
+from typing import Any
+
+import jinja2
+
+from rightsize import __version__
+
+# The policy of the server's own pages: scripts and styles from this origin only.
+PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+            "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+# Stored reports inline their scripts and styles (they are self-contained files) and fetch
+# nothing.
+REPORT_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+              "img-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+ASSETS = {  # URL name -> (package, resource path, media type)
+    "style.css": ("rightsize.reports", "templates/style.css", "text/css"),
+    "serve.css": ("rightsize.serve", "templates/serve.css", "text/css"),
+    "serve.js": ("rightsize.serve", "templates/serve.js", "text/javascript"),
+}
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("rightsize.serve", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(when=_when, ms=_ms, nbytes=_nbytes)
+    env.globals.update(version=__version__)
+    return env
+
+
+def render_page(template: str, **context: Any) -> str:
+    return environment().get_template(template).render(**context)
+
+
+@functools.cache
+def asset(name: str) -> tuple[bytes, str] | None:
+    """An asset's bytes and media type, or None for a name not in :data:`ASSETS`."""
+    if name not in ASSETS:
+        return None
+    package, path, media = ASSETS[name]
+    return (resources.files(package) / path).read_bytes(), media
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return ""
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value:,.1f} ms"
+
+
+def _nbytes(n: int | None) -> str:
+    if n is None:
+        return ""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"

@@ -1,0 +1,160 @@
+"""The run index: one SQLite file in the data directory, plus a directory per run.
+
+Input: runs created by the upload handler, status changes from the job runner and the workers.
+Output: rows as plain dicts (the ``GET /api/runs`` items). The index survives restarts; a run's
+``analysis.json`` and ``report.html`` sit in ``runs/<id>/`` beside it, and its inputs are
+content-addressed blobs (``blobs/<sha256[:2]>/<sha256>``) shared between runs.
+
+Every call opens its own short connection (WAL mode), so the server and the worker processes
+can write the same file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+RUN_ID = re.compile(r"^[0-9a-f]{16}$")
+STATUSES = ("queued", "running", "done", "failed")
+ACTIVE = ("queued", "running")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,        -- unix seconds
+    status TEXT NOT NULL,            -- queued, running, done, failed
+    error TEXT,                      -- the one-line error of a failed run
+    files TEXT NOT NULL,             -- JSON list of {name, sha256, bytes}, upload order
+    input_key TEXT NOT NULL,         -- sha256 of the ordered hashes: same inputs, same key
+    started_at REAL,
+    finished_at REAL,
+    analysis_s REAL,                 -- wall seconds the worker spent in analyze + render
+    verdict TEXT,                    -- diagnosis.bound
+    sizing TEXT,                     -- sizing.verdict
+    device TEXT,                     -- the primary device's name, or "CPU"
+    step_ms REAL                     -- steps.mean_ms
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at);
+CREATE INDEX IF NOT EXISTS runs_input_key ON runs (input_key);
+"""
+_COLUMNS = ("id", "created_at", "status", "error", "files", "input_key", "started_at",
+            "finished_at", "analysis_s", "verdict", "sizing", "device", "step_ms")
+
+
+class Store:
+    """The SQLite index of runs under ``data_dir``."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = Path(db_path)
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.db_path, timeout=30)
+        try:
+            with db:  # commit on success, roll back on error
+                yield db
+        finally:
+            db.close()
+
+    def create(self, files: list[dict[str, Any]], input_key: str) -> str:
+        run_id = secrets.token_hex(8)
+        with self._connect() as db:
+            db.execute("INSERT INTO runs (id, created_at, status, files, input_key) "
+                       "VALUES (?, ?, 'queued', ?, ?)",
+                       (run_id, time.time(), json.dumps(files), input_key))
+        return run_id
+
+    def get(self, run_id: str) -> dict[str, Any] | None:
+        if not RUN_ID.match(run_id):
+            return None
+        with self._connect() as db:
+            row = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM runs WHERE id = ?",
+                             (run_id,)).fetchone()
+        return _row(row) if row else None
+
+    def find_reusable(self, input_key: str) -> dict[str, Any] | None:
+        """The newest run of the same inputs that did not fail (its analysis can be reused)."""
+        with self._connect() as db:
+            row = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM runs WHERE input_key = ? "
+                             "AND status != 'failed' ORDER BY created_at DESC LIMIT 1",
+                             (input_key,)).fetchone()
+        return _row(row) if row else None
+
+    def runs(self, query: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+        """Runs newest first; ``query`` matches file names, verdict, device, status or id."""
+        sql = f"SELECT {', '.join(_COLUMNS)} FROM runs"
+        args: list[Any] = []
+        if query:
+            like = f"%{query.lower()}%"
+            sql += (" WHERE lower(files) LIKE ? OR lower(coalesce(verdict, '')) LIKE ? OR "
+                    "lower(coalesce(device, '')) LIKE ? OR status LIKE ? OR id LIKE ?")
+            args = [like] * 5
+        sql += " ORDER BY created_at DESC LIMIT ?"
+        with self._connect() as db:
+            rows = db.execute(sql, [*args, limit]).fetchall()
+        return [_row(r) for r in rows]
+
+    def count_active(self) -> int:
+        with self._connect() as db:
+            return int(db.execute("SELECT count(*) FROM runs WHERE status IN ('queued', "
+                                  "'running')").fetchone()[0])
+
+    def active_ids(self) -> list[str]:
+        with self._connect() as db:
+            rows = db.execute("SELECT id FROM runs WHERE status IN ('queued', 'running') "
+                              "ORDER BY created_at").fetchall()
+        return [r[0] for r in rows]
+
+    def mark_running(self, run_id: str) -> None:
+        with self._connect() as db:
+            db.execute("UPDATE runs SET status = 'running', started_at = ? WHERE id = ?",
+                       (time.time(), run_id))
+
+    def requeue(self, run_id: str) -> None:
+        with self._connect() as db:
+            db.execute("UPDATE runs SET status = 'queued', started_at = NULL WHERE id = ?",
+                       (run_id,))
+
+    def finish(self, run_id: str, summary: dict[str, Any]) -> None:
+        """Record a worker's result: ``summary`` has ``error`` (failed) or the verdict keys."""
+        error = summary.get("error")
+        with self._connect() as db:
+            db.execute("UPDATE runs SET status = ?, error = ?, finished_at = ?, analysis_s = ?, "
+                       "verdict = ?, sizing = ?, device = ?, step_ms = ? WHERE id = ?",
+                       ("failed" if error else "done", error, time.time(),
+                        summary.get("analysis_s"), summary.get("verdict"),
+                        summary.get("sizing"), summary.get("device"), summary.get("step_ms"),
+                        run_id))
+
+    def delete(self, run_id: str) -> bool:
+        with self._connect() as db:
+            return db.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount > 0
+
+    def blob_in_use(self, sha256: str) -> bool:
+        with self._connect() as db:
+            return db.execute("SELECT 1 FROM runs WHERE files LIKE ? LIMIT 1",
+                              (f'%"{sha256}"%',)).fetchone() is not None
+
+
+def _row(row: tuple[Any, ...]) -> dict[str, Any]:
+    item = dict(zip(_COLUMNS, row, strict=True))
+    item["files"] = json.loads(item["files"])
+    return item
+
+
+def blob_path(blobs_dir: Path, sha256: str) -> Path:
+    """Where the content with this hash is stored: never derived from a client's file name."""
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise ValueError(f"not a sha256 hex digest: {sha256!r}")
+    return blobs_dir / sha256[:2] / sha256

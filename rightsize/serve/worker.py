@@ -1,0 +1,126 @@
+"""What one analysis worker process does with one run (runs in a spawned process).
+
+Input: the run's directory and its inputs (blob path and display name each). Output:
+``analysis.json`` and ``report.html`` in the run directory, and a small summary dict for the
+index (verdict, device, step time, seconds spent) or ``{"error": one line}``. The analysis is
+:func:`rightsize.pipeline.analyze_paths` and the page :func:`rightsize.reports.render.write_report`,
+the same calls as ``rightsize analyze`` (the page from the typed document read back from the
+JSON form, as ``rightsize report`` does). The document's ``path`` values are the uploaded file
+names, not the server's blob paths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+from rightsize.errors import RightsizeError
+
+ANALYSIS_JSON = "analysis.json"
+REPORT_HTML = "report.html"
+
+
+def init_worker(memory_limit_bytes: int | None) -> None:
+    """Pool initializer: import the analysis stack, then cap this process's address space.
+
+    Importing first keeps the cap for the analysis: numpy's BLAS reserves its thread buffers
+    at import and would fail there with a misleading error under a tight cap.
+    """
+    import numpy  # noqa: F401
+    import polars  # noqa: F401
+
+    import rightsize.analyzers.analysis
+    import rightsize.reports.render
+    import rightsize.traces.loader  # noqa: F401
+
+    if memory_limit_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+
+
+def analyze_run(run_dir: str, inputs: list[tuple[str, str]]) -> dict[str, Any]:
+    """Analyze one run; never raises for a bad input (the error is the summary)."""
+    run = Path(run_dir)
+    names = _link_inputs(run, inputs)
+    start = time.perf_counter()
+    try:
+        from rightsize.analyzers.document import Document
+        from rightsize.pipeline import analyze_paths
+        from rightsize.reports.render import write_report
+
+        doc = analyze_paths(list(names))
+        _rename_paths(doc, names)
+        _write_json(run / ANALYSIS_JSON, doc)
+        write_report(Document.from_json(doc), run / REPORT_HTML, force=True)
+    except RightsizeError as exc:
+        return {"error": _one_line(_rename_text(str(exc), names))}
+    except MemoryError:
+        return {"error": "out of memory in the analysis worker (see --worker-memory-mb)"}
+    except Exception as exc:  # noqa: BLE001 - a bug, not bad input: one line for the run page
+        return {"error": _one_line(f"internal error: {type(exc).__name__}: "
+                                   f"{_rename_text(str(exc), names)}")}
+    finally:
+        for link in names:
+            Path(link).unlink(missing_ok=True)
+    return {**summarize(doc), "analysis_s": round(time.perf_counter() - start, 3)}
+
+
+def summarize(doc: dict[str, Any]) -> dict[str, Any]:
+    """The index columns of a finished analysis document."""
+    diagnosis = doc.get("diagnosis") or {}
+    sizing = doc.get("sizing") or {}
+    return {"verdict": diagnosis.get("bound"), "sizing": sizing.get("verdict"),
+            "device": primary_device(doc), "step_ms": (doc.get("steps") or {}).get("mean_ms")}
+
+
+def primary_device(doc: dict[str, Any]) -> str:
+    devices = doc.get("devices") or []
+    primary = [d for d in devices if d.get("primary")] or devices
+    return str(primary[0].get("name") or "GPU") if primary else "CPU"
+
+
+def _link_inputs(run: Path, inputs: list[tuple[str, str]]) -> dict[str, str]:
+    """Give the analysis its own view of the blobs: ``input-N`` links in the run directory.
+
+    Names are generated here (the readers detect formats from content); returns link -> the
+    uploaded name, for error messages and the document.
+    """
+    folder = run / "inputs"
+    folder.mkdir(parents=True, exist_ok=True)
+    names: dict[str, str] = {}
+    for i, (blob, name) in enumerate(inputs):
+        link = folder / f"input-{i}"
+        link.unlink(missing_ok=True)
+        try:
+            os.link(blob, link)
+        except OSError:
+            link.symlink_to(Path(blob).resolve())
+        names[str(link)] = name
+    return names
+
+
+def _rename_paths(doc: dict[str, Any], names: dict[str, str]) -> None:
+    for key in ("inputs", "ranks"):
+        for item in doc.get(key) or []:
+            if isinstance(item, dict) and isinstance(item.get("path"), str):
+                item["path"] = _rename_text(item["path"], names)
+
+
+def _rename_text(text: str, names: dict[str, str]) -> str:
+    for link, name in sorted(names.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(link, name)
+    return text
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

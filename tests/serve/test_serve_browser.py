@@ -1,0 +1,104 @@
+"""The upload flow in a real headless Chromium (Debian ``chromium`` driven by Playwright).
+
+Drop a trace on the upload page (a real ``drop`` event carrying a File), watch the XHR upload
+progress, land on the run page and then on the report; the same with the file chooser. No
+request may leave loopback and the pages log no console errors. Skips without Chromium or
+Playwright, like tests/reports/test_browser.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import shared_path
+from tests.serve.serving import Server
+
+CHROMIUM = Path(os.environ.get("RIGHTSIZE_CHROMIUM", "/usr/bin/chromium"))
+ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run", "--disable-default-apps",
+        "--disable-sync", "--metrics-recording-only"]
+TRACE = ("traces", "kineto", "hta-trace_filter-sampled_rank-0.json.gz")
+OTHER = ("traces", "kineto", "hta-cupti_profiler-benchmark_result_924719_1679055439_trace.json.gz")
+# Records every upload progress event in sessionStorage, which survives the navigations.
+RECORD_PROGRESS = """
+const add = XMLHttpRequestUpload.prototype.addEventListener;
+XMLHttpRequestUpload.prototype.addEventListener = function (type, fn, opts) {
+  if (type === "progress") {
+    add.call(this, type, ev => {
+      const seen = JSON.parse(sessionStorage.getItem("progress") || "[]");
+      seen.push([ev.loaded, ev.total]);
+      sessionStorage.setItem("progress", JSON.stringify(seen));
+    }, opts);
+  }
+  return add.call(this, type, fn, opts);
+};
+"""
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+if not CHROMIUM.exists():
+    pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def page_factory():
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield browser
+        browser.close()
+
+
+def open_page(browser, server: Server):
+    page = browser.new_page()
+    errors: list[str] = []
+    foreign: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: None if r.url.startswith(server.url)
+            else foreign.append(r.url))
+    page.add_init_script(RECORD_PROGRESS)
+    page.goto(server.url + "/")
+    return page, errors, foreign
+
+
+def test_drop_a_trace_see_progress_land_on_the_report(page_factory, server: Server) -> None:
+    path = shared_path(*TRACE)
+    page, errors, foreign = open_page(page_factory, server)
+    payload = base64.b64encode(path.read_bytes()).decode()
+    transfer = page.evaluate_handle(
+        """([name, b64]) => {
+             const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+             const dt = new DataTransfer();
+             dt.items.add(new File([bytes], name, {type: "application/gzip"}));
+             return dt;
+           }""", [path.name, payload])
+    page.dispatch_event("#drop", "dragenter", {"dataTransfer": transfer})
+    assert "over" in page.get_attribute("#drop", "class")
+    page.dispatch_event("#drop", "drop", {"dataTransfer": transfer})
+    assert page.text_content("#chosen") == path.name
+    page.click("#send")
+    page.wait_for_url(f"{server.url}/r/*", timeout=60_000)
+    assert page.title().startswith("rightsize")
+    assert path.name in page.content()
+    seen = page.evaluate("JSON.parse(sessionStorage.getItem('progress') || '[]')")
+    assert seen and seen[-1][0] == seen[-1][1] > path.stat().st_size  # whole body, headers too
+    assert errors == [] and foreign == []
+    page.close()
+
+
+def test_choose_a_file_then_the_run_list_shows_it(page_factory, server: Server,
+                                                  tmp_path: Path) -> None:
+    path = shared_path(*OTHER)
+    page, errors, foreign = open_page(page_factory, server)
+    page.set_input_files("#file", str(path))
+    page.click("#send")
+    page.wait_for_url(f"{server.url}/r/*", timeout=60_000)
+    run_id = page.url.rsplit("/", 1)[-1]
+    page.goto(f"{server.url}/runs")
+    row = page.locator(f"tr[data-id='{run_id}']")
+    assert path.name in row.inner_text() and "report" in row.inner_text()
+    assert errors == [] and foreign == []
+    page.close()
