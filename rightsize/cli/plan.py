@@ -258,4 +258,6 @@ def _tail(written: list[Path], nxt: str, skipped: bool, checked: str) -> str:
     elif not skipped:
         lines.append("Manifests: none written (no recommended GPU to write them for)")
     lines.append(f"next: {nxt}")
-    return "\n".join(lines) + "\n"
+    from rightsize.reports.fmt import safe_text
+
+    return safe_text("\n".join(lines) + "\n")

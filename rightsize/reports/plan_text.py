@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from rightsize.analyzers.plan.capacity import Capacity, SloStatus
 from rightsize.analyzers.plan.plan import Plan
+from rightsize.reports.fmt import safe_text
 
 HEAD = ("GPU", "step ms (range)", "per replica/s", "SLO", "replicas peak/p95/mean",
         "GPU-h/day", "$/day auto", "$/day static", "saved")
@@ -101,4 +102,5 @@ def render(plan: Plan) -> str:
                      f"{plan.inputs.unit}/s per replica")
     if plan.notes:
         lines += ["", "Missing or uncertain:", *(f"  - {n}" for n in plan.notes)]
-    return "\n".join(lines) + "\n"
+    # file and model names come from the user's data: control characters shown as escapes
+    return safe_text("\n".join(lines) + "\n")

@@ -279,3 +279,13 @@ def test_plan_json_is_strict() -> None:
                           "excluded", "partitions", "recommended", "reason", "deploy_on", "autoscaling",
                           "notes"]
     assert data["candidates"][0]["replicas"]["series"] == [1, 2, 6, 3]
+
+
+def test_text_escapes_control_characters_from_data() -> None:
+    from rightsize.analyzers.plan.plan import PlanInputs as Inputs
+
+    doc = make_doc([_candidate("H100 SXM", 50.0)])
+    curve = dm.from_csv(DAY, "evil\x1b[31m.csv")
+    p = build(doc, from_document(doc), Inputs(10, "samples", None, curve, 0.2), CATALOG)
+    text = render(p)
+    assert "\x1b" not in text and "evil\\x1b[31m.csv (4 rows)" in text
