@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "estimate": "rightsize.cli.estimate:estimate",
     "serve": "rightsize.cli.serve:serve",
     "compare": "rightsize.cli.compare:compare",
+    "plan": "rightsize.cli.plan:plan",
 }
 
 
