@@ -154,6 +154,12 @@ def fit_gpu(gpu: Gpu, samples: list[Sample]) -> dict[str, Any]:
     streams = [s.op.bytes / (s.op.measured_ms * 1e-3) / (gpu.memory_bandwidth_gbs * 1e9)
                for s in samples if s.op.bytes >= big and _memory_bound(gpu, s.op)]
     stream = min(1.0, statistics.median(streams)) if len(streams) >= MIN_ROWS else None
+    l2 = (gpu.l2_mb or 0) * 2**20
+    in_l2 = [s.op.bytes / (s.op.measured_ms * 1e-3) / (gpu.memory_bandwidth_gbs * 1e9)
+             for s in samples if l2 / 8 <= s.op.bytes <= l2 and _memory_bound(gpu, s.op)]
+    l2_fraction = statistics.median(in_l2) if len(in_l2) >= MIN_ROWS else None
+    if l2_fraction is not None and stream is not None and l2_fraction <= stream:
+        l2_fraction = None  # below the DRAM rate: latency-limited (the floor's part), no L2 gain
     gemms = [s.op for s in samples if s.op.kind == GEMM and s.op.flops > 0
              and not _fused_attention(s)]
     tops: dict[str, float] = {}
@@ -175,6 +181,8 @@ def fit_gpu(gpu: Gpu, samples: list[Sample]) -> dict[str, Any]:
     return {"vendor": gpu.vendor, "floor_us": round(floor_us, 3),
             "floor_from_kernels": bool(kernel), "dataset_floor_us": floors,
             "stream_fraction": None if stream is None else round(stream, 4),
+            "l2_fraction": None if l2_fraction is None else round(l2_fraction, 4),
+            "l2_samples": len(in_l2),
             "gemm_max": {p: round(v, 4) for p, v in sorted(tops.items())},
             "gemm_half_flops": {p: float(f"{v:.4g}") for p, v in sorted(halves.items())},
             "samples": {"gemm": len(gemms), "stream": len(streams), "all": len(samples)},
