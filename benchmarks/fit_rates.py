@@ -14,13 +14,16 @@ Procedure, per catalog GPU with data:
    median of the others; ``dataset_floor_us`` keeps each data set's own floor for the harness.
 2. ``stream_fraction``: the median of achieved / datasheet bandwidth over memory-bound ops
    (elementwise, norms, GEMVs under a quarter of the ridge) larger than L2 and 16 MiB; fewer
-   than 5 such ops: the others' median.
+   than 5 such ops: the others' median. ``l2_fraction``: the same median over memory-bound ops
+   of L2/8 to L2 bytes, kept only where it beats ``stream_fraction`` (L4: 2.05, its 48 MB L2
+   in front of 300 GB/s); below it such ops are latency-limited, which the floor models.
 3. ``gemm_half_flops`` and ``gemm_max`` per rate (bf16 and fp16 share the 16-bit tensor rate):
    the GEMM rows' times are modelled as
    max(floor, F / (peak x gemm_max x F / (F + half)), bytes / (bw x stream_fraction)); ``half``
    is searched on a log grid (1e6..1e12 FLOPs, 49 points), and for each ``half`` ``gemm_max`` is
    the geometric mean of the fraction each compute-bound row implies (capped at 1); the pair
-   with the least squared log error wins.
+   with the least squared log error wins. Fused attention kernels of the traces are
+   left out (softmax fused with two GEMMs: a third of the GEMM rate at the same FLOPs).
 
 ``error_pct`` (the range a projection between two fitted GPUs carries) is the 90th percentile
 of the leave-one-model-out |error| of ``projection_accuracy.py --cv`` on the same data, and
@@ -233,9 +236,11 @@ def gather(roots: list[Path], trace_dir: Path | None, catalog: Catalog) -> list[
 PROCEDURE = ("benchmarks/fit_rates.py, per GPU, only on shared/timings (NeuSight, Vidur) and the"
              " TraceLens H100/MI300X trace pairs: floor = 1st percentile of kernel-level times"
              " (traces, Vidur; else the others' median); stream_fraction = median achieved /"
-             " datasheet bandwidth of memory-bound ops larger than L2; GEMM efficiency"
+             " datasheet bandwidth of memory-bound ops larger than L2; l2_fraction = the same over"
+             " ops of L2/8..L2 bytes where it beats stream_fraction; GEMM efficiency"
              " max x F/(F+half) per rate (bf16 = fp16) by least squared log error (half on a"
-             " log grid, max = geometric mean of implied fractions). error_pct: p90 |error|"
+             " log grid, max = geometric mean of implied fractions; fused attention kernels left"
+             " out). error_pct: p90 |error|"
              " leave-one-model-out; error_pct_unfitted: leave-one-GPU-out")
 
 

@@ -8,7 +8,9 @@ GPU (fitted, else the vendor's median of the fitted GPUs) and :func:`kernel_s` /
 
     time = max(floor, FLOPs / (peak x gemm_fraction(FLOPs)), bytes / (bandwidth x stream_fraction))
 
-with ``gemm_fraction(F) = gemm_max x F / (F + gemm_half_flops)`` (small GEMMs fill fewer SMs).
+with ``gemm_fraction(F) = gemm_max x F / (F + gemm_half_flops)`` (small GEMMs fill fewer SMs),
+and ``l2_fraction`` instead of ``stream_fraction`` for kernels whose bytes fit the L2 cache
+(where fitted: L4).
 A kernel measured on one GPU is projected by the ratio of the model's times on the two GPUs, so
 what the kernel achieved on the source carries over. Pure.
 """
