@@ -14,13 +14,16 @@ Procedure, per catalog GPU with data:
    median of the others; ``dataset_floor_us`` keeps each data set's own floor for the harness.
 2. ``stream_fraction``: the median of achieved / datasheet bandwidth over memory-bound ops
    (elementwise, norms, GEMVs under a quarter of the ridge) larger than L2 and 16 MiB; fewer
-   than 5 such ops: the others' median.
+   than 5 such ops: the others' median. ``l2_fraction``: the same median over memory-bound ops
+   of L2/8 to L2 bytes, kept only where it beats ``stream_fraction`` (L4: 2.05, its 48 MB L2
+   in front of 300 GB/s); below it such ops are latency-limited, which the floor models.
 3. ``gemm_half_flops`` and ``gemm_max`` per rate (bf16 and fp16 share the 16-bit tensor rate):
    the GEMM rows' times are modelled as
    max(floor, F / (peak x gemm_max x F / (F + half)), bytes / (bw x stream_fraction)); ``half``
    is searched on a log grid (1e6..1e12 FLOPs, 49 points), and for each ``half`` ``gemm_max`` is
    the geometric mean of the fraction each compute-bound row implies (capped at 1); the pair
-   with the least squared log error wins.
+   with the least squared log error wins. Fused attention kernels of the traces are
+   left out (softmax fused with two GEMMs: a third of the GEMM rate at the same FLOPs).
 
 ``error_pct`` (the range a projection between two fitted GPUs carries) is the 90th percentile
 of the leave-one-model-out |error| of ``projection_accuracy.py --cv`` on the same data, and
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -54,6 +58,10 @@ HALF_GRID = tuple(10 ** (6 + i / 8) for i in range(49))
 STREAM_MIN_BYTES = 16 * 2**20
 TRACE_PAIRS = ("tracelens-h100-*", "tracelens-mi300-*")
 KERNEL_DATASETS = ("trace", "vidur")
+# Fused attention kernels (traces) fuse softmax and rescaling with their two GEMMs: at the FLOPs of a GEMM they
+# reach a third of its rate (H100 bf16: 0.18 vs 0.60 of peak on the Qwen trace), so they would
+# drag the GEMM curve down; they are left out of its fit (and projected by its ratio).
+ATTENTION_NAMES = re.compile(r"attn|attention|flash|fmha", re.IGNORECASE)
 MIN_ROWS = 5  # fewer GEMMs at a precision (large streams) say too little about the rate
 
 
@@ -124,6 +132,11 @@ def _model_s(gpu: Gpu, r: Rates, op: Op) -> float:
     return kernel_s(gpu, r, op.flops, op.bytes, op.precision, 1, op.kind)
 
 
+def _fused_attention(s: Sample) -> bool:
+    """A fused attention kernel of a trace (NeuSight/Vidur attention ops are plain GEMMs)."""
+    return dataset_of(s) == "trace" and ATTENTION_NAMES.search(s.op.name) is not None
+
+
 def dataset_of(s: Sample) -> str:
     return s.model.split("/")[0] if s.model else "neusight"
 
@@ -144,7 +157,14 @@ def fit_gpu(gpu: Gpu, samples: list[Sample]) -> dict[str, Any]:
     streams = [s.op.bytes / (s.op.measured_ms * 1e-3) / (gpu.memory_bandwidth_gbs * 1e9)
                for s in samples if s.op.bytes >= big and _memory_bound(gpu, s.op)]
     stream = min(1.0, statistics.median(streams)) if len(streams) >= MIN_ROWS else None
-    gemms = [s.op for s in samples if s.op.kind == GEMM and s.op.flops > 0]
+    l2 = (gpu.l2_mb or 0) * 2**20
+    in_l2 = [s.op.bytes / (s.op.measured_ms * 1e-3) / (gpu.memory_bandwidth_gbs * 1e9)
+             for s in samples if l2 / 8 <= s.op.bytes <= l2 and _memory_bound(gpu, s.op)]
+    l2_fraction = statistics.median(in_l2) if len(in_l2) >= MIN_ROWS else None
+    if l2_fraction is not None and stream is not None and l2_fraction <= stream:
+        l2_fraction = None  # below the DRAM rate: latency-limited (the floor's part), no L2 gain
+    gemms = [s.op for s in samples if s.op.kind == GEMM and s.op.flops > 0
+             and not _fused_attention(s)]
     tops: dict[str, float] = {}
     halves: dict[str, float] = {}
     for prec in sorted({rate_key(gpu.tflops(op.precision)[1]) for op in gemms}):
@@ -164,6 +184,8 @@ def fit_gpu(gpu: Gpu, samples: list[Sample]) -> dict[str, Any]:
     return {"vendor": gpu.vendor, "floor_us": round(floor_us, 3),
             "floor_from_kernels": bool(kernel), "dataset_floor_us": floors,
             "stream_fraction": None if stream is None else round(stream, 4),
+            "l2_fraction": None if l2_fraction is None else round(l2_fraction, 4),
+            "l2_samples": len(in_l2),
             "gemm_max": {p: round(v, 4) for p, v in sorted(tops.items())},
             "gemm_half_flops": {p: float(f"{v:.4g}") for p, v in sorted(halves.items())},
             "samples": {"gemm": len(gemms), "stream": len(streams), "all": len(samples)},
@@ -214,9 +236,11 @@ def gather(roots: list[Path], trace_dir: Path | None, catalog: Catalog) -> list[
 PROCEDURE = ("benchmarks/fit_rates.py, per GPU, only on shared/timings (NeuSight, Vidur) and the"
              " TraceLens H100/MI300X trace pairs: floor = 1st percentile of kernel-level times"
              " (traces, Vidur; else the others' median); stream_fraction = median achieved /"
-             " datasheet bandwidth of memory-bound ops larger than L2; GEMM efficiency"
+             " datasheet bandwidth of memory-bound ops larger than L2; l2_fraction = the same over"
+             " ops of L2/8..L2 bytes where it beats stream_fraction; GEMM efficiency"
              " max x F/(F+half) per rate (bf16 = fp16) by least squared log error (half on a"
-             " log grid, max = geometric mean of implied fractions). error_pct: p90 |error|"
+             " log grid, max = geometric mean of implied fractions; fused attention kernels left"
+             " out). error_pct: p90 |error|"
              " leave-one-model-out; error_pct_unfitted: leave-one-GPU-out")
 
 

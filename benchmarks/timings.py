@@ -32,6 +32,8 @@ VIEW_OPS = {"view", "permute", "transpose", "size", "getitem", "getattr", "unsqu
 NORM_MODULES = ("norm", "ln")
 STREAM_MODULES = ("drop", "dropout", "act", "activation", "embeddings", "wte", "wpe", "tokens",
                   "f", "fn")
+MODULE_CLASS = re.compile(r"<class '([\w.]+)'>")
+STREAM_CLASSES = {"Dropout", "Embedding", "ReLU", "GELU", "Tanh", "Softmax", "SiLU"}
 LAYER = re.compile(r"(?:^|_)(?:layer|layers|h|block|blocks)_0_")
 
 
@@ -73,6 +75,18 @@ def _short(target: str) -> str:
     return m.group(1) if m else target.split(".")[-1]
 
 
+def _module_part(row: dict[str, str]) -> str:
+    """What a call_module node is: its class from the fx meta (GPT-2's ``ln_1`` is a LayerNorm,
+    not a Linear named "1"), else the last part of its name."""
+    classes = MODULE_CLASS.findall(row.get("meta") or "")
+    cls = classes[-1].rsplit(".", 1)[-1] if classes else ""
+    if "Norm" in cls:
+        return "norm"
+    if cls in STREAM_CLASSES:
+        return "act"
+    return row["Name"].split("_")[-1]
+
+
 def neusight_ops(row: dict[str, str], count: float, training: bool) -> list[Op]:
     """The device work of one torch.fx node (forward, and backward when training)."""
     ins = _shapes(row["input_shapes"])
@@ -81,7 +95,7 @@ def neusight_ops(row: dict[str, str], count: float, training: bool) -> list[Op]:
     size = ELEMENT_BYTES.get(row["dtype"], 4)
     prec = {"torch.float16": "fp16", "torch.bfloat16": "bf16"}.get(row["dtype"], "fp32")
     name = _short(row["target"]) if row["op"] != "call_module" else row["Name"]
-    part = row["Name"].split("_")[-1]
+    part = _module_part(row)
     kind, flops, moved = STREAM, 0.0, 0.0
     big_ins = [s for s in ins if _numel(s) > 1]
     if row["op"] in ("placeholder", "get_attr", "output"):

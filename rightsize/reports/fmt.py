@@ -39,6 +39,15 @@ def ms(v: float | None, nd: int = 2) -> str:
     return f"{v:,.{nd}f} ms"
 
 
+def ms_range(lo: float | None, hi: float | None, nd: int = 2) -> str:
+    """A range of times in one unit: "4.80-5.40 ms" (or seconds when both are >= 1 s)."""
+    if lo is None or hi is None:
+        return NA
+    if min(abs(lo), abs(hi)) >= 1000:
+        return f"{lo / 1000:,.{nd}f}-{hi / 1000:,.{nd}f} s"
+    return f"{lo:,.{nd}f}-{hi:,.{nd}f} ms"
+
+
 def us(v: float | None) -> str:
     return NA if v is None else f"{v:,.1f} µs"
 

@@ -34,6 +34,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(
         ms=fmt.ms,
+        ms_range=fmt.ms_range,
         us=fmt.us,
         pct=fmt.pct,
         nbytes=fmt.nbytes,

@@ -47,6 +47,7 @@ class ReportModel:
     breakdown: Breakdown
     timeline: Timeline
     kernels: tuple[KernelRow, ...]
+    precision: tables.PrecisionView | None
     ops: tuple[OpRow, ...]
     memory: Memory
     sizing: SizingView
@@ -74,6 +75,8 @@ class ReportModel:
                 {
                     "label": c.label,
                     "step_ms": c.projected_step_ms,
+                    "step_low_ms": c.projected_low_ms,
+                    "step_high_ms": c.projected_high_ms,
                     "usd_per_1k_steps": c.usd_per_1k_steps,
                     "current": c.current,
                     "recommended": c.recommended,
@@ -101,6 +104,7 @@ def build_model(doc: Document, manifest: Mapping[str, Any] | None = None) -> Rep
         breakdown=parts.breakdown(doc),
         timeline=parts.timeline(doc.timeline),
         kernels=tuple(tables.kernel_row(k, signals) for k in doc.top_kernels[:TOP_KERNELS]),
+        precision=tables.precision_view(doc.precision),
         ops=tuple(tables.op_row(o, signals) for o in doc.top_ops[:TOP_OPS]),
         memory=tables.memory(doc),
         sizing=tables.sizing_view(doc.sizing),

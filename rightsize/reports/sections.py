@@ -47,6 +47,8 @@ class Headline:
     usd_per_1k_steps_recommended: float | None
     savings_pct: float | None
     reason: str | None
+    projected_low_ms: float | None = None  # the projection's range (its validation error)
+    projected_high_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +163,8 @@ def headline(doc: Document) -> Headline:
         usd_per_1k_steps_recommended=rec.usd_per_1k_steps if rec else None,
         savings_pct=sz.savings_pct if sz else None,
         reason=sz.reason if sz else None,
+        projected_low_ms=rec.projected_step_ms_low if rec else None,
+        projected_high_ms=rec.projected_step_ms_high if rec else None,
     )
 
 

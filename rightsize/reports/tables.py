@@ -63,12 +63,34 @@ class CandidateRow:
     gpus: int
     fits_memory: bool | None
     projected_step_ms: float | None
+    projected_low_ms: float | None  # the projection's range (its validation error)
+    projected_high_ms: float | None
     usd_per_hour: float | None
     usd_per_1k_steps: float | None
     energy_j_per_step: float | None
     price_source: str | None
     current: bool
     recommended: bool
+    recommendable: bool = True
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PrecisionRow:
+    name: str  # a precision, or a kernel group
+    precision: str | None
+    pct: float | None  # of kernel time
+    ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PrecisionView:
+    """The precision the kernels ran at (``metrics/precision.py``), by time."""
+
+    workload: str | None
+    mix: tuple[PrecisionRow, ...]  # one row per precision: % of the time with a known precision
+    unknown_pct: float  # % of all kernel time whose precision is unknown
+    groups: tuple[PrecisionRow, ...]  # kernel groups, longest first
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,13 +186,32 @@ def _candidate(c: ds.Candidate, current: str | None,
         gpus=c.gpus,
         fits_memory=c.fits_memory,
         projected_step_ms=c.projected_step_ms,
+        projected_low_ms=c.projected_step_ms_low,
+        projected_high_ms=c.projected_step_ms_high,
         usd_per_hour=c.usd_per_hour,
         usd_per_1k_steps=c.usd_per_1k_steps,
         energy_j_per_step=c.energy_j_per_step,
         price_source=src or None,
         current=c.gpu == current and c.gpus == 1,
         recommended=(c.gpu, c.gpus) == rec,
+        recommendable=c.recommendable,
+        warnings=c.warnings,
     )
+
+
+MAX_PRECISION_GROUPS = 12
+
+
+def precision_view(mix: ds.PrecisionMix | None) -> PrecisionView | None:
+    """The precision mix as rows (``None`` without kernels)."""
+    if mix is None:
+        return None
+    shares = sorted(mix.time_pct.items(), key=lambda kv: -kv[1])
+    rows = tuple(PrecisionRow(p, p, pct, None) for p, pct in shares)
+    groups = sorted(mix.groups, key=lambda g: (-g.time_ms, g.group))[:MAX_PRECISION_GROUPS]
+    return PrecisionView(mix.workload, rows, mix.unknown_pct,
+                         tuple(PrecisionRow(g.group, g.precision, None, g.time_ms)
+                               for g in groups))
 
 
 def recommendation(r: dd.Recommendation) -> Recommendation:

@@ -74,7 +74,7 @@ def render_summary(
         )
         gpu = safe(gpu)
         lines.append(
-            b("Recommended GPU: ") + f"{gpu}{_slower(h)}, {fmt.ms(h.projected_step_ms)} per step, "
+            b("Recommended GPU: ") + f"{gpu}{_slower(h)}, {fmt.ms(h.projected_step_ms)} per step{_range(h)}, "
             f"{fmt.usd(h.usd_per_1k_steps_recommended)} per 1k steps"
             + (f" (saves {fmt.pct(h.savings_pct)})" if h.savings_pct else "")
         )
@@ -83,6 +83,13 @@ def render_summary(
     if report_path is not None:
         lines.append(b("Report: ") + safe(report_path))
     return "\n".join(lines) + "\n"
+
+
+def _range(h: Headline) -> str:
+    """The projection's range (its validation error), e.g. " (range 4.80-5.40 ms)"."""
+    if h.projected_low_ms is None or h.projected_high_ms is None:
+        return ""
+    return f" (range {fmt.ms_range(h.projected_low_ms, h.projected_high_ms)})"
 
 
 def _details(model: ReportModel, color: bool) -> str:

@@ -35,6 +35,21 @@ def test_kernel_time_is_the_largest_of_floor_flops_and_bytes():
     assert kernel_s(A, RA, 10, 10, "bf16", kernels=3) == pytest.approx(6e-6)
 
 
+def test_bytes_that_fit_l2_stream_at_the_l2_fraction():
+    l4ish = Gpu("C", "NVIDIA", "Test", 24, 300, fp32_tflops=30, l2_mb=48)
+    r = Rates("C", "NVIDIA", 2.0, 0.75, {"fp32": 0.5}, {"fp32": 1e9}, l2_fraction=2.0)
+    mib = 2**20
+    # 48 MiB fits: 48 MiB / (300 GB/s x 2.0); one byte more is DRAM: / (300 GB/s x 0.75)
+    assert kernel_s(l4ish, r, 0, 48 * mib, "fp32", kind=STREAM) == pytest.approx(
+        48 * mib / 600e9)
+    assert kernel_s(l4ish, r, 0, 48 * mib + 1, "fp32", kind=STREAM) == pytest.approx(
+        (48 * mib + 1) / 225e9)
+    # per kernel: two kernels of 40 MiB each fit
+    assert kernel_s(l4ish, r, 0, 80 * mib, "fp32", kernels=2, kind=STREAM) == pytest.approx(
+        80 * mib / 600e9)
+    assert RA.bandwidth_fraction(A, 1.0) == 0.8  # no l2_fraction: the DRAM fraction
+
+
 def test_projection_scales_what_the_kernel_achieved():
     got = project_kernel_s(2e-3, (A, RA), (B, RB), "bf16", 0.0, 1.6e9, STREAM)
     assert got == pytest.approx(2e-3 * (1.6e9 / (1000e9 * 0.5)) / (1.6e9 / (2000e9 * 0.8)))

@@ -8,7 +8,9 @@ GPU (fitted, else the vendor's median of the fitted GPUs) and :func:`kernel_s` /
 
     time = max(floor, FLOPs / (peak x gemm_fraction(FLOPs)), bytes / (bandwidth x stream_fraction))
 
-with ``gemm_fraction(F) = gemm_max x F / (F + gemm_half_flops)`` (small GEMMs fill fewer SMs).
+with ``gemm_fraction(F) = gemm_max x F / (F + gemm_half_flops)`` (small GEMMs fill fewer SMs),
+and ``l2_fraction`` instead of ``stream_fraction`` for kernels whose bytes fit the L2 cache
+(where fitted: L4).
 A kernel measured on one GPU is projected by the ratio of the model's times on the two GPUs, so
 what the kernel achieved on the source carries over. Pure.
 """
@@ -53,6 +55,15 @@ class Rates:
     # Floors as other timing methods see them (NeuSight's per-op CUDA events add framework
     # overhead); used by benchmarks/projection_accuracy.py on those data only.
     dataset_floor_us: Mapping[str, float] = field(default_factory=dict)
+    # Of datasheet DRAM bandwidth, memory-bound ops whose bytes fit the L2 cache (their inputs
+    # are often still there); None: not measured, the DRAM fraction applies.
+    l2_fraction: float | None = None
+
+    def bandwidth_fraction(self, gpu: Gpu, bytes_per_kernel: float) -> float:
+        """The fraction of DRAM bandwidth a kernel moving ``bytes_per_kernel`` reaches."""
+        if self.l2_fraction is not None and gpu.l2_mb and bytes_per_kernel <= gpu.l2_mb * 2**20:
+            return self.l2_fraction
+        return self.stream_fraction
 
     def gemm_fraction(self, precision: str, flops: float) -> float:
         top = self.gemm_max.get(rate_key(precision))
@@ -107,7 +118,8 @@ def parse_rates(doc: Mapping[str, Any]) -> RatesTable:
         rates[name] = Rates(name, str(r["vendor"]), float(r["floor_us"]), float(r["stream_fraction"]),
                             {k: float(v) for k, v in r["gemm_max"].items()},
                             {k: float(v) for k, v in r["gemm_half_flops"].items()}, True, tuple(r.get("sources", ())),
-                            {k: float(v) for k, v in r.get("dataset_floor_us", {}).items()})
+                            {k: float(v) for k, v in r.get("dataset_floor_us", {}).items()},
+                            None if r.get("l2_fraction") is None else float(r["l2_fraction"]))
     unfitted = doc.get("error_pct_unfitted")
     return RatesTable(rates, float(doc["error_pct"]), str(doc["procedure"]),
                       None if unfitted is None else float(unfitted))
@@ -137,7 +149,8 @@ def kernel_s(gpu: Gpu, rates: Rates, flops: float, bytes_: float, precision: str
     if flops > 0 and kind == GEMM:
         t_flops = flops / (peak_flops(gpu, precision) * rates.gemm_fraction(
             _used(gpu, precision), flops))
-    t_bytes = bytes_ / (gpu.memory_bandwidth_gbs * 1e9 * rates.stream_fraction)
+    t_bytes = bytes_ / (gpu.memory_bandwidth_gbs * 1e9
+                        * rates.bandwidth_fraction(gpu, bytes_ / max(kernels, 1)))
     return max(rates.floor_us * 1e-6 * kernels, t_flops, t_bytes)
 
 
