@@ -86,6 +86,7 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
                 progress(scan.bytes_read, n_events)
         if pending is not None:
             n_events += _collect(_result(scan, *pending), parts, cats)
+        pending = batch = None  # type: ignore[assignment]  # free the last batch's bytes
     envelope = _envelope(path, scan.envelope)
     if n_events == 0:
         raise InputError(path, "the trace has no events (traceEvents is empty)")
