@@ -267,12 +267,13 @@ def finish(
 ) -> dict[str, pl.DataFrame]:
     """Concatenate the batches, move times onto the epoch clock, add device properties.
 
-    Consumes ``parts``: each frame's pieces are released as soon as they are concatenated."""
+    Consumes ``parts``: each frame's pieces are released once that frame is built, not all at
+    the end."""
     base = meta.base_time_ns or 0
     frames: dict[str, pl.DataFrame] = {}
     for name in EVENT_FRAMES:
-        chunks = parts.pop(name, [])  # the pieces go with this reference once concatenated
-        df = pl.concat(chunks, how="vertical", rechunk=True) if chunks else schema.empty(name)
+        chunks = parts.pop(name, [])  # the last reference to this frame's pieces
+        df = pl.concat(chunks, how="vertical") if chunks else schema.empty(name)
         del chunks
         if base and "ts_ns" in df.columns:
             _check_no_wrap(df, base, meta)
