@@ -62,6 +62,7 @@ HERE = Path(__file__).resolve().parent
 OUT_DIR = HERE / "out"
 GIB = 1024**3
 
+CONTENDERS = ("rightsize", "before", "hta", "orjson")
 DEFAULT_RIGHTSIZE_CMD = "{python} -m rightsize analyze {file} --format json"
 
 TARGETS = {
@@ -197,10 +198,9 @@ def make_gzip(path: Path) -> Path:
 
 
 def contender_argv(name: str, file: Path, args: argparse.Namespace, scratch: Path) -> list[str]:
-    if name == "rightsize":
-        cmd = args.rightsize_cmd.format(
-            python=shlex.quote(args.rightsize_python), file=shlex.quote(str(file))
-        )
+    if name in ("rightsize", "before"):
+        python = args.rightsize_python if name == "rightsize" else args.before_python
+        cmd = args.rightsize_cmd.format(python=shlex.quote(python), file=shlex.quote(str(file)))
         return shlex.split(cmd)
     if name == "hta":
         d = scratch / ("hta-" + file.name.replace(".", "_"))
@@ -222,7 +222,7 @@ def bench_file(file: Path, args: argparse.Namespace, scratch: Path) -> dict[str,
         file=sys.stderr,
     )
     warm_cache(file)
-    names = [n for n in ("rightsize", "hta", "orjson") if n in args.only]
+    names = [n for n in CONTENDERS if n in args.only]
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     given_up: set[str] = set()
     for rep in range(args.repeat):
@@ -240,7 +240,7 @@ def bench_file(file: Path, args: argparse.Namespace, scratch: Path) -> dict[str,
             )
             try:
                 text = Path(out_path).read_text()
-                if name == "rightsize":
+                if name in ("rightsize", "before"):
                     r["stdout_bytes"] = len(text)
                     r["stdout_is_json"] = bool(text.strip()) and _is_json(text)
                     if not r["stdout_is_json"]:
@@ -274,6 +274,9 @@ def bench_file(file: Path, args: argparse.Namespace, scratch: Path) -> dict[str,
             "wall_s_median": statistics.median(r["wall_s"] for r in good) if good else None,
             "wall_s_all": [round(r["wall_s"], 3) for r in rs],
             "peak_rss_bytes": max(r["maxrss_bytes"] for r in rs) if rs else None,
+            "cpu_s_median": statistics.median(r["user_s"] + r["sys_s"] for r in good)
+            if good else None,
+            "loadavg_1min": os.getloadavg()[0],
             "failure": None
             if len(good) == len(rs)
             else next((r["killed"] or f"rc={r['returncode']}") for r in rs if not r["ok"]),
@@ -312,11 +315,13 @@ def table(result: dict[str, Any]) -> str:
         )
         + (f", {result['events']:,} events" if result.get("events") else ""),
         "",
-        "| contender | wall s (median) | peak RSS GiB | RSS / file size | speedup vs HTA | ratio vs bare parse | runs ok |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        ("| contender | wall s (median) | MB/s | MB per CPU-s | peak RSS GiB | RSS / file size "
+         "| speedup vs HTA | ratio vs bare parse | runs ok |"),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     label = {
         "rightsize": "rightsize analyze",
+        "before": "rightsize analyze (--before-python)",
         "hta": "HTA load + temporal breakdown",
         "orjson": "bare orjson.loads",
     }
@@ -327,6 +332,8 @@ def table(result: dict[str, Any]) -> str:
         cells = [
             label[name],
             wall_txt,
+            f"{size / 1e6 / w:.0f}" if w else "-",
+            f"{size / 1e6 / v['cpu_s_median']:.0f}" if v.get("cpu_s_median") else "-",
             f"{rss / GIB:.2f}" if rss else "-",
             f"{rss / size:.2f}x" if rss else "-",
             f"{hta / w:.1f}x" if (w and hta) else "-",
@@ -335,6 +342,9 @@ def table(result: dict[str, Any]) -> str:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
+        "",
+        (f"1-minute load average at the end: {max(v['loadavg_1min'] for v in s.values()):.1f} "
+         f"on {os.cpu_count()} CPUs."),
         "",
         "Targets for `rightsize analyze`: >= {:.0f}x faster than HTA, within {:.0f}x of the bare parse, "
         "peak RSS <= {:.1f}x the uncompressed file size.".format(
@@ -411,13 +421,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("file", nargs="?", default="/tmp/bench/big.json")
+    p.add_argument("files", nargs="*", default=["/tmp/bench/big.json"],
+                   help="traces (several: one table each, e.g. one per layout)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument(
         "--only",
         default="rightsize,hta,orjson",
-        help="comma-separated subset of rightsize,hta,orjson",
+        help="comma-separated subset of rightsize,before,hta,orjson",
     )
+    p.add_argument("--before-python", default="",
+                   help="python of a rightsize checkout to compare with (contender 'before'); "
+                        "run from outside any checkout so that -m imports its own")
     p.add_argument("--rightsize-python", default="/tmp/venv/bin/python")
     p.add_argument(
         "--rightsize-cmd", default=DEFAULT_RIGHTSIZE_CMD, help="template with {python} and {file}"
@@ -438,14 +452,18 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so run_child can clean up
     args.only = {s.strip() for s in args.only.split(",") if s.strip()}
-    unknown = args.only - {"rightsize", "hta", "orjson"}
+    unknown = args.only - set(CONTENDERS)
     if unknown:
         p.error(f"unknown contender(s): {', '.join(sorted(unknown))}")
 
-    file = Path(args.file)
-    if not file.exists():
-        p.error(f"{file} not found (make it with benchmarks/make_big_trace.py)")
-    files = [file] + ([make_gzip(file)] if args.gzip else [])
+    if "before" in args.only and not args.before_python:
+        p.error("contender 'before' needs --before-python")
+    files = []
+    for name in args.files:
+        file = Path(name)
+        if not file.exists():
+            p.error(f"{file} not found (make it with benchmarks/make_big_trace.py)")
+        files += [file] + ([make_gzip(file)] if args.gzip else [])
 
     scratch = Path(tempfile.mkdtemp(prefix="rightsize-bench-"))
     try:

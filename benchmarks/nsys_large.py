@@ -9,16 +9,18 @@ Inputs: ``--source PATH`` (an nsys .sqlite), ``--kernels N`` (target kernel rows
 2,000,000; runtime rows follow, NVTX is capped at ``--nvtx``). Outputs: the figures on stdout.
 The source file is only read (copied); the large file is deleted afterwards unless ``--keep``.
 
-Run: ``python benchmarks/nsys_large.py [--kernels 2000000]``
+Run: ``python benchmarks/nsys_large.py [--kernels 2000000] [--repeat 3]``: the stdlib reader
+and the ADBC one (``pip install -e ".[fast-sqlite]"``) alternate, one subprocess per run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,7 +33,12 @@ DEFAULT_SOURCE = REPO.parent / "shared" / "traces" / "nsys" / "fuser-ee4fcf3-h20
 CHILD = """
 import json, resource, sys, time
 t0 = time.perf_counter()
+from rightsize.traces import nsys_adbc
 from rightsize.traces.nsys import read_nsys
+if sys.argv[2] == "stdlib":
+    nsys_adbc.available = lambda: False
+elif not nsys_adbc.available():
+    sys.exit("adbc-driver-sqlite is not installed (pip install rightsize[fast-sqlite])")
 t1 = time.perf_counter()
 trace = read_nsys(sys.argv[1])
 t2 = time.perf_counter()
@@ -100,6 +107,9 @@ def main() -> None:
     parser.add_argument(
         "--keep", action="store_true", help="keep the large file and print its path"
     )
+    parser.add_argument("--repeat", type=int, default=3, help="runs per reader, alternated")
+    parser.add_argument("--readers", default="stdlib,adbc",
+                        help="stdlib (sqlite3 rows) and/or adbc (rightsize[fast-sqlite])")
     args = parser.parse_args()
     if not args.source.exists():
         sys.exit(f"{args.source} is absent (it lives in ../shared beside a developer checkout)")
@@ -113,23 +123,31 @@ def main() -> None:
         f"built {big.stat().st_size / 2**20:.0f} MiB in {built_s:.1f} s: "
         + ", ".join(f"{t}={n:,}" for t, n in counts.items())
     )
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(big)], capture_output=True, text=True, check=True
-    )
-    wall_s = time.perf_counter() - t0
-    result = json.loads(proc.stdout)
-    child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(
-        f"read_nsys: {result['read_s']:.2f} s (process wall {wall_s:.2f} s, "
-        f"import {result['import_s']:.2f} s), peak RSS {child_rss:.0f} MiB"
-    )
-    print(
-        f"rows out: kernels={result['kernels']:,} transfers={result['transfers']:,} "
-        f"runtime={result['runtime']:,} cpu_ops={result['cpu_ops']:,}"
-    )
-    rate = (result["kernels"] + result["runtime"] + result["cpu_ops"]) / result["read_s"]
-    print(f"throughput: {rate / 1e6:.2f} M rows/s")
+    size_mib = big.stat().st_size / 2**20
+    runs: dict[str, list[dict]] = {r: [] for r in args.readers.split(",")}
+    for _ in range(args.repeat):
+        for reader, rs in runs.items():
+            t0 = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-c", CHILD, str(big), reader],
+                                  capture_output=True, text=True, check=True)
+            result = json.loads(proc.stdout)
+            result["wall_s"] = time.perf_counter() - t0
+            rs.append(result)
+            print(f"  {reader:<6} read_nsys {result['read_s']:6.2f} s, process "
+                  f"{result['wall_s']:6.2f} s, peak RSS {result['peak_rss_mib']:6.0f} MiB")
+    print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    for reader, rs in runs.items():
+        read_s = statistics.median(r["read_s"] for r in rs)
+        rss = max(r["peak_rss_mib"] for r in rs)
+        r0 = rs[0]
+        print(f"{reader}: read_nsys median {read_s:.2f} s = {size_mib / read_s:.0f} MiB/s, "
+              f"peak RSS {rss:.0f} MiB ({rss / size_mib:.2f}x the file); rows: "
+              f"kernels={r0['kernels']:,} transfers={r0['transfers']:,} "
+              f"runtime={r0['runtime']:,} cpu_ops={r0['cpu_ops']:,}")
+    if len(runs) == 2:
+        a, b = (statistics.median(r["read_s"] for r in rs) for rs in runs.values())
+        first, second = runs
+        print(f"speedup of {second} over {first}: {a / b:.1f}x")
     if args.keep:
         print(f"kept {big}")
     else:

@@ -23,7 +23,7 @@ import numpy as np
 
 from rightsize.traces import limits
 
-CHUNK_BYTES = 32 * 1024 * 1024  # read size: bounds memory, large enough for numpy to pay off
+CHUNK_BYTES = 16 * 1024 * 1024  # read size: bounds memory, large enough for numpy to pay off
 
 _QUOTE, _BACKSLASH = 0x22, 0x5C
 _OPEN = (0x7B, 0x5B)  # { [
@@ -42,13 +42,49 @@ class Batch(NamedTuple):
     count: int  # type: ignore[assignment]  # the field shadows tuple.count
 
 
-def _separator(buf: bytes) -> bytes | None:
-    """``\n<indent>},\n<indent>{`` when the first event sits alone on its line, else None."""
-    m = re.match(rb"([ \t\r\n]*)\{", buf)
-    if m is None or b"\n" not in m.group(1):
+def _separator(buf: bytes, element_depth: int) -> bytes | None:
+    """The bytes between the first two events, from the whitespace before the first one's
+    closing ``}`` to the second one's ``{``: ``\n<indent>},\n<indent>{`` in Kineto's layout,
+    ``},\n{`` with one event per line. Only a separator with a raw newline is used (a newline
+    never occurs inside a JSON string, while ``},{`` may): one-line documents, and the first MiB
+    not holding two whole events, give None (the structural scan then does all the work)."""
+    head = buf[:1 << 20]
+    arr = np.frombuffer(head, dtype=np.uint8)
+    folded = arr & 0xDF
+    pos = np.flatnonzero((folded == 0x5B) | (folded == 0x5D))
+    pos = pos[(np.searchsorted(_real_quotes(arr), pos) & 1) == 0]
+    is_close = folded[pos] == 0x5D
+    depth = (element_depth - 1) + np.cumsum(np.where(is_close, -1, 1), dtype=np.int64)
+    base = element_depth - 1
+    closes = pos[is_close & (depth == base)]
+    opens = pos[~is_close & (depth == base + 1)]
+    if len(closes) < 2 or len(opens) < 2 or head[:int(opens[0])].strip(b" \t\r\n,"):
         return None
-    indent = m.group(1)[m.group(1).rfind(b"\n") + 1:]
-    return b"\n" + indent + b"},\n" + indent + b"{"
+    close, nxt = int(closes[0]), int(opens[1])
+    if head[close] != 0x7D or head[nxt] != 0x7B or head[close + 1:nxt].strip(b" \t\r\n") != b",":
+        return None
+    start = close
+    while start > 0 and head[start - 1] in b" \t\r\n":
+        start -= 1
+    sep = head[start:nxt + 1]
+    if b"\n" not in sep:  # "},{" can occur inside a string: only a raw newline cannot
+        return None
+    if b"\n" not in head[start:close] and b"\n" in head[int(opens[0]):close]:
+        return None  # "},\n{" but the first event spans lines: nested objects could match
+    return sep
+
+
+def _join(raw: bytes, sep: bytes) -> bytes:
+    """NDJSON of a fast-path run of events: each separator becomes one line break. With one
+    event per line (``},\n{``) the other bytes are kept as they are; otherwise newlines
+    become spaces first, so that every event is one line."""
+    if sep == b"},\n{" or sep == b"},\r\n{":
+        body = raw.replace(sep, b"}\n{")
+    else:
+        body = raw.translate(_NEWLINES).replace(sep.translate(_NEWLINES), b"}\n{")
+    if body[:1] != b"{":  # the array's start
+        body = body.lstrip(b" \t\r\n,")
+    return body
 
 
 class ScanError(ValueError):
@@ -92,7 +128,6 @@ class Scan:
         self._element_depth = self._find_array()
         pending = b""
         sep: bytes | None = None
-        flat_sep = b""
         first = True
         while True:
             data = self._read()
@@ -100,23 +135,24 @@ class Scan:
                 raise ScanError("truncated: the event array is never closed")
             buf = pending + data
             if first:
-                sep = _separator(buf)
-                flat_sep = sep.translate(_NEWLINES) if sep else b""
+                sep = _separator(buf, self._element_depth)
                 first = False
             if sep is not None and data:
                 at = buf.rfind(sep)
                 if at >= 0:
-                    end = at + (len(sep) - 5) // 2 + 2  # just past the last whole event's "}"
+                    end = at + sep.index(b"}") + 1  # just past the last whole event's "}"
                     raw = buf[:end]
-                    # Newlines become spaces first, so a separator is then " <indent>}, <indent>{".
-                    body = raw.translate(_NEWLINES).replace(flat_sep, b"}\n{")
-                    if body[:1] != b"{":  # the array's start, or after a structural split
-                        body = body.lstrip(b" \t\r\n,")
-                    yield Batch(body, raw, -1)
                     pending = buf[at + len(sep) - 1:]  # from the next event's "{"
-                    self._check_pending(pending)
-                    continue
+                    del buf  # only one copy of the chunk stays alive with its NDJSON
+                    yield Batch(_join(raw, sep), raw, -1)
+                    del raw
+                    if len(pending) <= self._event_cap:
+                        continue
+                    # The last event runs on for long: it may be the array's end followed by
+                    # big metadata, which only the structural scan can tell.
+                    buf = pending
             done, batch, rest = self._split(buf, self._element_depth)
+            del buf
             if batch:
                 yield Batch(batch, None, batch.count(b"\n") + 1)
             if done:

@@ -86,6 +86,7 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
                 progress(scan.bytes_read, n_events)
         if pending is not None:
             n_events += _collect(_result(scan, *pending), parts, cats)
+        pending = batch = None  # type: ignore[assignment]  # free the last batch's bytes
     envelope = _envelope(path, scan.envelope)
     if n_events == 0:
         raise InputError(path, "the trace has no events (traceEvents is empty)")
@@ -153,7 +154,32 @@ def _parse_batch(ndjson: bytes) -> Parsed:
     cats = {c for c in events["cat"].unique().to_list() if c is not None}
     if cats & kf.LEGACY_CATS:  # 2021 trace: read again with the legacy arg spellings
         events = pl.read_ndjson(ndjson, schema=kf.event_schema(legacy=True, typed=False))
+    if _rounded_by_float(events["ts"]):
+        events = events.with_columns(ts=_raw_field(ndjson, "ts", events.height))
     return kf.split_events(events), cats, events.height
+
+
+# polars parses a JSON number to a float64 before rightsize sees its text: a fractional µs
+# value at or above 2**53 / 1000 (about 104 days: absolute epoch µs) loses nanoseconds there.
+_FLOAT_EXACT_US = 2.0**53 / 1000
+
+
+def _rounded_by_float(ts: pl.Series) -> bool:
+    """True when some ``ts`` is too large for a float64 to keep its nanoseconds, had it been
+    written with decimals (polars' text no longer tells: it prints 1700000000123457.001 as
+    ``1700000000123457``, like the integer)."""
+    return bool((ts.cast(pl.Float64, strict=False).abs() >= _FLOAT_EXACT_US).any())
+
+
+def _raw_field(ndjson: bytes, key: str, height: int) -> pl.Series:
+    """A top-level number of each event as written in the file (one event per NDJSON line):
+    the first ``"key": <number>`` of the line, read as text; a quoted value is kept."""
+    lines = pl.read_csv(ndjson, has_header=False, separator="\x1f", quote_char=None,
+                        schema={"line": pl.String()})["line"]
+    text = lines.str.extract(rf'"{key}"\s*:\s*"?(-?[0-9][0-9.eE+-]*)', 1)
+    if text.len() != height:  # an empty line somewhere: cannot align, keep polars' text
+        raise pl.exceptions.ComputeError("NDJSON lines do not align with the events")
+    return text.alias(key)
 
 
 def _result(scan: Scan, future: Future[Parsed], batch: Batch) -> Parsed:

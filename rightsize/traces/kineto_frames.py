@@ -265,12 +265,16 @@ def _flows(df: pl.DataFrame) -> pl.DataFrame:
 def finish(
     parts: dict[str, list[pl.DataFrame]], envelope: dict[str, Any], meta: TraceMeta
 ) -> dict[str, pl.DataFrame]:
-    """Concatenate the batches, move times onto the epoch clock, add device properties."""
+    """Concatenate the batches, move times onto the epoch clock, add device properties.
+
+    Consumes ``parts``: each frame's pieces are released once that frame is built, not all at
+    the end."""
     base = meta.base_time_ns or 0
     frames: dict[str, pl.DataFrame] = {}
     for name in EVENT_FRAMES:
-        chunks = parts[name]
+        chunks = parts.pop(name, [])  # the last reference to this frame's pieces
         df = pl.concat(chunks, how="vertical") if chunks else schema.empty(name)
+        del chunks
         if base and "ts_ns" in df.columns:
             _check_no_wrap(df, base, meta)
             df = df.with_columns(pl.col("ts_ns") + base)

@@ -20,6 +20,7 @@ from pathlib import Path
 import polars as pl
 
 from rightsize.errors import InputError
+from rightsize.traces import nsys_adbc
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _HEADER_BYTES = 100
@@ -96,6 +97,7 @@ class NsysDb:
     conn: sqlite3.Connection
     tables: frozenset[str]
     _columns: dict[str, frozenset[str]] = field(default_factory=dict)
+    fast: nsys_adbc.FastReader | None = None  # the optional ADBC path (rightsize[fast-sqlite])
 
     def has(self, table: str) -> bool:
         return table in self.tables
@@ -111,6 +113,10 @@ class NsysDb:
 
     def frame(self, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
         """Run ``sql`` and return its rows as a frame with ``schema`` (names in select order)."""
+        if self.fast is not None:
+            df = self.fast.frame(sql, schema)
+            if df is not None:
+                return df
         cur = self.conn.execute(sql)
         parts = []
         while rows := cur.fetchmany(_CHUNK_ROWS):
@@ -154,6 +160,8 @@ class NsysDb:
         return {int(i): str(n) for i, n in rows if i is not None}
 
     def close(self) -> None:
+        if self.fast is not None:
+            self.fast.close()
         self.conn.close()
 
 
@@ -174,7 +182,8 @@ def open_nsys(path: str | Path) -> NsysDb:
         raise InputError(
             path, "SQLite file is not an Nsight Systems export (no StringIds/CUPTI_* tables)"
         )
-    return NsysDb(path=path, conn=conn, tables=tables)
+    fast = nsys_adbc.FastReader(path) if nsys_adbc.available() else None
+    return NsysDb(path=path, conn=conn, tables=tables, fast=fast)
 
 
 def is_nsys_sqlite(path: str | Path, head: bytes) -> bool:

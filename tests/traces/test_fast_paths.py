@@ -1,0 +1,116 @@
+"""The Kineto reader's fast paths give exactly the frames of the careful path, on every shared
+trace and in every layout: Kineto's own (pretty, one key block per event), one event per line,
+compact on one line, and small read chunks (many batch boundaries)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from rightsize.traces import jsonscan
+from rightsize.traces.kineto import read_kineto
+from rightsize.traces.schema import Trace
+from tests.conftest import shared_path
+
+FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations", "steps", "memory",
+          "flows", "syncs", "windows", "devices")
+LAYOUT_MAX_BYTES = 12 * 1024 * 1024  # re-layouts of bigger traces take too long for the suite
+
+
+def kineto_traces() -> list[Path]:
+    return sorted(shared_path("traces", "kineto").glob("*.json*"))
+
+
+def assert_same(a: Trace, b: Trace) -> None:
+    for name in FRAMES:
+        fa, fb = getattr(a, name), getattr(b, name)
+        assert fa.schema == fb.schema, name
+        assert fa.equals(fb), name
+    assert a.meta.event_count == b.meta.event_count
+
+
+def careful(path: Path, monkeypatch: pytest.MonkeyPatch) -> Trace:
+    """The structural scan alone (no separator fast path)."""
+    with monkeypatch.context() as m:
+        m.setattr(jsonscan, "_separator", lambda buf, depth: None)
+        return read_kineto(path)
+
+
+def one_per_line(doc: dict) -> str:
+    events = doc["traceEvents"]
+    rest = {k: v for k, v in doc.items() if k != "traceEvents"}
+    lines = ",\n".join(json.dumps(e) for e in events)
+    return '{"traceEvents": [\n' + lines + "\n],\n" + json.dumps(rest)[1:]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("index", range(20))
+def test_fast_path_equals_careful_path_on_shared_trace(index, tmp_path, monkeypatch):
+    traces = kineto_traces()
+    if index >= len(traces):
+        pytest.skip("fewer shared traces")
+    path = traces[index]
+    slow = careful(path, monkeypatch)
+    assert_same(read_kineto(path), slow)
+    with monkeypatch.context() as m:  # many batches: every boundary case of the fast path
+        m.setattr(jsonscan.Scan.__init__, "__defaults__", (1 << 16,))
+        assert_same(read_kineto(path), slow)
+    text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    if len(text) > LAYOUT_MAX_BYTES:
+        return
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        return
+    # Re-serializing may respell numbers, so the layouts are compared with each other.
+    layouts = {
+        "pretty": json.dumps(doc, indent=2),
+        "lines": one_per_line(doc),
+        "compact": json.dumps(doc, separators=(",", ":")),
+        "spaced": json.dumps(doc),
+    }
+    files = {}
+    for name, body in layouts.items():
+        files[name] = tmp_path / f"{name}.json"
+        files[name].write_text(body)
+    reference = careful(files["compact"], monkeypatch)
+    for name, file in files.items():
+        assert_same(read_kineto(file), reference)
+
+
+def test_separator_of_each_layout():
+    events = b'{"a": 1,\n "b": {"c": 2}},\n{"a": 3}'
+    assert jsonscan._separator(b' {"a": 1}, {"a": 2}]', 2) is None  # may occur in strings
+    assert jsonscan._separator(b'{"a": 1},{"a": 2}', 2) is None
+    assert jsonscan._separator(b'\n{"a": 1},\n{"a": 2}', 2) == b"},\n{"
+    assert jsonscan._separator(b'\n  {\n    "a": 1\n  },\n  {\n "a": 2}', 2) == b"\n  },\n  {"
+    assert jsonscan._separator(events, 2) is None  # the first event spans lines
+    assert jsonscan._separator(b'{"a": 1}]', 2) is None  # one event: nothing to learn from
+    assert jsonscan._separator(b'{"a": "},{"', 2) is None  # not two whole events
+
+
+def test_compact_layout_with_separator_inside_strings(tmp_path):
+    """A name holding ``},{`` (one-line documents take the structural scan)."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op}},{{{i}", "pid": 1, "tid": 1,
+               "ts": 10 + i, "dur": 1} for i in range(50)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}, separators=(",", ":")))
+    ops = read_kineto(path).cpu_ops
+    assert ops["name"].to_list() == [f"op}},{{{i}" for i in range(50)]
+    assert ops["ts_ns"].to_list() == [(10 + i) * 1000 for i in range(50)]
+
+
+def test_array_end_followed_by_long_metadata(tmp_path, monkeypatch):
+    """After the last separator the scan must still find the array's end, however much
+    metadata follows it."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+              for i in range(3)]
+    doc = {"traceEvents": events, "note": "x" * 300_000}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    monkeypatch.setenv("RIGHTSIZE_MAX_EVENT_BYTES", "200000")
+    monkeypatch.setattr(jsonscan.Scan.__init__, "__defaults__", (1 << 16,))
+    t = read_kineto(path)
+    assert t.cpu_ops["ts_ns"].to_list() == [0, 1000, 2000]
