@@ -13,16 +13,17 @@ None when the fast path does not apply.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-_manager: Any
-_sqlite: Any
-try:  # the optional extra
-    import adbc_driver_manager as _manager
-    import adbc_driver_sqlite as _sqlite
+_manager: Any = None
+_sqlite: Any = None
+try:  # the optional extra (rightsize[fast-sqlite])
+    _manager = importlib.import_module("adbc_driver_manager")
+    _sqlite = importlib.import_module("adbc_driver_sqlite")
 except ImportError:  # pragma: no cover - depends on the environment
     _manager = _sqlite = None
 
