@@ -6,8 +6,11 @@ and keeping ``<run_dir>/procs/<pid>.json`` up to date. Stdlib only besides torch
 runs in the user's interpreter.
 """
 
+import contextlib
+import gzip
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -62,6 +65,35 @@ def profiling_over():
             pass
 
 
+@contextlib.contextmanager
+def quiet_stderr():
+    """Divert file descriptor 2 into ``<run_dir>/procs/<pid>.log`` while the profiler starts,
+    steps its schedule or stops: Kineto and c10 print status lines there ("profiler_start",
+    "Memory block of unknown size ...") that the job would not print without rightsize. Only
+    for those calls, on the thread that makes them; anything another thread of the job writes
+    to stderr in that instant lands in the same log file."""
+    run_dir = CONFIG.get("run_dir")
+    if not run_dir:
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        target = open(os.path.join(run_dir, "procs", f"{os.getpid()}.log"), "ab")  # noqa: SIM115
+        saved = os.dup(2)
+        os.dup2(target.fileno(), 2)
+    except (OSError, ValueError):
+        yield  # cannot divert: the lines reach stderr, the job is not harmed
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        target.close()
+
+
 def remove_hooks(state, *names):
     for name in names:
         handle = state.handles.pop(name, None)
@@ -113,7 +145,7 @@ class State:
                 return ProfilerAction.RECORD
 
         self.recording_since = time.monotonic()
-        self.prof = profile(
+        prof = profile(
             schedule=sched,
             on_trace_ready=self.on_trace_ready,
             record_shapes=CONFIG["record_shapes"],
@@ -121,21 +153,37 @@ class State:
             with_stack=CONFIG["with_stack"],
             with_flops=CONFIG["with_flops"],
         )
-        self.prof.start()
+        with quiet_stderr():
+            self._spend_free_warning(prof.start)
+        self.prof = prof
+
+    def step(self):
+        """One ``ProfilerStep`` boundary (the schedule may start, stop and export here)."""
+        with quiet_stderr():
+            self._spend_free_warning(self.prof.step)
+        self.steps += 1
+
+    def _spend_free_warning(self, call):
+        """Freeing, while memory is recorded, a CPU block allocated before makes c10 warn once
+        per process on stderr: free one such block here, inside :func:`quiet_stderr`, so the
+        job's own frees stay silent."""
+        early = self.torch.empty(16) if CONFIG["profile_memory"] else None
+        call()
+        del early
 
     def advance(self):
-        self.prof.step()
-        self.steps += 1
+        self.step()
         if CONFIG["repeat"] > 0 and self.windows >= CONFIG["repeat"] and not self.block:
             self.stop()
             self.done = True
-            remove_hooks(self, "optimizer", "forward_pre", "forward")
+            remove_hooks(self, "optimizer", "forward_pre", "forward", "compile_warning")
             profiling_over()
 
     def stop(self):
         prof, self.prof = self.prof, None
         if prof is not None:
-            prof.stop()
+            with quiet_stderr():
+                prof.stop()
 
     def on_trace_ready(self, prof):
         self.windows += 1
@@ -167,7 +215,7 @@ class State:
         self.note(f"profiler turned off after an error: {exc!r}")
         warn(f"profiler turned off in pid {os.getpid()}: {exc!r}")
         self.mode = "off"
-        remove_hooks(self, "optimizer", "forward_pre", "forward")
+        remove_hooks(self, "optimizer", "forward_pre", "forward", "compile_warning")
         try:
             self.stop()
         except Exception as stop_exc:  # noqa: BLE001 - the job must not be harmed
@@ -187,7 +235,7 @@ class State:
             return
         self.prof = None  # not stopped: stopping collects and exports; the process ends anyway
         self.mode = "off"
-        remove_hooks(self, "optimizer", "forward_pre", "forward")
+        remove_hooks(self, "optimizer", "forward_pre", "forward", "compile_warning")
         if recording:
             self.note(f"trace cut by {why} after {self.steps} steps: the window being recorded "
                       "was not exported, so the job could stop at once")
