@@ -60,8 +60,9 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     in any mix. The format is detected from the content.
 
     An HTML report is written too: beside -o (a.json -> a.report.html), into a run directory,
-    or to ./rightsize-report.html. --force replaces only the files named on the command line and
-    reports rightsize wrote itself; an output is never one of the inputs.
+    or to ./<input>.rightsize.html; a page rightsize wrote there before is replaced, any other
+    file is kept. --force replaces only the files named on the command line; an output is
+    never one of the inputs.
 
     \b
     Examples:

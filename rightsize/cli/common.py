@@ -80,8 +80,8 @@ def emit(doc: Document, fmt: str, output: Path | None, force: bool, quiet: bool,
 def write_html_report(doc: Document, paths: list[Path], output: Path | None, force: bool,
                       quiet: bool) -> None:
     """The optional HTML page: named after ``-o`` (``a.json`` -> ``a.report.html``), in the one
-    run directory, or in the current directory. An existing page is replaced only with
-    ``force`` and only when rightsize wrote it; a failure to write it is a warning."""
+    run directory, or in the current directory. An existing page is replaced when rightsize
+    wrote it (with or without ``force``), else kept with a note; a failure to write it is a warning."""
     from rightsize import outputs
     from rightsize.errors import OutputExistsError, RightsizeError
     from rightsize.reports.fmt import safe_line
@@ -93,17 +93,20 @@ def write_html_report(doc: Document, paths: list[Path], output: Path | None, for
             click.echo(f"no HTML report: {safe_line(output)} is not a regular file", err=True)
         return
     try:
-        checked = outputs.check_target(target, paths, force, derived=True)
+        # a derived page rightsize wrote before is its own: replaced, never silently kept
+        checked = outputs.check_target(target, paths, True, derived=True)
         page = outputs.write_text(checked, render(doc, "html"))
     except OutputExistsError:
         if not quiet:
-            why = "it is not a report rightsize wrote" if force else "pass --force to replace it"
-            click.echo(f"kept the existing report {safe_line(target)} ({why})", err=True)
+            click.echo(f"kept the existing report {safe_line(target)} (it is not a report "
+                       "rightsize wrote)", err=True)
         return
     except RightsizeError as exc:
         click.echo(f"rightsize: warning: no HTML report: {safe_line(exc)}", err=True)
         return
     if not quiet:
         click.echo(f"report: {safe_line(page)}", err=True)
-        click.echo(f"next: open {safe_line(page)} in a browser, or rightsize report "
-                   f"{safe_line(' '.join(map(str, paths)))} --format text", err=True)
+        opener = "open" if sys.platform == "darwin" else "xdg-open"
+        click.echo(f"next: rightsize report {safe_line(' '.join(map(str, paths)))} "
+                   "--format text", err=True)
+        click.echo(f"      {opener} {safe_line(page)}", err=True)

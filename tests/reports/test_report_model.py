@@ -4,6 +4,7 @@ labels, caps."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -126,7 +127,9 @@ def test_default_html_paths(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "manifest.json").write_text("{}")
     assert render.default_html_path([tmp_path / "run"]) == tmp_path / "run" / "report.html"
-    assert render.default_html_path([tmp_path / "t.json"]).name == "rightsize-report.html"
+    assert render.default_html_path([tmp_path / "t.json"]).name == "t.rightsize.html"
+    assert render.default_html_path([tmp_path / "a.pt.trace.json.gz", tmp_path / "b.json"]) == (
+        Path("a.pt.trace+1.rightsize.html"))
     assert render.default_html_path([], tmp_path / "o" / "a.json") == tmp_path / "o" / "report.html"
 
 

@@ -7,10 +7,8 @@ runs in the user's interpreter.
 """
 
 import contextlib
-import gzip
 import json
 import os
-import shutil
 import sys
 import threading
 import time
@@ -254,12 +252,20 @@ class State:
                 except Exception as exc:  # noqa: BLE001 - the job must not be harmed
                     self.note(f"stopping the profiler at {why} failed: {exc!r}")
             if not self.traces and self.mode == "auto":
-                self.note(
-                    "no trace: no optimizer step, and no module call "
-                    f"{CONFIG['window_delay_s']} s after the first one"
-                )
+                self.note(self._why_no_window())
             self.write_record("ended")
         profiling_over()
+
+    def _why_no_window(self):
+        """Why a job without an optimizer got no time window, with the flag that fixes it."""
+        delay = CONFIG["window_delay_s"]
+        if self.first_forward_s is None:
+            return "no trace: no optimizer step and no module call (nothing to record)"
+        span = time.monotonic() - self.first_forward_s
+        window = max(0.1, round(span / 2, 1))
+        return (f"no trace: no optimizer step, and the job ended {span:.1f} s after its first "
+                f"module call, before the time window opened ({delay:g} s after it); rerun "
+                f"with --window-delay-s 0 --window-s {window:g}")
 
     # -- bookkeeping ---------------------------------------------------------------------
     def note(self, text):
