@@ -57,10 +57,25 @@ def load_catalog_for_cli(path: Path | None) -> Catalog:
     return load_catalog(files)
 
 
+_NO_COLOR_FLAG: list[bool] = []  # set by --no-color for this process (never in the job's env)
+
+
 def use_color(stream: IO[str] | None = None) -> bool:
-    """Colors on a terminal only, and never when ``NO_COLOR`` is set (no-color.org)."""
+    """Colors on a terminal only, never with ``--no-color`` or ``NO_COLOR`` (no-color.org)."""
     stream = sys.stdout if stream is None else stream
-    return stream.isatty() and not os.environ.get("NO_COLOR")
+    return stream.isatty() and not os.environ.get("NO_COLOR") and not _NO_COLOR_FLAG
+
+
+def no_color_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--no-color`` on every command: the same as ``NO_COLOR`` for this invocation (commands
+    without colors accept it too, so scripts can pass it everywhere)."""
+
+    def _set(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+        if value:
+            _NO_COLOR_FLAG.append(True)
+
+    return click.option("--no-color", is_flag=True, expose_value=False, is_eager=True,
+                        callback=_set, help="No colors (as NO_COLOR does).")(fn)
 
 
 def emit(doc: Document, fmt: str, output: Path | None, force: bool, quiet: bool,

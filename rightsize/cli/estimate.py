@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from rightsize.cli.common import no_color_option
 from rightsize.cli.gpus import catalog_option, load_catalog_for_cli
 
 MODES = ["train", "finetune", "lora", "inference"]
@@ -121,6 +122,7 @@ def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float
 @click.option("--exact", is_flag=True, help="Also build the model with transformers on the"
               " meta device and count its parameters (pip install rightsize[exact]).")
 @catalog_option
+@no_color_option
 def estimate(hf_config: Path | None, params: int | None, layers: int | None,
              hidden: int | None, heads: int | None, kv_heads: int | None,
              intermediate: int | None, vocab: int | None, mode: str, precision: str,

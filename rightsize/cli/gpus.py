@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from rightsize.cli.common import catalog_option, load_catalog_for_cli
+from rightsize.cli.common import catalog_option, load_catalog_for_cli, no_color_option
 
 if TYPE_CHECKING:
     from rightsize.catalog import Catalog
@@ -47,6 +47,7 @@ def _fmt(x: float | None, spec: str = "g") -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 @catalog_option
+@no_color_option
 def gpus(min_memory_gb: float | None, provider: str | None, fmt: str,
          catalog_path: Path | None) -> None:
     """List the GPU catalog: memory, bandwidth, dense tensor TFLOPS, TDP and the price used.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from rightsize.cli.common import use_color
+from rightsize.cli.common import no_color_option, use_color
 
 if TYPE_CHECKING:
     from rightsize.analyzers.document import Document
@@ -48,6 +48,7 @@ Examples:
 )
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary on the terminal.")
+@no_color_option
 def report(
     paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool, quiet: bool
 ) -> None:

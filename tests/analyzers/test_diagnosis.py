@@ -172,7 +172,7 @@ def test_recommendations_and_sizing_in_the_analysis():
 
 
 @pytest.mark.parametrize("measure,value,rule", [
-    ("dataloader_pct", 5.1, "dataloader-stall"), ("gpu_util_pct", 49.0, "low-gpu-utilization"),
+    ("dataloader_pct", 5.1, "dataloader-stall-cpu"), ("gpu_util_pct", 49.0, "low-gpu-utilization"),
     ("communication_pct", 10.5, "exposed-communication"),
     ("memory_of_device_pct", 95.0, "memory-near-capacity"),
     ("fp32_matmul_pct", 20.0, "fp32-without-tensor-cores"), ("host_wait_pct", 25.0, "host-wait"),

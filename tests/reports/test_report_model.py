@@ -96,8 +96,11 @@ def test_summary_is_verdict_evidence_gpu_and_path():
         "  - GPU idle 39% of the span, mostly host wait",
         "  - memcpy HtoD from pageable memory at 10 GB/s",
     ]
-    assert lines[-2].startswith("Recommended GPU: L4 (4.9x slower), 190.00 ms per step")
-    assert "(saves 61.5%)" in lines[-2] and lines[-1] == "Report: runs/x/report.html"
+    rec = next(i for i, x in enumerate(lines) if x.startswith("Recommended GPU: "))
+    assert lines[rec].startswith("Recommended GPU: L4 (4.9x slower), 190.00 ms per step")
+    assert "(saves 61.5%)" in " ".join(lines[rec:rec + 2])
+    assert lines[-2] == "Why: data-loader-bound: a cheaper GPU is as fast"
+    assert lines[-1] == "Report: runs/x/report.html"
     colored = render_summary(m, None, color=True)
     assert colored.startswith("\033[1mVerdict") and "Report:" not in colored
 

@@ -81,7 +81,7 @@ def rules() -> tuple[dict[str, Any], ...]:
 
 
 # The rules that act on each verdict's own share: listed first when they fire.
-FOR_BOUND = {"dataloader": ("dataloader-stall",), "host": ("host-bound", "host-wait"),
+FOR_BOUND = {"dataloader": ("dataloader-stall", "dataloader-stall-cpu"), "host": ("host-bound", "host-wait"),
              "pcie": ("pcie-bound", "pageable-copies"),
              "communication": ("exposed-communication",),
              "memory": ("memory-bound-kernels",), "compute": ("fp32-without-tensor-cores",)}
@@ -99,6 +99,10 @@ def recommend(measures: dict[str, float | None], bound: str | None = None) -> li
     for rule in rules():
         value = measures.get(rule["measure"])
         if value is None or not _OPS[rule["op"]](value, rule["threshold"]):
+            continue
+        if "requires" in rule and measures.get(rule["requires"]) is None:
+            continue  # e.g. GPU advice on a CPU-only run
+        if "unless" in rule and measures.get(rule["unless"]) is not None:
             continue
         evidence = (f"{rule['measure']} = {value:.1f} {rule['unit']} "
                     f"({rule['op']} {rule['threshold']}; {rule['source']})")
