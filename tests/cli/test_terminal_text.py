@@ -67,3 +67,10 @@ def test_gpu_advice_only_where_a_gpu_was_traced():
     assert "dataloader-stall" in gpu and "dataloader-stall-cpu" not in gpu
     titles = [r.title for r in recommend({"dataloader_pct": 30.0})]
     assert not any("GPU" in t for t in titles)
+
+
+@pytest.mark.parametrize("args", [("gpus",), ("estimate", "--params", "7e9", "--mode", "train")])
+def test_tables_fit_80_columns_when_piped(args):
+    res = _cli(*args)
+    assert res.returncode == 0, res.stderr
+    assert max(len(line) for line in res.stdout.splitlines()) <= 80
