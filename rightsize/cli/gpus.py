@@ -63,7 +63,7 @@ def gpus(min_memory_gb: float | None, provider: str | None, fmt: str,
     from rightsize.reports.fmt import short
     from rightsize.reports.text import terminal_width
 
-    width = terminal_width()  # the price column is cut to fit (80 columns when piped)
+    width = terminal_width()  # 80 columns when piped
     head = (f"{'GPU':<16} {'GiB':>4} {'GB/s':>5} {'fp32':>5} {'bf16':>6} {'fp8':>6}"
             f" {'TDP W':>5} {'$/GPU-h':>7}  price seen")
     click.echo(head)
@@ -75,6 +75,10 @@ def gpus(min_memory_gb: float | None, provider: str | None, fmt: str,
                f" {_fmt(g.fp32_tflops):>5} {_fmt(g.fp16_bf16_tflops_dense):>6}"
                f" {_fmt(g.fp8_tflops_dense):>6} {_fmt(g.tdp_w):>5}"
                f" {_fmt(p.usd_per_gpu_hour if p else None, '.3f'):>7}  ")
-        click.echo(short(row + seen, width))
+        if len(row + seen) <= width:
+            click.echo(row + seen)
+        else:  # the price's source on its own line rather than past the terminal's edge
+            click.echo(row.rstrip())
+            click.echo(short(f"{'':>17}seen: {seen}", width))
     click.echo(f"\n{len(chosen)} GPUs; TFLOPS are dense (no sparsity). Sources: "
                "rightsize gpus --format json")
