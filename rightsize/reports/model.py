@@ -11,12 +11,13 @@ Sizes are capped here so that every renderer stays small: top-k tables, a downsa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rightsize.analyzers.document import Document
-from rightsize.reports import fmt, tables
+from rightsize.reports import fmt, labels, tables
 from rightsize.reports import sections as parts
 from rightsize.reports.sections import (
     Breakdown,
@@ -185,7 +186,11 @@ def provenance(doc: Document, run: RunInfo | None) -> Provenance:
         rows += [NamedValue(k, fmt.value(v)) for k, v in run.times]
         if run.exit:
             rows.append(NamedValue("exit", run.exit))
-    definitions = tuple(NamedValue(k, v) for k, v in doc.definitions.items())
+    keys = re.compile("|".join(rf"\b{re.escape(k)}\b" for k in sorted(doc.definitions, key=len,
+                                                                       reverse=True)) or "(?!)")
+    definitions = tuple(NamedValue(labels.humanize(k),
+                                   keys.sub(lambda m: labels.humanize(m.group(0)), v))
+                        for k, v in doc.definitions.items())
     return Provenance(inputs, tuple(tools), tuple(rows), definitions,
                       tuple(_missing(doc, run)), doc.notes)
 

@@ -185,7 +185,8 @@ def test_each_rule_fires_at_its_threshold(measure, value, rule):
     from rightsize.analyzers.diagnosis.advise import recommend, rules
     [fired] = recommend({measure: value})
     assert fired.id == rule and rule in {r["id"] for r in rules()}
-    assert "source" not in fired.evidence and measure in fired.evidence
+    assert "source" not in fired.evidence and f"{value:.1f} " in fired.evidence
+    assert measure not in fired.evidence  # read by people: no internal key
     at_threshold = next(r["threshold"] for r in rules() if r["id"] == rule)
     assert recommend({measure: float(at_threshold)}) == []
 

@@ -104,7 +104,7 @@ def recommend(measures: dict[str, float | None], bound: str | None = None) -> li
             continue  # e.g. GPU advice on a CPU-only run
         if "unless" in rule and measures.get(rule["unless"]) is not None:
             continue
-        evidence = (f"{rule['measure']} = {value:.1f} {rule['unit']} "
+        evidence = (f"{value:.1f} {rule['unit']} "  # the unit names the measure, for people
                     f"({rule['op']} {rule['threshold']}; {rule['source']})")
         strength = abs(value - rule["threshold"]) / max(abs(rule["threshold"]), 1.0)
         impact = measures.get(rule.get("impact", "")) or 0.0
