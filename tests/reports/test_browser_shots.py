@@ -81,6 +81,11 @@ def test_gpu_trace_report(browser, tmp_path):  # noqa: F811
     loader = [v for k, v in breakdown.items() if "loader" in k.lower()]
     assert loader == [shares["dataloader"]]  # the same colour for the same time
     assert "Tesla V100" in page.page.inner_text("header")
+    assert page.page.locator("#warnings").count() == 0
+    # the thresholds' values sit on one line (the value column is never squeezed to a digit)
+    widths = page.page.evaluate(
+        "() => [...document.querySelectorAll('dl.kv dd')].map(d => d.getBoundingClientRect().width)")
+    assert min(widths) >= 30
 
 
 def test_cpu_run_report(browser, tmp_path):  # noqa: F811
@@ -98,3 +103,5 @@ def test_nsys_export_report(browser, tmp_path):  # noqa: F811
     export = shared_path("traces", "nsys", "fuser-8fa9ec2-h100-report1.sqlite")
     page = _report(browser, tmp_path, export, "nsys-export")
     assert "H100" in page.page.inner_text("header")
+    banner = page.page.inner_text("#warnings")  # a one-step, mostly idle capture
+    assert "The capture is inconclusive" in banner and "Only one step was recorded" in banner
