@@ -7,8 +7,10 @@ runs in the user's interpreter.
 """
 
 import contextlib
+import gzip
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -122,6 +124,7 @@ class State:
         self.window_end_s = None
         self.notes = []
         self.handles = {}
+        self.exports = []  # background trace exports still running
         self.lock = threading.RLock()
         if announce:
             self.write_record("running")
@@ -184,20 +187,54 @@ class State:
                 prof.stop()
 
     def on_trace_ready(self, prof):
+        """A window ended: export it on a background thread, off the job's next step (the JSON
+        writing and gzip take about a quarter of a second per second recorded). The process
+        waits for it at exit (:meth:`join_exports`)."""
         self.windows += 1
         self.rank = self._dist_rank()
         name = _trace_name(self.rank, self.pid, self.windows)
+        inner = getattr(prof, "profiler", None)
+        if inner is None or not hasattr(inner, "export_chrome_trace"):
+            self._export(lambda path: prof.export_chrome_trace(path), name)  # unknown torch
+            return
+        metadata = getattr(prof, "_trace_metadata", None)
+
+        def save(path):
+            if metadata is None:
+                inner.export_chrome_trace(path)
+            else:
+                inner.export_chrome_trace(path, metadata)
+
+        thread = threading.Thread(target=self._export, args=(save, name, True),
+                                  name="rightsize-trace-export", daemon=True)
+        self.exports.append(thread)
+        thread.start()
+
+    def _export(self, save, name, gzip_after=False):
         traces = os.path.join(CONFIG["run_dir"], "traces")
         tmp_dir = os.path.join(traces, ".tmp")
-        os.makedirs(tmp_dir, exist_ok=True)
         tmp = os.path.join(tmp_dir, name)
         try:
-            prof.export_chrome_trace(tmp)
+            os.makedirs(tmp_dir, exist_ok=True)
+            if gzip_after:  # torch's own .gz path: JSON first, then compressed
+                save(tmp + ".json")
+                with open(tmp + ".json", "rb") as fin, gzip.open(tmp, "wb", compresslevel=6) as out:
+                    shutil.copyfileobj(fin, out, 1 << 20)
+                os.remove(tmp + ".json")
+            else:
+                save(tmp)
             os.replace(tmp, os.path.join(traces, name))
-            self.traces.append(name)
+            self.traces.append(name)  # atomic under the GIL; no lock: finish() joins us
         except Exception as exc:  # noqa: BLE001 - a failed export must not break the job
             self.note(f"trace export failed: {exc!r}")
         self.write_record("running")
+
+    def join_exports(self, timeout_s=None):
+        """Wait for the background exports (at exit: the trace must be complete)."""
+        for thread in list(self.exports):
+            thread.join(timeout_s)
+            if not thread.is_alive():
+                self.exports.remove(thread)
 
     def _dist_rank(self):
         """The process group's rank when one is up (mp.spawn jobs may not set RANK)."""
@@ -237,6 +274,7 @@ class State:
         if recording:
             self.note(f"trace cut by {why} after {self.steps} steps: the window being recorded "
                       "was not exported, so the job could stop at once")
+        self.join_exports(CONFIG["flush_on_signal_s"])  # a finished window, nearly exported
         self.write_record("cut" if recording else "ended")
         profiling_over()
 
@@ -244,6 +282,7 @@ class State:
         """At exit or on SIGTERM: stop, export what was recorded, write the record."""
         if os.getpid() != self.pid:
             return
+        self.join_exports()  # before the lock: a finishing export writes the record too
         with self.lock:
             if self.prof is not None:
                 self.note(f"profiler stopped at {why} after {self.steps} steps")
@@ -251,6 +290,7 @@ class State:
                     self.stop()
                 except Exception as exc:  # noqa: BLE001 - the job must not be harmed
                     self.note(f"stopping the profiler at {why} failed: {exc!r}")
+            self.join_exports()  # the window stopped just now
             if not self.traces and self.mode == "auto":
                 self.note(self._why_no_window())
             self.write_record("ended")
@@ -296,9 +336,10 @@ class State:
         path = os.path.join(run_dir, "procs", f"{self.pid}.json")
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            tmp = f"{path}.{threading.get_ident()}.tmp"  # the export thread writes it too
+            with open(tmp, "w", encoding="utf-8") as fh:
                 json.dump(record, fh, indent=1)
-            os.replace(path + ".tmp", path)
+            os.replace(tmp, path)
         except OSError as exc:
             warn(f"cannot write {path}: {exc}")
 
