@@ -82,9 +82,10 @@ def render_summary(
             lines.append(b("Why: ") + safe(h.reason))
     else:
         lines.append(b("Recommended GPU: ") + safe(h.reason or "n/a (no sizing in this analysis)"))
-    if report_path is not None:
-        lines.append(b("Report: ") + safe(report_path))
-    return wrap(lines) + "\n"
+    text = wrap(lines)
+    if report_path is not None:  # never wrapped: a path is pasted whole
+        text += "\n" + b("Report: ") + safe(report_path)
+    return text + "\n"
 
 
 def terminal_width() -> int:
