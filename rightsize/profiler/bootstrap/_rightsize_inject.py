@@ -394,6 +394,7 @@ def end_block():
         with state.lock:
             state.block = False
             state.stop()
+            state.join_exports()  # the block's trace is on disk when the block ends
             state.write_record("running")
     except Exception as exc:  # noqa: BLE001 - the job must not be harmed
         state.fail(exc)
