@@ -12,6 +12,7 @@ from rightsize.cli.common import (
     definitions_option,
     emit,
     load_catalog_for_cli,
+    no_color_option,
     write_html_report,
 )
 from rightsize.cli.output import Progress, note_interrupted, tune_allocator
@@ -46,6 +47,7 @@ from rightsize.cli.output import Progress, note_interrupted, tune_allocator
 @definitions_option
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages on stderr.")
+@no_color_option
 def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
             step_range: str | None, timezone: str | None, catalog_path: Path | None,
             target_step_ms: float | None, target_throughput: float | None,
@@ -60,8 +62,9 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     in any mix. The format is detected from the content.
 
     An HTML report is written too: beside -o (a.json -> a.report.html), into a run directory,
-    or to ./rightsize-report.html. --force replaces only the files named on the command line and
-    reports rightsize wrote itself; an output is never one of the inputs.
+    or to ./<input>.rightsize.html; a page rightsize wrote there before is replaced, any other
+    file is kept. --force replaces only the files named on the command line; an output is
+    never one of the inputs.
 
     \b
     Examples:

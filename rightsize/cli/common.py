@@ -57,10 +57,25 @@ def load_catalog_for_cli(path: Path | None) -> Catalog:
     return load_catalog(files)
 
 
+_NO_COLOR_FLAG: list[bool] = []  # set by --no-color for this process (never in the job's env)
+
+
 def use_color(stream: IO[str] | None = None) -> bool:
-    """Colors on a terminal only, and never when ``NO_COLOR`` is set (no-color.org)."""
+    """Colors on a terminal only, never with ``--no-color`` or ``NO_COLOR`` (no-color.org)."""
     stream = sys.stdout if stream is None else stream
-    return stream.isatty() and not os.environ.get("NO_COLOR")
+    return stream.isatty() and not os.environ.get("NO_COLOR") and not _NO_COLOR_FLAG
+
+
+def no_color_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--no-color`` on every command: the same as ``NO_COLOR`` for this invocation (commands
+    without colors accept it too, so scripts can pass it everywhere)."""
+
+    def _set(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+        if value:
+            _NO_COLOR_FLAG.append(True)
+
+    return click.option("--no-color", is_flag=True, expose_value=False, is_eager=True,
+                        callback=_set, help="No colors (as NO_COLOR does).")(fn)
 
 
 def emit(doc: Document, fmt: str, output: Path | None, force: bool, quiet: bool,
@@ -80,8 +95,8 @@ def emit(doc: Document, fmt: str, output: Path | None, force: bool, quiet: bool,
 def write_html_report(doc: Document, paths: list[Path], output: Path | None, force: bool,
                       quiet: bool) -> None:
     """The optional HTML page: named after ``-o`` (``a.json`` -> ``a.report.html``), in the one
-    run directory, or in the current directory. An existing page is replaced only with
-    ``force`` and only when rightsize wrote it; a failure to write it is a warning."""
+    run directory, or in the current directory. An existing page is replaced when rightsize
+    wrote it (with or without ``force``), else kept with a note; a failure to write it is a warning."""
     from rightsize import outputs
     from rightsize.errors import OutputExistsError, RightsizeError
     from rightsize.reports.fmt import safe_line
@@ -93,17 +108,20 @@ def write_html_report(doc: Document, paths: list[Path], output: Path | None, for
             click.echo(f"no HTML report: {safe_line(output)} is not a regular file", err=True)
         return
     try:
-        checked = outputs.check_target(target, paths, force, derived=True)
+        # a derived page rightsize wrote before is its own: replaced, never silently kept
+        checked = outputs.check_target(target, paths, True, derived=True)
         page = outputs.write_text(checked, render(doc, "html"))
     except OutputExistsError:
         if not quiet:
-            why = "it is not a report rightsize wrote" if force else "pass --force to replace it"
-            click.echo(f"kept the existing report {safe_line(target)} ({why})", err=True)
+            click.echo(f"kept the existing report {safe_line(target)} (it is not a report "
+                       "rightsize wrote)", err=True)
         return
     except RightsizeError as exc:
         click.echo(f"rightsize: warning: no HTML report: {safe_line(exc)}", err=True)
         return
     if not quiet:
         click.echo(f"report: {safe_line(page)}", err=True)
-        click.echo(f"next: open {safe_line(page)} in a browser, or rightsize report "
-                   f"{safe_line(' '.join(map(str, paths)))} --format text", err=True)
+        opener = "open" if sys.platform == "darwin" else "xdg-open"
+        click.echo(f"next: rightsize report {safe_line(' '.join(map(str, paths)))} "
+                   "--format text", err=True)
+        click.echo(f"      {opener} {safe_line(page)}", err=True)

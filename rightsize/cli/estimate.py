@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from rightsize.cli.common import no_color_option
 from rightsize.cli.gpus import catalog_option, load_catalog_for_cli
 
 MODES = ["train", "finetune", "lora", "inference"]
@@ -121,6 +122,7 @@ def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float
 @click.option("--exact", is_flag=True, help="Also build the model with transformers on the"
               " meta device and count its parameters (pip install rightsize[exact]).")
 @catalog_option
+@no_color_option
 def estimate(hf_config: Path | None, params: int | None, layers: int | None,
              hidden: int | None, heads: int | None, kv_heads: int | None,
              intermediate: int | None, vocab: int | None, mode: str, precision: str,
@@ -206,38 +208,45 @@ def _exact(config: dict[str, Any], reader_params: int) -> dict[str, Any]:
             "difference": reader_params - n}
 
 
+def _echo(text: str) -> None:
+    """One line of the text output, wrapped to the terminal (80 columns when piped)."""
+    from rightsize.reports.text import wrap
+
+    click.echo(wrap(text.split("\n")))
+
+
 def _print_text(result: Any, placements: Any, headroom: float, advice: tuple[str, ...],
                 exact_info: dict[str, Any] | None) -> None:
     m, s = result.memory, result.setup
     active = (f", {result.active_params:,} active per token"
               if result.active_params and result.active_params != result.params else "")
-    click.echo(f"{result.model}: {result.params:,} parameters{active}"
+    _echo(f"{result.model}: {result.params:,} parameters{active}"
                f" ({result.trainable_params:,} trainable), {s.mode}, {s.precision},"
                f" batch {s.batch} x seq {s.seq}, {s.gpus} GPU(s)")
     if exact_info is not None:
-        click.echo(f"  exact ({exact_info['class']} on the meta device):"
+        _echo(f"  exact ({exact_info['class']} on the meta device):"
                    f" {exact_info['params']:,}; config reader {exact_info['reader_params']:,}"
                    f" (difference {exact_info['difference']:+,})")
     for label, value in (("weights", m.weights_bytes), ("gradients", m.gradients_bytes),
                          ("optimizer", m.optimizer_bytes), ("activations", m.activations_bytes),
                          ("kv_cache", m.kv_cache_bytes), ("overhead", m.overhead_bytes),
                          ("total", m.total_bytes)):
-        click.echo(f"  {label:<12} {_gib(value):>14}")
+        _echo(f"  {label:<12} {_gib(value):>14}")
     for warning in result.warnings:
-        click.echo(f"warning: {warning}")
-    click.echo("assumptions:")
+        _echo(f"warning: {warning}")
+    _echo("assumptions:")
     for note in result.assumptions:
-        click.echo(f"  - {note}")
+        _echo(f"  - {note}")
     alone = [p.gpu for p in placements if p.fits and p.gpus == 1]
-    click.echo(f"\nfits on one GPU (with {headroom:.0%} headroom): "
+    _echo(f"\nfits on one GPU (with {headroom:.0%} headroom): "
                f"{', '.join(alone) if alone else 'none'}")
     for p in placements:
         if p.fits and p.gpus > 1:
-            click.echo(f"  {p.gpus} x {p.gpu}: {_gib(p.memory_bytes_per_gpu)} per GPU,"
+            _echo(f"  {p.gpus} x {p.gpu}: {_gib(p.memory_bytes_per_gpu)} per GPU,"
                        f" {p.parallelism}; {p.interconnect}")
     none = [p.gpu for p in placements if not p.fits]
     if none:
-        click.echo(f"does not fit even sharded: {', '.join(none)}")
-        click.echo("to shrink it:")
+        _echo(f"does not fit even sharded: {', '.join(none)}")
+        _echo("to shrink it:")
         for tip in advice:
-            click.echo(f"  - {tip}")
+            _echo(f"  - {tip}")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from rightsize.cli.common import catalog_option, load_catalog_for_cli
+from rightsize.cli.common import catalog_option, load_catalog_for_cli, no_color_option
 
 if TYPE_CHECKING:
     from rightsize.catalog import Catalog
@@ -47,6 +47,7 @@ def _fmt(x: float | None, spec: str = "g") -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 @catalog_option
+@no_color_option
 def gpus(min_memory_gb: float | None, provider: str | None, fmt: str,
          catalog_path: Path | None) -> None:
     """List the GPU catalog: memory, bandwidth, dense tensor TFLOPS, TDP and the price used.
@@ -59,16 +60,25 @@ def gpus(min_memory_gb: float | None, provider: str | None, fmt: str,
         click.echo(json.dumps({"gpus": [_gpu_json(catalog, g.name, provider) for g in chosen],
                                "catalog_files": list(catalog.origins)}, indent=2, allow_nan=False))
         return
-    head = (f"{'GPU':<16} {'mem GB':>6} {'GB/s':>6} {'fp32':>6} {'bf16':>7} {'fp8':>7}"
-            f" {'TDP W':>6}  {'$/GPU-h':>7}  price seen")
+    from rightsize.reports.fmt import short
+    from rightsize.reports.text import terminal_width
+
+    width = terminal_width()  # 80 columns when piped
+    head = (f"{'GPU':<16} {'GiB':>4} {'GB/s':>5} {'fp32':>5} {'bf16':>6} {'fp8':>6}"
+            f" {'TDP W':>5} {'$/GPU-h':>7}  price seen")
     click.echo(head)
-    click.echo("-" * len(head))
+    click.echo("-" * min(width, len(head) + 20))
     for g in chosen:
         p = catalog.price(g.name, provider)
         seen = f"{p.provider} {p.instance_type}, {p.date_seen}" if p else "no price"
-        click.echo(f"{g.name:<16} {g.memory_gib:>6g} {g.memory_bandwidth_gbs:>6g}"
-                   f" {_fmt(g.fp32_tflops):>6} {_fmt(g.fp16_bf16_tflops_dense):>7}"
-                   f" {_fmt(g.fp8_tflops_dense):>7} {_fmt(g.tdp_w):>6}"
-                   f"  {_fmt(p.usd_per_gpu_hour if p else None, '.3f'):>7}  {seen}")
+        row = (f"{g.name:<16} {g.memory_gib:>4g} {g.memory_bandwidth_gbs:>5g}"
+               f" {_fmt(g.fp32_tflops):>5} {_fmt(g.fp16_bf16_tflops_dense):>6}"
+               f" {_fmt(g.fp8_tflops_dense):>6} {_fmt(g.tdp_w):>5}"
+               f" {_fmt(p.usd_per_gpu_hour if p else None, '.3f'):>7}  ")
+        if len(row + seen) <= width:
+            click.echo(row + seen)
+        else:  # the price's source on its own line rather than past the terminal's edge
+            click.echo(row.rstrip())
+            click.echo(short(f"{'':>17}seen: {seen}", width))
     click.echo(f"\n{len(chosen)} GPUs; TFLOPS are dense (no sparsity). Sources: "
                "rightsize gpus --format json")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from rightsize.cli.common import use_color
+from rightsize.cli.common import no_color_option, use_color
 
 if TYPE_CHECKING:
     from rightsize.analyzers.document import Document
@@ -43,10 +43,12 @@ Examples:
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="Write here. Default for html: RUN_DIR/report.html for one run directory, "
-    "else ./rightsize-report.html; json and text go to standard output.",
+    "else ./<input>.rightsize.html (re-rendered in place when rightsize wrote it); json and "
+    "text go to standard output.",
 )
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary on the terminal.")
+@no_color_option
 def report(
     paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool, quiet: bool
 ) -> None:
@@ -62,6 +64,8 @@ def report(
     derived = output is None and fmt == "html"
     if derived:
         output = render.default_html_path(list(paths))
+    # the derived page is rightsize's own when it wrote it: re-rendered in place
+    force = force or (derived and output is not None and outputs.is_rightsize_report(output))
     if output is not None:  # before a long analysis, not after
         outputs.check_target(output, paths, force, derived=derived)
     color = use_color() if output is None else False

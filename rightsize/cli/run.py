@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from rightsize.cli.common import no_color_option
 from rightsize.reports.fmt import safe_line
 from rightsize.rundir import SCHEDULE_DEFAULTS
 
@@ -109,6 +110,7 @@ class _RunCommand(click.Command):
 @click.argument("script", metavar="SCRIPT|MODULE|-- COMMAND")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
+@no_color_option
 def run(ctx: click.Context, script: str, args: tuple[str, ...], **opts: object) -> None:
     """Run a script under PyTorch Profiler with NVML and host sampling, then analyze it.
 

@@ -66,9 +66,24 @@ def nbytes(n: float | None) -> str:
 
 
 def usd(v: float | None) -> str:
+    """Dollars: cents from $0.10 up, three significant digits below, ``<$0.001`` for less."""
     if v is None:
         return NA
-    return f"${v:,.2f}" if abs(v) >= 0.1 else f"${v:,.4f}"
+    if abs(v) >= 0.1 or v == 0:
+        return f"${v:,.2f}"
+    if abs(v) < 0.001:
+        return "<$0.001"
+    return f"${v:.2g}" if abs(v) >= 0.01 else f"${v:.3f}".rstrip("0")
+
+
+def usd_per_steps(per_1k: float | None) -> str:
+    """A cost per 1k steps, or per 1M steps when that is under a cent (``$0.42 per 1M steps``),
+    so a cheap step never reads as $0.00."""
+    if per_1k is None:
+        return NA
+    if 0 < abs(per_1k) < 0.01:
+        return f"{usd(per_1k * 1000)} per 1M steps"
+    return f"{usd(per_1k)} per 1k steps"
 
 
 def num(v: float | None, nd: int = 2) -> str:

@@ -34,12 +34,17 @@ _UNITS = {"pct": "%", "us": "µs", "ms": "ms", "ns": "ns", "bytes": "bytes", "s"
           "gbps": "GB/s", "w": "W"}
 
 
+_WORDS = {"gpu": "GPU", "cpu": "CPU", "sm": "SM", "hta": "HTA", "nvml": "NVML", "pct": "%",
+          "usd": "USD", "hbm": "HBM", "pcie": "PCIe", "tflops": "TFLOPS"}
+
+
 def humanize(key: str) -> str:
     """``tiny_op_us`` -> ``Tiny op (µs)``: a readable fallback for keys without a label."""
     words = key.split("_")
     unit = _UNITS.get(words[-1]) if len(words) > 1 else None
     if unit:
         words = words[:-1]
+    words = [_WORDS.get(w, w) for w in words]
     text = " ".join(words)
     text = text[:1].upper() + text[1:]
     return f"{text} ({unit})" if unit else text

@@ -11,12 +11,13 @@ Sizes are capped here so that every renderer stays small: top-k tables, a downsa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rightsize.analyzers.document import Document
-from rightsize.reports import fmt, tables
+from rightsize.reports import fmt, labels, tables
 from rightsize.reports import sections as parts
 from rightsize.reports.sections import (
     Breakdown,
@@ -54,6 +55,7 @@ class ReportModel:
     recommendations: tuple[Recommendation, ...]
     provenance: Provenance
     document: Document = field(repr=False)
+    warnings: tuple[str, ...] = ()  # the page's banner: read the numbers with care
 
     def charts(self) -> dict[str, Any]:
         """The data the page's charts draw, as plain JSON types (into JavaScript via tojson)."""
@@ -61,10 +63,12 @@ class ReportModel:
             "breakdown": {
                 "labels": [r.label for r in self.breakdown.rows],
                 "ms": [r.ms for r in self.breakdown.rows],
+                "colors": [category_color(r.key) for r in self.breakdown.rows],
             },
             "shares": {
                 "labels": [s.name for s in self.evidence.shares],
                 "pct": [s.pct for s in self.evidence.shares],
+                "colors": [category_color(s.name) for s in self.evidence.shares],
             },
             "timeline": {
                 "t_ms": list(self.timeline.t_ms),
@@ -85,6 +89,24 @@ class ReportModel:
                 for c in self.sizing.chart_points
             ],
         }
+
+
+# One colour per category in every chart: a breakdown row and the exclusive share that means the
+# same time (data loader, communication, copies, host) share it; the timeline and the sizing
+# scatter use none of these.
+CATEGORY_COLORS = {
+    "compute": "#2f6fde", "kernel": "#2f6fde",
+    "memory": "#16a2b8", "memset": "#7fb3d5",
+    "pcie": "#8e44ad", "memcpy": "#8e44ad",
+    "dataloader": "#e07b00",
+    "communication": "#c0392b",
+    "host": "#d4ac0d", "cpu_exec": "#d4ac0d", "runtime": "#b7950b",
+    "idle": "#aab2bf", "other": "#aab2bf",
+}
+
+
+def category_color(key: str) -> str:
+    return CATEGORY_COLORS.get(key, "#7f8c8d")
 
 
 def _opt_list(values: Sequence[float | None] | None) -> list[float | None] | None:
@@ -111,7 +133,37 @@ def build_model(doc: Document, manifest: Mapping[str, Any] | None = None) -> Rep
         recommendations=tuple(tables.recommendation(r) for r in doc.recommendations),
         provenance=provenance(doc, run),
         document=doc,
+        warnings=capture_warnings(doc, manifest),
     )
+
+
+def capture_warnings(doc: Document, manifest: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """Why the numbers need care: the job ended inside the profiling window (its last step may
+    be cut short and averaged into "Now"), or the capture gave no clear verdict."""
+    out: list[str] = []
+    procs = _processes(manifest)
+    ended = [p for p in procs if any(str(n).startswith(("profiler stopped at", "trace cut by"))
+                                     for n in p.get("notes") or [])]
+    if ended or any(p.get("state") == "cut" for p in procs):
+        out.append("The job ended while the profiler was recording: the last recorded step may "
+                   "be cut short and is averaged into the step time. Rerun with fewer --active "
+                   "steps (or a longer job) for clean steps.")
+    d = doc.diagnosis
+    if d is not None and d.bound == "inconclusive":
+        out.append("The capture is inconclusive: no share of the step stands out enough for a "
+                   "verdict. Treat the sizing as a hint; record more steps, or a busier part of "
+                   "the job.")
+    if doc.steps.count == 1:
+        out.append("Only one step was recorded: there is no spread to judge it by.")
+    return tuple(out)
+
+
+def _processes(manifest: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    try:
+        procs = manifest["collectors"]["profiler"]["processes"] if manifest else []
+    except (KeyError, TypeError):
+        return []
+    return [p for p in procs if isinstance(p, Mapping)] if isinstance(procs, list) else []
 
 
 def _title(doc: Document, run: RunInfo | None) -> str:
@@ -138,7 +190,11 @@ def provenance(doc: Document, run: RunInfo | None) -> Provenance:
         rows += [NamedValue(k, fmt.value(v)) for k, v in run.times]
         if run.exit:
             rows.append(NamedValue("exit", run.exit))
-    definitions = tuple(NamedValue(k, v) for k, v in doc.definitions.items())
+    keys = re.compile("|".join(rf"\b{re.escape(k)}\b" for k in sorted(doc.definitions, key=len,
+                                                                       reverse=True)) or "(?!)")
+    definitions = tuple(NamedValue(labels.humanize(k),
+                                   keys.sub(lambda m: labels.humanize(m.group(0)), v))
+                        for k, v in doc.definitions.items())
     return Provenance(inputs, tuple(tools), tuple(rows), definitions,
                       tuple(_missing(doc, run)), doc.notes)
 

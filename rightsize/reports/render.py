@@ -8,6 +8,7 @@ existing file unless ``force`` (it raises :class:`~rightsize.errors.OutputExists
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -105,15 +106,28 @@ def write_report(
 
 
 def default_html_path(paths: list[Path], output: Path | None = None) -> Path:
-    """Where a report goes when nobody said: beside ``-o``, in the one run directory, or
-    ``./rightsize-report.html``."""
+    """Where a report goes when nobody said: beside ``-o``, in the one run directory, or in the
+    current directory named after the input (``t.pt.trace.json.gz`` ->
+    ``t.pt.trace.rightsize.html``; several inputs add ``+N``), so another input never lands on
+    the same page."""
     from rightsize.rundir import REPORT_HTML, is_run_dir
 
     if output is not None:
         return output.parent / REPORT_HTML
     if len(paths) == 1 and is_run_dir(paths[0]):
         return Path(paths[0]) / REPORT_HTML
-    return Path(DEFAULT_HTML)
+    if not paths:
+        return Path(DEFAULT_HTML)
+    more = f"+{len(paths) - 1}" if len(paths) > 1 else ""
+    return Path(f"{input_stem(Path(paths[0]))}{more}.rightsize.html")
+
+
+def input_stem(path: Path) -> str:
+    """A file or directory name without ``.gz``/``.json``/``.sqlite``/``.csv``."""
+    name = Path(os.path.abspath(path)).name or "trace"
+    for suffix in (".gz", ".json", ".sqlite", ".csv", ".txt"):
+        name = name.removesuffix(suffix)
+    return name or "trace"
 
 
 def summary(

@@ -61,7 +61,7 @@ def render_summary(
         b("Now: ")
         + f"{device}, {fmt.ms(h.step_ms)} per step"
         + (
-            f", {fmt.usd(h.usd_per_1k_steps_now)} per 1k steps"
+            f", {fmt.usd_per_steps(h.usd_per_1k_steps_now)}"
             if h.usd_per_1k_steps_now is not None
             else ""
         )
@@ -74,15 +74,43 @@ def render_summary(
         )
         gpu = safe(gpu)
         lines.append(
-            b("Recommended GPU: ") + f"{gpu}{_slower(h)}, {fmt.ms(h.projected_step_ms)} per step{_range(h)}, "
-            f"{fmt.usd(h.usd_per_1k_steps_recommended)} per 1k steps"
+            b("Recommended GPU: ") + f"{gpu}{_slower(h)}, {fmt.ms(h.projected_step_ms)} per step"
+            f"{_range(h)}, {fmt.usd_per_steps(h.usd_per_1k_steps_recommended)}"
             + (f" (saves {fmt.pct(h.savings_pct)})" if h.savings_pct else "")
         )
+        if h.reason:  # the sizing's own why, e.g. "a bigger GPU will not shrink it: do X"
+            lines.append(b("Why: ") + safe(h.reason))
     else:
         lines.append(b("Recommended GPU: ") + safe(h.reason or "n/a (no sizing in this analysis)"))
-    if report_path is not None:
-        lines.append(b("Report: ") + safe(report_path))
-    return "\n".join(lines) + "\n"
+    text = wrap(lines)
+    if report_path is not None:  # never wrapped: a path is pasted whole
+        text += "\n" + b("Report: ") + safe(report_path)
+    return text + "\n"
+
+
+def terminal_width() -> int:
+    """The terminal's columns; 80 when piped or unknown (``COLUMNS`` wins, as in the shell)."""
+    import shutil
+
+    return max(40, shutil.get_terminal_size((80, 24)).columns)
+
+
+def wrap(lines: list[str], width: int | None = None) -> str:
+    """Each line wrapped to ``width`` (the terminal's), continuation lines indented under the
+    text of a ``- `` item or a ``Label: ``. Long words (paths) are never broken."""
+    import textwrap
+
+    width = width or terminal_width()
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        stripped = line.lstrip(" ")
+        indent = " " * (len(line) - len(stripped) + (2 if stripped.startswith("- ") else 4))
+        out.extend(textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=False,
+                                 break_on_hyphens=False) or [line])
+    return "\n".join(out)
 
 
 def _range(h: Headline) -> str:
@@ -140,13 +168,13 @@ def _details(model: ReportModel, color: bool) -> str:
             kind = f"  [{safe(k.kind)}]" if k.kind else ""
             lines.append(
                 f"  {fmt.pct(k.pct):>6}  {fmt.ms(k.total_ms, 3):>12}  {k.calls:>6}x  "
-                f"{safe(fmt.short(k.name, 90))}{kind}"
+                f"{safe(fmt.short(k.name, max(20, terminal_width() - 50)))}{kind}"
             )
     if model.recommendations:
         lines.append(b("Recommendations"))
         lines.extend(f"  - {safe(r.title)}" for r in model.recommendations[:5])
     lines.extend(dim(f"note: {safe(n)}") for n in model.provenance.notes)
-    return "\n".join(lines) + "\n"
+    return wrap(lines) + "\n"
 
 
 def _slower(h: Headline) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 import polars as pl
 
 from rightsize import rundir
-from rightsize.errors import InputError
+from rightsize.errors import InputError, RightsizeError
 from rightsize.traces import limits, ncu, nsys
 from rightsize.traces.kineto import GZIP_MAGIC, looks_like_kineto, read_kineto
 from rightsize.traces.metrics_logs import looks_like_metrics_log, read_metrics_log
@@ -114,6 +114,15 @@ def detect(path: Path) -> str:
     raise InputError(path, f"not a supported format; supported: {SUPPORTED}")
 
 
+def _why_no_trace(run_dir: Path) -> str:
+    """The profiler's own account in the manifest (e.g. the flag a short job needs)."""
+    try:
+        reason = rundir.read_manifest(run_dir)["collectors"]["profiler"]["reason"]
+    except (RightsizeError, OSError, KeyError, TypeError, ValueError):
+        reason = None
+    return str(reason) if reason else "the profiler recorded no window"
+
+
 def expand(paths: list[Path]) -> list[tuple[Path, Path | None]]:
     """Files to read, each with the run directory it belongs to (or None)."""
     out: list[tuple[Path, Path | None]] = []
@@ -127,7 +136,7 @@ def expand(paths: list[Path]) -> list[tuple[Path, Path | None]]:
                     raise InputError(p, "run directory without traces: the run was interrupted "
                                         "(rightsize was killed) before a trace was written")
                 if not files:
-                    raise InputError(p, "run directory without traces (was --no-profiler used?)")
+                    raise InputError(p, f"run directory without traces: {_why_no_trace(p)}")
                 out.extend((f, p) for f in files)
                 continue
             files = sorted({f for g in TRACE_GLOBS for f in p.glob(g) if f.is_file()})

@@ -172,7 +172,7 @@ def test_recommendations_and_sizing_in_the_analysis():
 
 
 @pytest.mark.parametrize("measure,value,rule", [
-    ("dataloader_pct", 5.1, "dataloader-stall"), ("gpu_util_pct", 49.0, "low-gpu-utilization"),
+    ("dataloader_pct", 5.1, "dataloader-stall-cpu"), ("gpu_util_pct", 49.0, "low-gpu-utilization"),
     ("communication_pct", 10.5, "exposed-communication"),
     ("memory_of_device_pct", 95.0, "memory-near-capacity"),
     ("fp32_matmul_pct", 20.0, "fp32-without-tensor-cores"), ("host_wait_pct", 25.0, "host-wait"),
@@ -185,7 +185,8 @@ def test_each_rule_fires_at_its_threshold(measure, value, rule):
     from rightsize.analyzers.diagnosis.advise import recommend, rules
     [fired] = recommend({measure: value})
     assert fired.id == rule and rule in {r["id"] for r in rules()}
-    assert "source" not in fired.evidence and measure in fired.evidence
+    assert "source" not in fired.evidence and f"{value:.1f} " in fired.evidence
+    assert measure not in fired.evidence  # read by people: no internal key
     at_threshold = next(r["threshold"] for r in rules() if r["id"] == rule)
     assert recommend({measure: float(at_threshold)}) == []
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -74,7 +75,7 @@ def test_text_output(trace_file):
     assert "dataloader" in res.stdout
     # Quick work on a non-terminal prints no progress: only where the report went and what next.
     lines = res.stderr.splitlines()
-    assert lines[0] == "report: rightsize-report.html" and lines[1].startswith("next: ")
+    assert lines[0] == "report: two.pt.trace.rightsize.html" and lines[1].startswith("next: ")
 
 
 def test_output_file_is_never_overwritten_without_force(tmp_path, trace_file):
@@ -168,14 +169,26 @@ def test_gzip_compressed_trace_file(tmp_path):
     assert res.returncode == 0 and json.loads(res.stdout)["steps"]["count"] == 2
 
 
-def test_second_analyze_keeps_the_existing_report(tmp_path, trace_file):
+def test_reports_are_named_after_their_input_and_never_silently_kept(tmp_path, trace_file):
+    other = tmp_path / "other.json"
+    other.write_bytes(Path(trace_file).read_bytes())
+    stem = Path(trace_file).name.removesuffix(".gz").removesuffix(".json")
     assert rightsize("analyze", trace_file, cwd=tmp_path).returncode == 0
-    page = tmp_path / "rightsize-report.html"
-    first = page.read_bytes()
-    res = rightsize("analyze", trace_file, cwd=tmp_path)
-    assert res.returncode == 0
-    assert "kept the existing report rightsize-report.html (pass --force" in res.stderr
-    assert page.read_bytes() == first
+    page = tmp_path / f"{stem}.rightsize.html"
+    assert page.is_file()
+    page.write_bytes(page.read_bytes().replace(b"</body>", b"<!-- old --></body>"))
+    res = rightsize("analyze", trace_file, cwd=tmp_path)  # its own page: replaced
+    assert res.returncode == 0 and res.stderr.startswith("report: ")
+    assert res.stderr.splitlines()[0].endswith(page.name)
+    assert b"<!-- old -->" not in page.read_bytes()
+    res = rightsize("analyze", other, cwd=tmp_path)  # another input: another page
+    assert "report: other.rightsize.html" in res.stderr
+    assert (tmp_path / "other.rightsize.html").is_file()
+    mine = tmp_path / "mine.rightsize.html"
+    mine.write_text("my notes")
+    (tmp_path / "mine.json").write_bytes(Path(trace_file).read_bytes())
+    res = rightsize("analyze", tmp_path / "mine.json", cwd=tmp_path)
+    assert "kept the existing report mine.rightsize.html (it is not a report" in res.stderr
 
 
 def test_mixed_inputs_trace_ncu_and_metrics_log(tmp_path, trace_file):

@@ -104,11 +104,11 @@ def test_read_only_cwd_is_a_warning(tmp_path, trace):
 
 
 def test_report_failure_is_a_warning_when_the_sibling_is_a_directory(tmp_path, trace):
-    (tmp_path / "rightsize-report.html").mkdir()
+    (tmp_path / "in.rightsize.html").mkdir()
     res = cli("analyze", trace, "--format", "json", cwd=tmp_path)
     assert res.returncode == 0 and json.loads(res.stdout)["schema_version"] == 1
     assert res.stderr.decode().splitlines() == [
-        ("rightsize: warning: no HTML report: cannot write rightsize-report.html: "
+        ("rightsize: warning: no HTML report: cannot write in.rightsize.html: "
         "it is a directory")]
 
 

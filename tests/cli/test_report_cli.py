@@ -147,18 +147,20 @@ def test_text_is_verdict_first_without_colors_off_a_tty(run_copy):
     assert "\033[" not in res.stdout
 
 
-def test_html_goes_into_the_run_directory_and_is_never_overwritten(run_copy):
+def test_html_goes_into_the_run_directory_and_is_re_rendered_in_place(run_copy):
     res = rightsize("report", run_copy)
     assert res.returncode == 0, res.stderr
     page = run_copy / "report.html"
     assert page.is_file() and page.stat().st_size < 2_000_000
     assert res.stdout.startswith("Verdict: ")
     assert f"Report: {page}" in res.stdout and f"next: xdg-open {page}" in res.stdout
-    before = page.read_bytes()
+    res = rightsize("report", run_copy)  # its own page: re-rendered, as "next:" promised
+    assert res.returncode == 0, res.stderr
+    assert f"Report: {page}" in res.stdout
+    page.write_text("my notes")  # not rightsize's page: kept, one line
     res = rightsize("report", run_copy)
     assert res.returncode == 1 and res.stderr.count("\n") == 1
-    assert "already exists; pass --force" in res.stderr and page.read_bytes() == before
-    assert rightsize("report", run_copy, "--force", "-q").returncode == 0
+    assert "already exists; pass --force" in res.stderr and page.read_text() == "my notes"
 
 
 def test_traces_report_to_the_current_directory(tmp_path):
@@ -167,8 +169,8 @@ def test_traces_report_to_the_current_directory(tmp_path):
     trace = two_step_trace().write(tmp_path / "two.pt.trace.json")
     res = rightsize("report", trace, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert (tmp_path / "rightsize-report.html").is_file()
-    assert "Report: rightsize-report.html" in res.stdout
+    assert (tmp_path / "two.pt.trace.rightsize.html").is_file()
+    assert "Report: two.pt.trace.rightsize.html" in res.stdout
 
 
 def test_json_to_a_file_prints_where_and_next(tmp_path):
@@ -186,4 +188,4 @@ def test_json_to_a_file_prints_where_and_next(tmp_path):
 def test_missing_input_is_one_line(tmp_path):
     res = rightsize("report", tmp_path / "nope.json", cwd=tmp_path)
     assert res.returncode == 1 and res.stderr.startswith("rightsize: error: ")
-    assert res.stderr.count("\n") == 1 and not (tmp_path / "rightsize-report.html").exists()
+    assert res.stderr.count("\n") == 1 and not list(tmp_path.glob("*.html"))

@@ -76,3 +76,18 @@ def test_run_directories_are_never_reused(tmp_path: Path) -> None:
     with pytest.raises(OutputExistsError):
         create_run_dir(first)
     assert json.loads((first / "manifest.json").read_text()) == {"schema_version": 1}
+
+
+def test_manifest_and_analysis_modes_follow_the_umask(tmp_path: Path) -> None:
+    import os
+
+    from rightsize.rundir import write_json_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_manifest(tmp_path, {"status": "done"})
+        write_json_atomic(tmp_path / "analysis.json", {"schema_version": 1})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "manifest.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "analysis.json").stat().st_mode & 0o777 == 0o644

@@ -125,7 +125,7 @@ def test_shared_trace_report(browser, tmp_path):
     res = rightsize("report", trace, "-q", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     shot = tmp_path / "resnet.png"
-    page = Page(browser, tmp_path / "rightsize-report.html", shot)
+    page = Page(browser, tmp_path / (trace.name.removesuffix(".json.gz") + ".rightsize.html"), shot)
     check_clean(page, shot)
     canvases = page.painted_canvases()
     assert canvases.get("chart-breakdown", 0) > 1000, canvases

@@ -4,6 +4,7 @@ labels, caps."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -95,8 +96,11 @@ def test_summary_is_verdict_evidence_gpu_and_path():
         "  - GPU idle 39% of the span, mostly host wait",
         "  - memcpy HtoD from pageable memory at 10 GB/s",
     ]
-    assert lines[-2].startswith("Recommended GPU: L4 (4.9x slower), 190.00 ms per step")
-    assert "(saves 61.5%)" in lines[-2] and lines[-1] == "Report: runs/x/report.html"
+    rec = next(i for i, x in enumerate(lines) if x.startswith("Recommended GPU: "))
+    assert lines[rec].startswith("Recommended GPU: L4 (4.9x slower), 190.00 ms per step")
+    assert "(saves 61.5%)" in " ".join(lines[rec:rec + 2])
+    assert lines[-2] == "Why: data-loader-bound: a cheaper GPU is as fast"
+    assert lines[-1] == "Report: runs/x/report.html"
     colored = render_summary(m, None, color=True)
     assert colored.startswith("\033[1mVerdict") and "Report:" not in colored
 
@@ -126,7 +130,9 @@ def test_default_html_paths(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "manifest.json").write_text("{}")
     assert render.default_html_path([tmp_path / "run"]) == tmp_path / "run" / "report.html"
-    assert render.default_html_path([tmp_path / "t.json"]).name == "rightsize-report.html"
+    assert render.default_html_path([tmp_path / "t.json"]).name == "t.rightsize.html"
+    assert render.default_html_path([tmp_path / "a.pt.trace.json.gz", tmp_path / "b.json"]) == (
+        Path("a.pt.trace+1.rightsize.html"))
     assert render.default_html_path([], tmp_path / "o" / "a.json") == tmp_path / "o" / "report.html"
 
 

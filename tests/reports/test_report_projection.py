@@ -52,7 +52,7 @@ def test_range_and_precision_in_html_and_text():
     assert "Workload precision: <b>bf16</b>" in page
     assert "bf16 92.5% · fp32 7.5%. " in page and "Precision unknown for 1.8% of all" in page
     assert '<span class="tag" title="the T4 has no bf16 math: projected at fp32">' in page
-    summary = render_summary(m, None)
+    summary = " ".join(render_summary(m, None).split())  # wrapped to the terminal: unwrap
     assert "190.00 ms per step (range 171.00-209.00 ms), " in summary
     assert "(range" not in render_summary(build_model(typed(with_everything(real_doc()))), None)
 

@@ -81,7 +81,7 @@ def rules() -> tuple[dict[str, Any], ...]:
 
 
 # The rules that act on each verdict's own share: listed first when they fire.
-FOR_BOUND = {"dataloader": ("dataloader-stall",), "host": ("host-bound", "host-wait"),
+FOR_BOUND = {"dataloader": ("dataloader-stall", "dataloader-stall-cpu"), "host": ("host-bound", "host-wait"),
              "pcie": ("pcie-bound", "pageable-copies"),
              "communication": ("exposed-communication",),
              "memory": ("memory-bound-kernels",), "compute": ("fp32-without-tensor-cores",)}
@@ -100,7 +100,11 @@ def recommend(measures: dict[str, float | None], bound: str | None = None) -> li
         value = measures.get(rule["measure"])
         if value is None or not _OPS[rule["op"]](value, rule["threshold"]):
             continue
-        evidence = (f"{rule['measure']} = {value:.1f} {rule['unit']} "
+        if "requires" in rule and measures.get(rule["requires"]) is None:
+            continue  # e.g. GPU advice on a CPU-only run
+        if "unless" in rule and measures.get(rule["unless"]) is not None:
+            continue
+        evidence = (f"{value:.1f} {rule['unit']} "  # the unit names the measure, for people
                     f"({rule['op']} {rule['threshold']}; {rule['source']})")
         strength = abs(value - rule["threshold"]) / max(abs(rule["threshold"]), 1.0)
         impact = measures.get(rule.get("impact", "")) or 0.0

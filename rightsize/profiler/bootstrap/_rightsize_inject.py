@@ -23,6 +23,7 @@ Configuration: the JSON in ``RIGHTSIZE_RUN`` (keys in ``_rightsize_state.DEFAULT
 """
 
 import atexit
+import contextlib
 import functools
 import itertools
 import json
@@ -112,9 +113,17 @@ def _on_torch(torch):
 
 
 # -- hooks (module-level functions, so a forked child's fresh State takes them over) --------
+def _compiling():
+    """Whether dynamo is tracing: it then inlines the hooks into the graph, so they must
+    return before touching anything it cannot trace (``os.getpid``, the lock)."""
+    return False
+
+
 def _guarded(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if _compiling():  # first: dynamo folds this to a constant and traces nothing else
+            return
         state = _STATE
         if state is None or state.mode == "off" or state.done or os.getpid() != state.pid:
             return
@@ -137,7 +146,7 @@ def _on_optimizer_step(state, optimizer, args, kwargs):
         return  # a second optimizer (GAN, multi-optimizer) does not add steps
     if state.mode == "auto":
         state.mode = "optimizer"
-        remove_hooks(state, "forward_pre", "forward")
+        remove_hooks(state, "forward_pre", "forward", "compile_warning")
         state.start(scheduled=True)
         state.write_record("running")
     else:
@@ -163,14 +172,15 @@ def _on_forward_pre(state, module, args):
         if now_s >= state.window_end_s:
             state.stop()
             state.done = True
-            remove_hooks(state, "forward_pre", "forward", "optimizer")
+            remove_hooks(state, "forward_pre", "forward", "optimizer", "compile_warning")
             state.write_record("running")
         else:
-            state.prof.step()
-            state.steps += 1
+            state.step()
 
 
 def _on_forward(module, args, output):
+    if _compiling():
+        return
     state = _STATE
     if state is not None and state.depth > 0:
         state.depth -= 1
@@ -184,7 +194,12 @@ def _install_hooks(torch):
     from torch.nn.modules import module as nn_module
     from torch.optim import optimizer as optim_module
 
+    global _compiling
+    compiler = getattr(torch, "compiler", None)
+    if hasattr(compiler, "is_compiling"):
+        _compiling = compiler.is_compiling
     state = _STATE
+    _mute_compile_hook_warning(state)
     state.handles["optimizer"] = optim_module.register_optimizer_step_post_hook(_on_optimizer_step)
     state.handles["forward_pre"] = nn_module.register_module_forward_pre_hook(_on_forward_pre)
     state.handles["forward"] = nn_module.register_module_forward_hook(_on_forward, always_call=True)
@@ -193,6 +208,27 @@ def _install_hooks(torch):
     atexit.register(_at_exit)
     os.register_at_fork(after_in_child=_after_fork_in_child)
     _install_signal_handlers()
+
+
+# torch.compile(module) warns on every call while any global module hook exists; ours are
+# compile-safe (see _compiling) and counted once per top-level call, so that warning is ours to
+# keep quiet. The filter matches only that message and goes when the hooks go.
+_COMPILE_HOOK_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"
+
+
+def _mute_compile_hook_warning(state):
+    import warnings
+
+    warnings.filterwarnings("ignore", message=_COMPILE_HOOK_WARNING, category=UserWarning)
+    entry = warnings.filters[0]
+
+    class _Unmute:
+        def remove(self):
+            with contextlib.suppress(ValueError):
+                warnings.filters.remove(entry)
+            warnings._filters_mutated()
+
+    state.handles["compile_warning"] = _Unmute()
 
 
 def _patch_optimizer_init(cls):
@@ -230,7 +266,7 @@ def _mark_dataloader_worker():
     if state is not None:
         state.mode = "off"
         state.skip_reason = WORKER
-        remove_hooks(state, "optimizer", "forward_pre", "forward")
+        remove_hooks(state, "optimizer", "forward_pre", "forward", "compile_warning")
     run_dir = _CONFIG.get("run_dir")
     if run_dir:
         procs = os.path.join(run_dir, "procs")
@@ -316,8 +352,7 @@ def step():
     try:
         with state.lock:
             if state.block:
-                state.prof.step()
-                state.steps += 1
+                state.step()
                 return
             if state.done:
                 return
@@ -325,7 +360,7 @@ def step():
                 if state.mode == "time":
                     state.stop()
                 state.mode = "manual"
-                remove_hooks(state, "forward_pre", "forward", "optimizer")
+                remove_hooks(state, "forward_pre", "forward", "optimizer", "compile_warning")
             if state.prof is None:
                 state.start(scheduled=True)
                 state.write_record("running")
@@ -344,7 +379,7 @@ def begin_block():
         with state.lock:
             state.stop()
             state.mode = "manual"
-            remove_hooks(state, "forward_pre", "forward", "optimizer")
+            remove_hooks(state, "forward_pre", "forward", "optimizer", "compile_warning")
             state.start(scheduled=False)
             state.block = True
     except Exception as exc:  # noqa: BLE001 - the job must not be harmed
@@ -359,6 +394,7 @@ def end_block():
         with state.lock:
             state.block = False
             state.stop()
+            state.join_exports()  # the block's trace is on disk when the block ends
             state.write_record("running")
     except Exception as exc:  # noqa: BLE001 - the job must not be harmed
         state.fail(exc)

@@ -6,8 +6,11 @@ and keeping ``<run_dir>/procs/<pid>.json`` up to date. Stdlib only besides torch
 runs in the user's interpreter.
 """
 
+import contextlib
+import gzip
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -62,6 +65,35 @@ def profiling_over():
             pass
 
 
+@contextlib.contextmanager
+def quiet_stderr():
+    """Divert file descriptor 2 into ``<run_dir>/procs/<pid>.log`` while the profiler starts,
+    steps its schedule or stops: Kineto and c10 print status lines there ("profiler_start",
+    "Memory block of unknown size ...") that the job would not print without rightsize. Only
+    for those calls, on the thread that makes them; anything another thread of the job writes
+    to stderr in that instant lands in the same log file."""
+    run_dir = CONFIG.get("run_dir")
+    if not run_dir:
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        target = open(os.path.join(run_dir, "procs", f"{os.getpid()}.log"), "ab")  # noqa: SIM115
+        saved = os.dup(2)
+        os.dup2(target.fileno(), 2)
+    except (OSError, ValueError):
+        yield  # cannot divert: the lines reach stderr, the job is not harmed
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        target.close()
+
+
 def remove_hooks(state, *names):
     for name in names:
         handle = state.handles.pop(name, None)
@@ -92,6 +124,7 @@ class State:
         self.window_end_s = None
         self.notes = []
         self.handles = {}
+        self.exports = []  # background trace exports still running
         self.lock = threading.RLock()
         if announce:
             self.write_record("running")
@@ -113,7 +146,7 @@ class State:
                 return ProfilerAction.RECORD
 
         self.recording_since = time.monotonic()
-        self.prof = profile(
+        prof = profile(
             schedule=sched,
             on_trace_ready=self.on_trace_ready,
             record_shapes=CONFIG["record_shapes"],
@@ -121,37 +154,87 @@ class State:
             with_stack=CONFIG["with_stack"],
             with_flops=CONFIG["with_flops"],
         )
-        self.prof.start()
+        with quiet_stderr():
+            self._spend_free_warning(prof.start)
+        self.prof = prof
+
+    def step(self):
+        """One ``ProfilerStep`` boundary (the schedule may start, stop and export here)."""
+        with quiet_stderr():
+            self._spend_free_warning(self.prof.step)
+        self.steps += 1
+
+    def _spend_free_warning(self, call):
+        """Freeing, while memory is recorded, a CPU block allocated before makes c10 warn once
+        per process on stderr: free one such block here, inside :func:`quiet_stderr`, so the
+        job's own frees stay silent."""
+        early = self.torch.empty(16) if CONFIG["profile_memory"] else None
+        call()
+        del early
 
     def advance(self):
-        self.prof.step()
-        self.steps += 1
+        self.step()
         if CONFIG["repeat"] > 0 and self.windows >= CONFIG["repeat"] and not self.block:
             self.stop()
             self.done = True
-            remove_hooks(self, "optimizer", "forward_pre", "forward")
+            remove_hooks(self, "optimizer", "forward_pre", "forward", "compile_warning")
             profiling_over()
 
     def stop(self):
         prof, self.prof = self.prof, None
         if prof is not None:
-            prof.stop()
+            with quiet_stderr():
+                prof.stop()
 
     def on_trace_ready(self, prof):
+        """A window ended: export it on a background thread, off the job's next step (the JSON
+        writing and gzip take about a quarter of a second per second recorded). The process
+        waits for it at exit (:meth:`join_exports`)."""
         self.windows += 1
         self.rank = self._dist_rank()
         name = _trace_name(self.rank, self.pid, self.windows)
+        inner = getattr(prof, "profiler", None)
+        if inner is None or not hasattr(inner, "export_chrome_trace"):
+            self._export(lambda path: prof.export_chrome_trace(path), name)  # unknown torch
+            return
+        metadata = getattr(prof, "_trace_metadata", None)
+
+        def save(path):
+            if metadata is None:
+                inner.export_chrome_trace(path)
+            else:
+                inner.export_chrome_trace(path, metadata)
+
+        thread = threading.Thread(target=self._export, args=(save, name, True),
+                                  name="rightsize-trace-export", daemon=True)
+        self.exports.append(thread)
+        thread.start()
+
+    def _export(self, save, name, gzip_after=False):
         traces = os.path.join(CONFIG["run_dir"], "traces")
         tmp_dir = os.path.join(traces, ".tmp")
-        os.makedirs(tmp_dir, exist_ok=True)
         tmp = os.path.join(tmp_dir, name)
         try:
-            prof.export_chrome_trace(tmp)
+            os.makedirs(tmp_dir, exist_ok=True)
+            if gzip_after:  # torch's own .gz path: JSON first, then compressed
+                save(tmp + ".json")
+                with open(tmp + ".json", "rb") as fin, gzip.open(tmp, "wb", compresslevel=6) as out:
+                    shutil.copyfileobj(fin, out, 1 << 20)
+                os.remove(tmp + ".json")
+            else:
+                save(tmp)
             os.replace(tmp, os.path.join(traces, name))
-            self.traces.append(name)
+            self.traces.append(name)  # atomic under the GIL; no lock: finish() joins us
         except Exception as exc:  # noqa: BLE001 - a failed export must not break the job
             self.note(f"trace export failed: {exc!r}")
         self.write_record("running")
+
+    def join_exports(self, timeout_s=None):
+        """Wait for the background exports (at exit: the trace must be complete)."""
+        for thread in list(self.exports):
+            thread.join(timeout_s)
+            if not thread.is_alive():
+                self.exports.remove(thread)
 
     def _dist_rank(self):
         """The process group's rank when one is up (mp.spawn jobs may not set RANK)."""
@@ -167,7 +250,7 @@ class State:
         self.note(f"profiler turned off after an error: {exc!r}")
         warn(f"profiler turned off in pid {os.getpid()}: {exc!r}")
         self.mode = "off"
-        remove_hooks(self, "optimizer", "forward_pre", "forward")
+        remove_hooks(self, "optimizer", "forward_pre", "forward", "compile_warning")
         try:
             self.stop()
         except Exception as stop_exc:  # noqa: BLE001 - the job must not be harmed
@@ -187,10 +270,11 @@ class State:
             return
         self.prof = None  # not stopped: stopping collects and exports; the process ends anyway
         self.mode = "off"
-        remove_hooks(self, "optimizer", "forward_pre", "forward")
+        remove_hooks(self, "optimizer", "forward_pre", "forward", "compile_warning")
         if recording:
             self.note(f"trace cut by {why} after {self.steps} steps: the window being recorded "
                       "was not exported, so the job could stop at once")
+        self.join_exports(CONFIG["flush_on_signal_s"])  # a finished window, nearly exported
         self.write_record("cut" if recording else "ended")
         profiling_over()
 
@@ -198,6 +282,7 @@ class State:
         """At exit or on SIGTERM: stop, export what was recorded, write the record."""
         if os.getpid() != self.pid:
             return
+        self.join_exports()  # before the lock: a finishing export writes the record too
         with self.lock:
             if self.prof is not None:
                 self.note(f"profiler stopped at {why} after {self.steps} steps")
@@ -205,13 +290,22 @@ class State:
                     self.stop()
                 except Exception as exc:  # noqa: BLE001 - the job must not be harmed
                     self.note(f"stopping the profiler at {why} failed: {exc!r}")
+            self.join_exports()  # the window stopped just now
             if not self.traces and self.mode == "auto":
-                self.note(
-                    "no trace: no optimizer step, and no module call "
-                    f"{CONFIG['window_delay_s']} s after the first one"
-                )
+                self.note(self._why_no_window())
             self.write_record("ended")
         profiling_over()
+
+    def _why_no_window(self):
+        """Why a job without an optimizer got no time window, with the flag that fixes it."""
+        delay = CONFIG["window_delay_s"]
+        if self.first_forward_s is None:
+            return "no trace: no optimizer step and no module call (nothing to record)"
+        span = time.monotonic() - self.first_forward_s
+        window = max(0.1, round(span / 2, 1))
+        return (f"no trace: no optimizer step, and the job ended {span:.1f} s after its first "
+                f"module call, before the time window opened ({delay:g} s after it); rerun "
+                f"with --window-delay-s 0 --window-s {window:g}")
 
     # -- bookkeeping ---------------------------------------------------------------------
     def note(self, text):
@@ -242,9 +336,10 @@ class State:
         path = os.path.join(run_dir, "procs", f"{self.pid}.json")
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            tmp = f"{path}.{threading.get_ident()}.tmp"  # the export thread writes it too
+            with open(tmp, "w", encoding="utf-8") as fh:
                 json.dump(record, fh, indent=1)
-            os.replace(path + ".tmp", path)
+            os.replace(tmp, path)
         except OSError as exc:
             warn(f"cannot write {path}: {exc}")
 

@@ -6,8 +6,7 @@
   Chart.defaults.animation = false;
   Chart.defaults.maintainAspectRatio = false;
   Chart.defaults.font.size = 11;
-  var PALETTE = ["#2f6fde", "#e07b00", "#1f8a4c", "#8e44ad", "#c0392b", "#16a2b8", "#7f8c8d",
-                 "#d4ac0d"];
+  /* category colours come with the data (model.CATEGORY_COLORS): one colour per category */
   var drawn = 0;
   function make(id, config) {
     var el = document.getElementById(id);
@@ -22,7 +21,7 @@
       type: "bar",
       data: { labels: RS.breakdown.labels,
               datasets: [{ label: "ms per step", data: RS.breakdown.ms,
-                           backgroundColor: PALETTE }] },
+                           backgroundColor: RS.breakdown.colors }] },
       options: { indexAxis: "y", plugins: { legend: { display: false } },
                  scales: { x: { title: { display: true, text: "ms per step" } } } }
     });
@@ -33,7 +32,7 @@
       data: { labels: ["step"],
               datasets: RS.shares.labels.map(function (name, i) {
                 return { label: name, data: [RS.shares.pct[i]],
-                         backgroundColor: PALETTE[i % PALETTE.length] };
+                         backgroundColor: RS.shares.colors[i] };
               }) },
       options: { indexAxis: "y",
                  scales: { x: { stacked: true, max: 100, title: { display: true, text: "% of step" } },
@@ -50,8 +49,8 @@
                   borderWidth: 1.5, spanGaps: false,
                   data: tl.t_ms.map(function (t, i) { return { x: t / 1000, y: values[i] }; }) });
     }
-    series(tl.trace_busy_pct, "trace: GPU busy %", PALETTE[0]);
-    series(tl.nvml_gpu_util_pct, "NVML: GPU utilization %", PALETTE[1]);
+    series(tl.trace_busy_pct, "trace: GPU busy %", "#1b2631");
+    series(tl.nvml_gpu_util_pct, "NVML: GPU utilization %", "#1f8a4c");
     make("chart-timeline", {
       type: "line", data: { datasets: sets },
       options: { parsing: false, normalized: true,
@@ -69,11 +68,24 @@
     make("chart-sizing", {
       type: "scatter",
       data: { datasets: [
-        group(function (c) { return c.recommended; }, "recommended", PALETTE[2], 7),
-        group(function (c) { return c.current && !c.recommended; }, "now", PALETTE[1], 7),
-        group(function (c) { return c.fits && !c.current && !c.recommended; }, "fits memory", PALETTE[0], 4),
+        group(function (c) { return c.recommended; }, "recommended", "#1f8a4c", 7),
+        group(function (c) { return c.current && !c.recommended; }, "now", "#1b2631", 7),
+        group(function (c) { return c.fits && !c.current && !c.recommended; }, "fits memory", "#5d6d7e", 4),
         group(function (c) { return !c.fits && !c.current && !c.recommended; }, "does not fit", "#aab2bf", 3)
       ] },
+      plugins: [{ id: "pointLabels", afterDatasetsDraw: function (chart) {
+        /* every candidate named beside its point: no hovering needed to read the chart */
+        var ctx = chart.ctx;
+        ctx.save();
+        ctx.font = "10px sans-serif";
+        ctx.fillStyle = "#333";
+        chart.data.datasets.forEach(function (set, i) {
+          chart.getDatasetMeta(i).data.forEach(function (pt, j) {
+            ctx.fillText(set.data[j].name, pt.x + 6, pt.y - 4);
+          });
+        });
+        ctx.restore();
+      } }],
       options: {
         scales: { x: { type: "logarithmic", title: { display: true, text: "projected step time (ms)" } },
                   y: { type: "logarithmic", title: { display: true, text: "$ per 1k steps" } } },
