@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,14 @@ def shared_path(*parts: str) -> Path:
 @pytest.fixture
 def shared() -> Path:
     return shared_path()
+
+
+def cli(*args: object, cwd: str | Path | None = None, env: dict[str, str] | None = None,
+        timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The real ``rightsize`` CLI in a subprocess of this interpreter (``env`` adds to ours)."""
+    return subprocess.run([sys.executable, "-m", "rightsize", *map(str, args)], cwd=cwd,
+                          env=dict(os.environ, PYTHONWARNINGS="ignore", **(env or {})),
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def has_nvidia_gpu() -> bool:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -15,6 +13,7 @@ from rightsize.catalog import (
     load_catalog,
     parse_catalog_text,
 )
+from tests.conftest import cli
 
 
 @pytest.fixture(scope="module")
@@ -135,10 +134,7 @@ def test_price_for_unknown_gpu_is_refused():
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "rightsize", *args], capture_output=True,
-                          check=False,
-                          text=True, env=env, timeout=60)
-
+    return cli(*args, env=env)
 
 def test_cli_gpus_json_filters_memory():
     out = _cli("gpus", "--min-memory-gb", "141", "--format", "json")

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 from dataclasses import replace
 
 import pytest
-from conftest import REPO, SAMPLES
 
 from rightsize.analyzers.sizing.estimator import (
     EstimateError,
@@ -33,6 +31,7 @@ from rightsize.analyzers.sizing.hf_config import (
 from rightsize.analyzers.sizing.placement import place
 from rightsize.catalog import load_catalog
 from rightsize.vocab import Precision
+from tests.conftest import REPO, SAMPLES, cli
 
 
 def shape_of(name: str) -> ModelShape:
@@ -175,9 +174,7 @@ def test_placement_alone_or_sharded():
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "rightsize", "estimate", *args],
-                          check=False, capture_output=True, text=True, timeout=60)
-
+    return cli("estimate", *args)
 
 def test_cli_estimate_json_keys():
     out = _cli("--hf-config", str(SAMPLES / "configs" / "Meta-Llama-3-8B.json"),

@@ -12,11 +12,11 @@ import subprocess
 import sys
 
 import pytest
-from conftest import shared_path
 
 from rightsize.analyzers.sizing.estimator import Mode, Setup, estimate, kv_cache_bytes
 from rightsize.analyzers.sizing.hf_config import ModelConfigError, QkNorm, from_hf_config
 from rightsize.analyzers.sizing.memory_parts import kv_cache
+from tests.conftest import cli, shared_path
 
 # file -> exact count, as listed in ../shared/configs/SOURCES.md (checked against it below)
 SHARED_COUNTS = {
@@ -133,9 +133,7 @@ def test_bad_config_values_one_line(patch, words):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "rightsize", "estimate", *args],
-                          check=False, capture_output=True, text=True, timeout=120)
-
+    return cli("estimate", *args)
 
 @pytest.mark.parametrize(("args", "words"), [
     (("--params", "-5"), "--params: '-5' must be between 1"),

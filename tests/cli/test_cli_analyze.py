@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import shared_path
+from tests.conftest import cli, shared_path
 from tests.tracebuilder import two_step_trace
 
 CONTRACT_METRICS = {"gpu_util_pct", "sm_efficiency_pct", "achieved_occupancy_pct",
@@ -23,12 +20,7 @@ BREAKDOWN = {"kernel", "memcpy", "memset", "communication", "runtime", "dataload
 
 def rightsize(*args, cwd=None):
     """The real CLI in a subprocess, by default in a fresh directory (reports land there)."""
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    cwd = cwd or tempfile.mkdtemp(prefix="rightsize-cli-")
-    return subprocess.run([sys.executable, "-m", "rightsize", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, env=env, timeout=120,
-                          check=False)
-
+    return cli(*args, cwd=cwd or tempfile.mkdtemp(prefix="rightsize-cli-"))
 
 @pytest.fixture
 def trace_file(tmp_path):

@@ -4,14 +4,11 @@ against a trace, text layout, hostile names, and one-line errors."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLES, shared_path
+from tests.conftest import SAMPLES, cli, shared_path
 from tests.tracebuilder import BASE_NS, TraceBuilder
 
 RESNET = "kineto-tb_plugin-resnet50_num_workers_0-worker0.1623143089861.pt.trace.json.gz"
@@ -20,11 +17,7 @@ PAIRS = ["Qwen_Qwen1.5-0.5B-Chat__1016005", "Falconsai_nsfw_image_detection__101
 HOSTILE = "\x1b[31m\x07</script><img src=x onerror=alert(1)>"
 
 
-def rightsize(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rightsize", *map(str, args)],
-                          capture_output=True, text=True, timeout=180, check=False,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore", **(env or {})))
-
+rightsize = cli
 
 def compare_json(a: Path, b: Path) -> dict:
     res = rightsize("compare", a, b, "--format", "json")

@@ -4,15 +4,12 @@ where the page goes, reuse of a run directory's analysis.json, and never overwri
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO, SAMPLES, shared_path
+from tests.conftest import REPO, SAMPLES, cli, shared_path
 
 SAMPLE_RUNS = sorted(p for p in (SAMPLES / "runs").glob("*") if (p / "manifest.json").is_file())
 SHARED_TRACES = [
@@ -22,18 +19,7 @@ SHARED_TRACES = [
 TYPES = {"int": int, "object": dict, "list": list, "list of str": list}
 
 
-def rightsize(*args, cwd=None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    return subprocess.run(
-        [sys.executable, "-m", "rightsize", *map(str, args)],
-        cwd=cwd,
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-
+rightsize = cli
 
 DIAGNOSIS_KEYS: set[str] = set()
 

@@ -8,55 +8,26 @@ Skips when Chromium or Playwright is missing; ``.ci/run`` installs both.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLES, shared_path
+from tests.browser import chromium, require_chromium
+from tests.conftest import SAMPLES, cli, shared_path
 from tests.tracebuilder import BASE_NS, TraceBuilder
 
-CHROMIUM = Path(os.environ.get("RIGHTSIZE_CHROMIUM", "/usr/bin/chromium"))
-ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-default-apps",
-    "--disable-sync",
-    "--metrics-recording-only",
-]
 PAYLOAD = "</script><img src=x onerror=alert(1)>"
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium)", allow_module_level=True)
+require_chromium()
 
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+    with chromium() as b:
         yield b
-        b.close()
 
 
-def rightsize(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    return subprocess.run(
-        [sys.executable, "-m", "rightsize", *map(str, args)],
-        cwd=cwd,
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-
+rightsize = cli
 
 class Page:
     """One loaded report: the page, its console errors and every request it made."""

@@ -9,18 +9,14 @@ Playwright, like tests/reports/test_browser.py.
 from __future__ import annotations
 
 import base64
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.browser import chromium, require_chromium
 from tests.conftest import shared_path
 from tests.serve.serving import Server
 
-CHROMIUM = Path(os.environ.get("RIGHTSIZE_CHROMIUM", "/usr/bin/chromium"))
-ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run", "--disable-default-apps",
-        "--disable-sync", "--metrics-recording-only"]
 TRACE = ("traces", "kineto", "hta-trace_filter-sampled_rank-0.json.gz")
 OTHER = ("traces", "kineto", "hta-cupti_profiler-benchmark_result_924719_1679055439_trace.json.gz")
 # Records every upload progress event in sessionStorage, which survives the navigations.
@@ -38,17 +34,13 @@ XMLHttpRequestUpload.prototype.addEventListener = function (type, fn, opts) {
 };
 """
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium)", allow_module_level=True)
+require_chromium()
 
 
 @pytest.fixture(scope="module")
 def page_factory():
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 def open_page(browser, server: Server):
