@@ -11,6 +11,7 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -63,6 +64,24 @@ def profiling_over():
             callback()
         except Exception:  # noqa: BLE001, S110 - the job must not be harmed
             pass
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Hold SIGTERM and SIGINT while the profiler changes state (start, step, stop): our handler
+    stops the profiler, and one that ran in the middle of a schedule transition would find it
+    half-changed (torch asserts "Expected record to be set") and lose the window. A held signal
+    is delivered the moment the call returns, so the job still stops at once."""
+    held = {signal.SIGTERM, signal.SIGINT}
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, OSError, ValueError):  # not POSIX: nothing to hold
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @contextlib.contextmanager
@@ -154,13 +173,13 @@ class State:
             with_stack=CONFIG["with_stack"],
             with_flops=CONFIG["with_flops"],
         )
-        with quiet_stderr():
+        with signals_held(), quiet_stderr():
             self._spend_free_warning(prof.start)
         self.prof = prof
 
     def step(self):
         """One ``ProfilerStep`` boundary (the schedule may start, stop and export here)."""
-        with quiet_stderr():
+        with signals_held(), quiet_stderr():
             self._spend_free_warning(self.prof.step)
         self.steps += 1
 
@@ -183,7 +202,7 @@ class State:
     def stop(self):
         prof, self.prof = self.prof, None
         if prof is not None:
-            with quiet_stderr():
+            with signals_held(), quiet_stderr():
                 prof.stop()
 
     def on_trace_ready(self, prof):
