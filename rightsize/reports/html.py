@@ -23,10 +23,12 @@ CHART_JS = "chart.umd.min.js"
 TEMPLATE = "report.html.j2"
 
 
-@functools.cache
-def environment() -> jinja2.Environment:
+def template_environment(package: str) -> jinja2.Environment:
+    """The one careful Jinja2 setup (autoescape, StrictUndefined) for ``package``'s templates
+    directory, with the report's formatting filters; the report pages and ``rightsize serve``
+    both build theirs here."""
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("rightsize.reports", "templates"),
+        loader=jinja2.PackageLoader(package, "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -44,6 +46,12 @@ def environment() -> jinja2.Environment:
         short=fmt.short,
     )
     return env
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    """The report templates' environment (built once)."""
+    return template_environment("rightsize.reports")
 
 
 @functools.cache

@@ -33,14 +33,10 @@ ASSETS = {  # URL name -> (package, resource path, media type)
 
 @functools.cache
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("rightsize.serve", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters.update(when=_when, ms=_ms, nbytes=_nbytes)
+    from rightsize.reports.html import template_environment
+
+    env = template_environment("rightsize.serve")  # the report's filters (nbytes, pct...)
+    env.filters.update(when=_when, ms=_ms)
     env.globals.update(version=__version__)
     return env
 
@@ -66,13 +62,3 @@ def _when(ts: float | None) -> str:
 
 def _ms(value: float | None) -> str:
     return "" if value is None else f"{value:,.1f} ms"
-
-
-def _nbytes(n: int | None) -> str:
-    if n is None:
-        return ""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
