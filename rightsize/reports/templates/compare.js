@@ -1,20 +1,8 @@
 /* Draws the compare page's charts with the inlined Chart.js. Data comes only from |tojson. */
 (function () {
-  "use strict";
-  var RS = {{ charts|tojson }};
-  if (typeof Chart === "undefined") { return; }
-  Chart.defaults.animation = false;
-  Chart.defaults.maintainAspectRatio = false;
-  Chart.defaults.font.size = 11;
+{% include "chart_setup.js" %}
   var PALETTE = ["#2f6fde", "#e07b00", "#1f8a4c", "#8e44ad", "#c0392b", "#16a2b8", "#7f8c8d",
                  "#d4ac0d"];
-  var drawn = 0;
-  function make(id, config) {
-    var el = document.getElementById(id);
-    if (!el) { return; }
-    new Chart(el, config);
-    drawn += 1;
-  }
   if (RS.changes.labels.length) {
     make("chart-changes", {
       type: "bar",

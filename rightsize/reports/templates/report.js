@@ -1,19 +1,7 @@
 /* Draws the report's charts with the inlined Chart.js. Data comes only from the |tojson block. */
 (function () {
-  "use strict";
-  var RS = {{ charts|tojson }};
-  if (typeof Chart === "undefined") { return; }
-  Chart.defaults.animation = false;
-  Chart.defaults.maintainAspectRatio = false;
-  Chart.defaults.font.size = 11;
+{% include "chart_setup.js" %}
   /* category colours come with the data (model.CATEGORY_COLORS): one colour per category */
-  var drawn = 0;
-  function make(id, config) {
-    var el = document.getElementById(id);
-    if (!el) { return; }
-    new Chart(el, config);
-    drawn += 1;
-  }
   function num(v, nd) { return v === null || v === undefined ? "n/a" : v.toFixed(nd); }
 
   if (RS.breakdown.labels.length) {
