@@ -35,6 +35,7 @@ from rightsize.analyzers.diagnosis.classify import (
 from rightsize.analyzers.diagnosis.evidence import Evidence, findings, inconclusive_reasons
 from rightsize.analyzers.diagnosis.shares import cpu_shares, gpu_shares
 from rightsize.analyzers.metrics import intervals as iv
+from rightsize.analyzers.metrics.per_step import PerStep, SplitOverTime, per_step, split_over_time
 from rightsize.analyzers.metrics.steps import Steps
 from rightsize.traces.schema import Trace
 from rightsize.vocab import SHARES, Bound, Signal
@@ -90,6 +91,8 @@ class Diagnosis:
     evidence_items: tuple[Evidence, ...]
     utilization: dict[str, Any]
     thresholds: DiagnosisThresholds = field(default=THRESHOLDS)
+    per_step: PerStep | None = None  # the shares cut at the step boundaries
+    split: SplitOverTime | None = None  # a single step's shares over time (a strip)
 
     @property
     def evidence(self) -> tuple[str, ...]:
@@ -134,7 +137,8 @@ def diagnose(
     items = reasons + findings(shares, busy, bound, signal_pct, util, on_gpu, facts, notes,
                                thresholds)
     return Diagnosis(bound, confidence, shares, step_ns, "gpu" if on_gpu else "cpu",
-                     signal_pct, tuple(items), util, thresholds), work
+                     signal_pct, tuple(items), util, thresholds, per_step(parts, steps),
+                     split_over_time(parts, steps) if steps.count == 1 else None), work
 
 
 def evidence_factor(c: capture.Capture) -> float:

@@ -98,9 +98,17 @@ def _steps(r: RankAnalysis) -> dm.StepStats:
     if not s.count:
         return dm.StepStats(0, None, None, None, s.source, s.device_aware, s.dropped, s.names)
     durs = s.dur_ns
-    return dm.StepStats(s.count, _ms(float(durs.mean())), _ms(int(durs.min())),
-                        _ms(int(durs.max())), s.source, s.device_aware, s.dropped,
-                        tuple(s.names))
+    per, split = (r.diagnosis.per_step, r.diagnosis.split) if r.diagnosis else (None, None)
+    return dm.StepStats(
+        s.count, _ms(float(durs.mean())), _ms(int(durs.min())), _ms(int(durs.max())), s.source,
+        s.device_aware, s.dropped, tuple(s.names),
+        per_step=() if per is None else tuple(
+            dm.StepSplit(per.step[i], _msv(per.start_ns[i]), _msv(per.dur_ns[i]),
+                         {k: _msv(v[i]) for k, v in per.shares_ns.items()})
+            for i in range(len(per.step))),
+        split_over_time=None if split is None else dm.SplitOverTime(
+            _msv(split.bucket_ns), {k: tuple(_msv(x) for x in v)
+                                    for k, v in split.shares_ns.items()}))
 
 
 def _metrics(r: RankAnalysis) -> dm.Metrics:

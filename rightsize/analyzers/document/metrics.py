@@ -70,6 +70,24 @@ class Device:
 
 
 @dataclass(frozen=True, slots=True)
+class StepSplit:
+    """One step cut into the diagnosis' exclusive shares (``shares_ms`` sum to ``dur_ms``)."""
+
+    step: int  # N of ProfilerStep#N, else the step's position
+    start_ms: float  # from the first step's start
+    dur_ms: float
+    shares_ms: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class SplitOverTime:
+    """A single step's exclusive shares in equal buckets across it (a timeline strip)."""
+
+    bucket_ms: float
+    shares_ms: Mapping[str, tuple[float, ...]]
+
+
+@dataclass(frozen=True, slots=True)
 class StepStats:
     count: int
     mean_ms: float | None
@@ -79,6 +97,8 @@ class StepStats:
     device_aware: bool
     dropped: int
     names: tuple[str, ...]
+    per_step: tuple[StepSplit, ...] = ()  # empty without a diagnosis
+    split_over_time: SplitOverTime | None = None  # only for a capture of a single step
 
 
 NO_STEPS = StepStats(0, None, None, None, "none", False, 0, ())
