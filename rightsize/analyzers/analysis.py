@@ -16,6 +16,7 @@ import polars as pl
 from rightsize.analyzers.diagnosis import advise
 from rightsize.analyzers.diagnosis.verdict import Diagnosis, diagnose
 from rightsize.analyzers.metrics import hta, kernels, tb_plugin
+from rightsize.analyzers.metrics.self_ops import self_ops
 from rightsize.analyzers.metrics.steps import StepOptions, Steps, find_steps
 from rightsize.analyzers.metrics.timeline import Timeline, timeline
 from rightsize.analyzers.sizing import projection as sizing
@@ -61,6 +62,7 @@ class RankAnalysis:
     recommendations: tuple[advise.Recommendation, ...] = ()
     sizing: sizing.Sizing | None = None
     timeline: Timeline | None = None
+    self_ops: pl.DataFrame | None = None  # host ops by self time, per call path
 
     @property
     def rank(self) -> int | None:
@@ -156,6 +158,7 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
         sizing=plan,
         timeline=timeline(prim_kernels, *window, context.gpu_samples, primary)
         if window else None,
+        self_ops=self_ops(trace),
     )
 
 

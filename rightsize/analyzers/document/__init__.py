@@ -24,6 +24,7 @@ from rightsize.analyzers.document.metrics import (
     InputFile,
     Metrics,
     Rank,
+    SelfOp,
     StepStats,
     Tool,
     TopKernel,
@@ -58,6 +59,7 @@ class Document:
     ranks: tuple[Rank, ...]
     definitions: Mapping[str, str]
     notes: tuple[str, ...]
+    self_ops: tuple[SelfOp, ...] = ()  # host ops by self time, per call path (newer documents)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property

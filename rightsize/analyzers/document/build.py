@@ -68,6 +68,7 @@ def document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
         ranks=tuple(_rank(r) for r in analysis.ranks),
         definitions=definitions_for(definitions),
         notes=tuple(sorted({n for r in analysis.ranks for n in r.notes})),
+        self_ops=_self_ops(p) if p else (),
     )
 
 
@@ -213,6 +214,14 @@ def _signal_rank(item: tuple[str, object]) -> tuple[int, str]:
 def _top_ops(r: RankAnalysis) -> tuple[dm.TopOp, ...]:
     return tuple(dm.TopOp(o["name"], o["calls"], _ms(o["host_ns"]), _ms(o["gpu_ns"]),
                           o["kernels"]) for o in r.top_ops.to_dicts())
+
+
+def _self_ops(r: RankAnalysis) -> tuple[dm.SelfOp, ...]:
+    if r.self_ops is None:
+        return ()
+    return tuple(dm.SelfOp(o["name"], tuple(o["path"]), o["module"], o["calls"],
+                           _msv(o["self_ns"]), _msv(o["host_ns"]), _msv(o["gpu_ns"]),
+                           o["kernels"]) for o in r.self_ops.to_dicts())
 
 
 def _rank(r: RankAnalysis) -> dm.Rank:

@@ -220,6 +220,20 @@ class TopOp:
 
 
 @dataclass(frozen=True, slots=True)
+class SelfOp:
+    """Host ops of one call path by their own time (``rightsize/analyzers/metrics/self_ops.py``)."""
+
+    name: str
+    path: tuple[str, ...]  # enclosing ops, outermost first, ending at the op
+    module: str | None  # innermost nn.Module of its longest call, when modules were recorded
+    calls: int
+    self_ms: float  # duration minus its direct child ops
+    host_ms: float  # durations, children included
+    gpu_ms: float  # kernels it launched itself
+    kernels: int
+
+
+@dataclass(frozen=True, slots=True)
 class Rank:
     rank: int | None
     path: str | None
