@@ -54,7 +54,7 @@ def run(paths: list[str | Path], options: Options = Options(),
         progress("analyzing")
     context = Context(
         catalog=options.catalog if options.catalog is not None else load_catalog(),
-        ncu=inputs.ncu, gpu_samples=inputs.gpu_samples,
+        ncu=inputs.ncu, gpu_samples=inputs.gpu_samples, host_samples=inputs.host_samples,
         constraints=options.constraints if options.constraints is not None else Constraints(),
         step_options=steps_opt, breakdown_options=breakdown_opt,
         samples_per_step=options.samples_per_step)

@@ -16,6 +16,7 @@ import polars as pl
 from rightsize.analyzers.diagnosis import advise
 from rightsize.analyzers.diagnosis.verdict import Diagnosis, diagnose
 from rightsize.analyzers.metrics import hta, kernels, tb_plugin
+from rightsize.analyzers.metrics.host_timeline import HostTimeline, host_timeline
 from rightsize.analyzers.metrics.self_ops import self_ops
 from rightsize.analyzers.metrics.steps import StepOptions, Steps, find_steps
 from rightsize.analyzers.metrics.timeline import Timeline, timeline
@@ -32,6 +33,7 @@ class Context:
     catalog: Catalog | None = None  # GPU specs and prices (ridge points, sizing)
     ncu: pl.DataFrame | None = None  # Nsight Compute per-kernel rows
     gpu_samples: pl.DataFrame | None = None  # NVML / DCGM / nvidia-smi samples
+    host_samples: pl.DataFrame | None = None  # CPU, RSS, loader workers of a run directory
     constraints: sizing.Constraints = field(default_factory=sizing.Constraints)
     step_options: StepOptions = field(default_factory=StepOptions)
     breakdown_options: tb_plugin.BreakdownOptions = field(
@@ -90,6 +92,7 @@ class RankAnalysis:
 class Analysis:
     ranks: tuple[RankAnalysis, ...]
     counters: Diagnosis | None = None  # from GPU samples alone, when there is no trace
+    host: HostTimeline | None = None  # host samples of a run, with the profiled window
 
     @property
     def primary(self) -> RankAnalysis | None:
@@ -204,7 +207,10 @@ def analyze(traces: list[Trace], context: Context = Context()) -> Analysis:
     if not ranks and context.gpu_samples is not None:
         from rightsize.analyzers.diagnosis.counters import diagnose_counters
         counters = diagnose_counters(context.gpu_samples)
-    return Analysis(ranks, counters)
+    first = max(ranks, key=lambda r: r.kernel_ns) if ranks else None
+    window = (int(first.steps.start_ns[0]), int(first.steps.end_ns[-1])) \
+        if first is not None and first.steps.count else None
+    return Analysis(ranks, counters, host_timeline(context.host_samples, window))
 
 
 def _device_prop(trace: Trace, device: int | None, col: str) -> int | None:

@@ -53,6 +53,7 @@ class Inputs:
     run_dirs: tuple[Path, ...] = field(default=())
     ncu: pl.DataFrame | None = None  # Nsight Compute per-kernel rows (rightsize.traces.ncu)
     gpu_samples: pl.DataFrame | None = None  # GPU_SAMPLES from runs and metric logs
+    host_samples: pl.DataFrame | None = None  # HOST_SAMPLES of run directories
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,16 +234,21 @@ def _load(paths: list[Path], progress: Progress | None, options: ReadOptions) ->
             run_dirs.append(run)
     if len(traces) > 1 and not (len(run_dirs) == 1 and all(r is not None for _, r in files)):
         check_one_job(traces)
-    for run in run_dirs:  # host samples (psutil) stay on disk: no analyzer reads them yet
+    host_frames: list[pl.DataFrame] = []
+    for run in run_dirs:
         gpu = read_kind(run, "gpu")
         if gpu.height:
             gpu_frames.append(gpu)
+        host = read_kind(run, "host")
+        if host.height:
+            host_frames.append(host)
     return Inputs(
         traces=tuple(traces),
         described=tuple(described),
         run_dirs=tuple(run_dirs),
         ncu=ncu.combine_ncu(ncu_frames) if ncu_frames else None,
         gpu_samples=pl.concat(gpu_frames, how="vertical") if gpu_frames else None,
+        host_samples=pl.concat(host_frames, how="vertical") if host_frames else None,
     )
 
 

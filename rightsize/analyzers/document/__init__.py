@@ -30,7 +30,7 @@ from rightsize.analyzers.document.metrics import (
     TopKernel,
     TopOp,
 )
-from rightsize.analyzers.document.sizing import PrecisionMix, Sizing, Timeline
+from rightsize.analyzers.document.sizing import HostTimeline, PrecisionMix, Sizing, Timeline
 
 # Changes when a key is renamed or removed or its meaning changes; adding keys does not.
 SCHEMA_VERSION = 1
@@ -60,6 +60,7 @@ class Document:
     definitions: Mapping[str, str]
     notes: tuple[str, ...]
     self_ops: tuple[SelfOp, ...] = ()  # host ops by self time, per call path (newer documents)
+    host_timeline: HostTimeline | None = None  # host samples of a run directory
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property

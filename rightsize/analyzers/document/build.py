@@ -69,6 +69,8 @@ def document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
         definitions=definitions_for(definitions),
         notes=tuple(sorted({n for r in analysis.ranks for n in r.notes})),
         self_ops=_self_ops(p) if p else (),
+        host_timeline=None if analysis.host is None else ds.HostTimeline(
+            **{f: getattr(analysis.host, f) for f in ds.HostTimeline.__dataclass_fields__}),
     )
 
 

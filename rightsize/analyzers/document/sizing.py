@@ -78,3 +78,16 @@ class Timeline:
     trace_busy_pct: tuple[float, ...]
     nvml_gpu_util_pct: tuple[float | None, ...] | None = field(
         default=None, metadata={"omit_none": True})
+
+
+@dataclass(frozen=True, slots=True)
+class HostTimeline:
+    """Host samples of a run directory over time (``metrics/host_timeline.py``)."""
+
+    t_s: tuple[float, ...]  # from the first sample
+    cpu_util_pct: tuple[float | None, ...]  # whole machine, 0-100
+    job_cpu_util_pct: tuple[float | None, ...]  # the job's process tree, 100 = one core
+    job_rss_bytes: tuple[int | None, ...]
+    dataloader_workers: tuple[int | None, ...]
+    cpu_count: int | None
+    window_s: tuple[float, ...] | None  # [start, end] of the profiled steps
