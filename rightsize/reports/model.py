@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rightsize.analyzers.document import Document
+from rightsize.analyzers.document.metrics import NO_STEPS
+from rightsize.reports import charts as views
 from rightsize.reports import fmt, labels, tables
 from rightsize.reports import sections as parts
+from rightsize.reports.charts import CATEGORY_COLORS, category_color
 from rightsize.reports.sections import (
     Breakdown,
     Evidence,
@@ -34,6 +37,7 @@ from rightsize.rundir import RunInfo, run_info
 
 TOP_KERNELS = 15
 TOP_OPS = 15
+__all__ = ["CATEGORY_COLORS", "ReportModel", "build_model", "category_color"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +60,8 @@ class ReportModel:
     provenance: Provenance
     document: Document = field(repr=False)
     warnings: tuple[str, ...] = ()  # the page's banner: read the numbers with care
+    step_split: views.StepSplit = field(default_factory=lambda: views.step_split(NO_STEPS))
+    host: views.HostChart = field(default_factory=lambda: views.host_chart(None))
 
     def charts(self) -> dict[str, Any]:
         """The data the page's charts draw, as plain JSON types (into JavaScript via tojson)."""
@@ -75,6 +81,22 @@ class ReportModel:
                 "trace_busy_pct": _opt_list(self.timeline.trace_busy_pct),
                 "nvml_gpu_util_pct": _opt_list(self.timeline.nvml_gpu_util_pct),
             },
+            "step_split": {
+                "kind": self.step_split.kind,
+                "labels": list(self.step_split.labels),
+                "series": [{"name": x.name, "color": x.color, "ms": list(x.ms)}
+                           for x in self.step_split.series],
+            },
+            "host": {
+                "t_s": list(self.host.t_s),
+                "cpu_util_pct": list(self.host.cpu_util_pct),
+                "job_cpu_util_pct": list(self.host.job_cpu_util_pct),
+                "rss_mib": list(self.host.rss_mib),
+                "dataloader_workers": list(self.host.dataloader_workers),
+                "window_s": None if self.host.window_s is None else list(self.host.window_s),
+            },
+            "sizing_axes": _axes(self.sizing.chart_points, self.sizing.rows),
+            "sizing_now": _unpriced_now(self.sizing),
             "sizing": [
                 {
                     "label": c.label,
@@ -91,22 +113,21 @@ class ReportModel:
         }
 
 
-# One colour per category in every chart: a breakdown row and the exclusive share that means the
-# same time (data loader, communication, copies, host) share it; the timeline and the sizing
-# scatter use none of these.
-CATEGORY_COLORS = {
-    "compute": "#2f6fde", "kernel": "#2f6fde",
-    "memory": "#16a2b8", "memset": "#7fb3d5",
-    "pcie": "#8e44ad", "memcpy": "#8e44ad",
-    "dataloader": "#e07b00",
-    "communication": "#c0392b",
-    "host": "#d4ac0d", "cpu_exec": "#d4ac0d", "runtime": "#b7950b",
-    "idle": "#aab2bf", "other": "#aab2bf",
-}
+def _axes(points: Sequence[tables.CandidateRow],
+          rows: Sequence[tables.CandidateRow]) -> dict[str, float] | None:
+    now = [(c.projected_step_ms, c.projected_step_ms, c.projected_step_ms, None)
+           for c in rows if c.current]  # an unpriced GPU now is still drawn (a line)
+    axes = views.sizing_axes([(c.projected_low_ms, c.projected_high_ms, c.projected_step_ms,
+                               c.usd_per_1k_steps) for c in points] + now)
+    return None if axes is None else {"x_max": axes[0].max, "y_max": axes[1].max}
 
 
-def category_color(key: str) -> str:
-    return CATEGORY_COLORS.get(key, "#7f8c8d")
+def _unpriced_now(s: tables.SizingView) -> dict[str, Any] | None:
+    """The GPU now when it has a step time but no price (it is not a point of the scatter)."""
+    now = next((c for c in s.rows if c.current and not c.recommended), None)
+    if now is None or now.projected_step_ms is None or now in s.chart_points:
+        return None
+    return {"label": now.label, "step_ms": now.projected_step_ms}
 
 
 def _opt_list(values: Sequence[float | None] | None) -> list[float | None] | None:
@@ -127,13 +148,16 @@ def build_model(doc: Document, manifest: Mapping[str, Any] | None = None) -> Rep
         timeline=parts.timeline(doc.timeline),
         kernels=tuple(tables.kernel_row(k, signals) for k in doc.top_kernels[:TOP_KERNELS]),
         precision=tables.precision_view(doc.precision),
-        ops=tuple(tables.op_row(o, signals) for o in doc.top_ops[:TOP_OPS]),
+        ops=tuple(tables.self_op_row(o, signals) for o in doc.self_ops[:TOP_OPS])
+        or tuple(tables.op_row(o, signals) for o in doc.top_ops[:TOP_OPS]),
         memory=tables.memory(doc),
         sizing=tables.sizing_view(doc.sizing),
         recommendations=tuple(tables.recommendation(r) for r in doc.recommendations),
         provenance=provenance(doc, run),
         document=doc,
         warnings=capture_warnings(doc, manifest),
+        step_split=views.step_split(doc.steps),
+        host=views.host_chart(doc.host_timeline),
     )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from rightsize.analyzers.document import Document
 from rightsize.analyzers.document import diagnosis as dd
 from rightsize.analyzers.document import sizing as ds
-from rightsize.analyzers.document.metrics import TopKernel, TopOp
+from rightsize.analyzers.document.metrics import SelfOp, TopKernel, TopOp
 from rightsize.reports import fmt
 from rightsize.reports.sections import NamedValue
 
@@ -44,6 +44,9 @@ class OpRow:
     kernels: int
     kind: str | None
     signal: str | None
+    self_ms: float | None = None  # None: an older document without self times
+    path: tuple[str, ...] = ()  # enclosing ops, outermost first (without the op itself)
+    module: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +137,12 @@ def kernel_row(k: TopKernel, index: Classes) -> KernelRow:
 def op_row(o: TopOp, index: Classes) -> OpRow:
     kind, signal = _classify(o.name, index)
     return OpRow(o.name, o.calls, o.host_ms, o.gpu_ms, o.kernels, kind, signal)
+
+
+def self_op_row(o: SelfOp, index: Classes) -> OpRow:
+    kind, signal = _classify(o.name, index)
+    return OpRow(o.name, o.calls, o.host_ms, o.gpu_ms, o.kernels, kind, signal, o.self_ms,
+                 tuple(o.path[:-1]), o.module)
 
 
 def memory(doc: Document) -> Memory:

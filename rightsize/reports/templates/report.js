@@ -46,40 +46,161 @@
                            y: { min: 0, max: 100, title: { display: true, text: "%" } } } }
     });
   }
+  var sp = RS.step_split;
+  if (sp.series.length) {
+    make("chart-steps", {
+      type: "bar",
+      data: { labels: sp.labels,
+              datasets: sp.series.map(function (x) {
+                return { label: x.name, data: x.ms, backgroundColor: x.color,
+                         categoryPercentage: sp.kind === "per_step" ? 0.8 : 1.0,
+                         barPercentage: sp.kind === "per_step" ? 0.9 : 1.0 };
+              }) },
+      options: { scales: {
+                   x: { stacked: true, title: { display: true,
+                        text: sp.kind === "per_step" ? "step" : "time from the step's start (ms)" } },
+                   y: { stacked: true, beginAtZero: true, max: sp.kind === "per_step" ? undefined : 100,
+                        title: { display: true, text: sp.kind === "per_step" ? "ms per step" : "% of the slice" } } },
+                 plugins: { legend: { position: "bottom" } } }
+    });
+  }
+  var hs = RS.host;
+  if (hs.t_s.length) {
+    function line(values, label, color, axis, stepped) {
+      return { label: label, borderColor: color, backgroundColor: color, yAxisID: axis,
+               pointRadius: hs.t_s.length > 60 ? 0 : 2, borderWidth: 1.5, stepped: !!stepped,
+               data: hs.t_s.map(function (t, i) { return { x: t, y: values[i] }; }) };
+    }
+    var window_s = hs.window_s;
+    make("chart-host", {
+      type: "line",
+      data: { datasets: [
+        line(hs.cpu_util_pct, "machine CPU %", "#1b2631", "pct"),
+        line(hs.job_cpu_util_pct, "job CPU % (100 = one core)", "#2f6fde", "pct"),
+        line(hs.rss_mib, "job memory (MiB)", "#8e44ad", "mib"),
+        line(hs.dataloader_workers, "data-loader workers", "#e07b00", "workers", true)
+      ] },
+      plugins: [{ id: "profiledWindow", beforeDatasetsDraw: function (chart) {
+        /* the profiled steps as a shaded band: where the trace's numbers come from */
+        if (!window_s) { return; }
+        var x = chart.scales.x, area = chart.chartArea, ctx = chart.ctx;
+        var a = Math.max(x.getPixelForValue(window_s[0]), area.left);
+        var b = Math.min(x.getPixelForValue(window_s[1]), area.right);
+        ctx.save();
+        ctx.fillStyle = "rgba(47, 111, 222, 0.12)";
+        ctx.fillRect(a, area.top, Math.max(b - a, 2), area.bottom - area.top);
+        ctx.fillStyle = "#2f6fde";
+        ctx.font = "10px sans-serif";
+        ctx.fillText("profiled steps", Math.min(a + 3, area.right - 70), area.top + 10);
+        ctx.restore();
+      } }],
+      options: { parsing: false, normalized: true,
+                 scales: { x: { type: "linear", min: 0, title: { display: true, text: "time since the first sample (s)" } },
+                           pct: { position: "left", min: 0, suggestedMax: 100, title: { display: true, text: "CPU %" } },
+                           mib: { position: "right", min: 0, grid: { drawOnChartArea: false }, title: { display: true, text: "memory (MiB)" } },
+                           workers: { position: "right", min: 0, suggestedMax: 4, ticks: { precision: 0 },
+                                      grid: { drawOnChartArea: false }, title: { display: true, text: "workers" } } },
+                 plugins: { legend: { position: "bottom" } } }
+    });
+  }
   if (RS.sizing.length) {
-    function group(filter, label, color, radius) {
+    var axes = RS.sizing_axes;
+    function group(filter, label, color, radius, style) {
       return { label: label, backgroundColor: color, borderColor: color, pointRadius: radius,
+               pointStyle: style || "circle", borderWidth: 2,
                data: RS.sizing.filter(filter).map(function (c) {
-                 return { x: c.step_ms, y: c.usd_per_1k_steps, name: c.label };
+                 return { x: c.step_ms, y: c.usd_per_1k_steps, name: c.label,
+                          lo: c.step_low_ms, hi: c.step_high_ms };
                }) };
     }
     make("chart-sizing", {
       type: "scatter",
       data: { datasets: [
-        group(function (c) { return c.recommended; }, "recommended", "#1f8a4c", 7),
-        group(function (c) { return c.current && !c.recommended; }, "now", "#1b2631", 7),
+        group(function (c) { return c.recommended; }, "recommended", "#1f8a4c", 8, "rect"),
+        group(function (c) { return c.current && !c.recommended; }, "now", "#1b2631", 8, "circle"),
         group(function (c) { return c.fits && !c.current && !c.recommended; }, "fits memory", "#5d6d7e", 4),
-        group(function (c) { return !c.fits && !c.current && !c.recommended; }, "does not fit", "#aab2bf", 3)
+        group(function (c) { return !c.fits && !c.current && !c.recommended; }, "does not fit", "#c4cad3", 3)
       ] },
-      plugins: [{ id: "pointLabels", afterDatasetsDraw: function (chart) {
-        /* every candidate named beside its point: no hovering needed to read the chart */
-        var ctx = chart.ctx;
+      plugins: [{ id: "ranges", beforeDatasetsDraw: function (chart) {
+        /* the projected range of each candidate as a bar through its point */
+        var ctx = chart.ctx, x = chart.scales.x;
         ctx.save();
-        ctx.font = "10px sans-serif";
-        ctx.fillStyle = "#333";
         chart.data.datasets.forEach(function (set, i) {
+          ctx.strokeStyle = set.borderColor;
+          ctx.lineWidth = 2;
           chart.getDatasetMeta(i).data.forEach(function (pt, j) {
-            ctx.fillText(set.data[j].name, pt.x + 6, pt.y - 4);
+            var p = set.data[j];
+            if (p.lo === null || p.hi === null || p.hi <= p.lo) { return; }
+            var a = x.getPixelForValue(p.lo), b = x.getPixelForValue(p.hi);
+            ctx.beginPath(); ctx.moveTo(a, pt.y); ctx.lineTo(b, pt.y);
+            ctx.moveTo(a, pt.y - 4); ctx.lineTo(a, pt.y + 4);
+            ctx.moveTo(b, pt.y - 4); ctx.lineTo(b, pt.y + 4);
+            ctx.stroke();
           });
         });
         ctx.restore();
+      }, afterDatasetsDraw: function (chart) {
+        /* every candidate named beside its point, no label drawn over another */
+        var ctx = chart.ctx, taken = [], named = [], now = RS.sizing_now;
+        ctx.save();
+        chart.data.datasets.forEach(function (set, i) {  /* labels never cover a point */
+          chart.getDatasetMeta(i).data.forEach(function (pt) {
+            taken.push([pt.x - 5, pt.y - 5, pt.x + 5, pt.y + 5]);
+          });
+        });
+        if (now) {  /* the GPU now has no price: its step time as a dashed line */
+          var nx = chart.scales.x.getPixelForValue(now.step_ms), area = chart.chartArea;
+          ctx.strokeStyle = "#1b2631";
+          ctx.lineWidth = 1;
+          ctx.setLineDash([5, 4]);
+          ctx.beginPath(); ctx.moveTo(nx, area.top); ctx.lineTo(nx, area.bottom); ctx.stroke();
+          ctx.setLineDash([]);
+          ctx.font = "bold 11px sans-serif";
+          ctx.fillStyle = "#1b2631";
+          var nt = "now: " + now.label + " (no price)";
+          ctx.fillText(nt, Math.min(nx + 4, area.right - ctx.measureText(nt).width), area.top + 12);
+          taken.push([nx + 4, area.top, nx + 4 + ctx.measureText(nt).width, area.top + 14]);
+          named.push(now.label);
+        }
+        ctx.strokeStyle = "#fff";
+        ctx.lineWidth = 3;
+        ctx.lineJoin = "round";
+        chart.data.datasets.forEach(function (set, i) {
+          var strong = i < 2;
+          ctx.font = (strong ? "bold " : "") + "11px sans-serif";
+          ctx.fillStyle = strong ? set.borderColor : "#333";
+          chart.getDatasetMeta(i).data.forEach(function (pt, j) {
+            var text = set.data[j].name, w = ctx.measureText(text).width;
+            var spots = [[8, -6], [8, 12], [-8 - w, -6], [-8 - w, 12], [8, -18], [8, 24]];
+            for (var k = 0; k < spots.length; k++) {
+              var bx = pt.x + spots[k][0], by = pt.y + spots[k][1];
+              var box = [bx, by - 10, bx + w, by + 2];
+              var clash = taken.some(function (t) {
+                return box[0] < t[2] && t[0] < box[2] && box[1] < t[3] && t[1] < box[3];
+              });
+              if (!clash || (strong && k === spots.length - 1)) {
+                taken.push(box);
+                ctx.strokeText(text, bx, by);  /* a white halo: readable over range bars */
+                ctx.fillText(text, bx, by);
+                named.push(text);
+                return;
+              }
+            }
+          });
+        });
+        ctx.restore();
+        chart.canvas.setAttribute("data-labels", named.join("|"));  /* for the browser tests */
       } }],
       options: {
-        scales: { x: { type: "logarithmic", title: { display: true, text: "projected step time (ms)" } },
-                  y: { type: "logarithmic", title: { display: true, text: "$ per 1k steps" } } },
-        plugins: { tooltip: { callbacks: { label: function (ctx) {
+        scales: { x: { type: "linear", min: 0, max: axes ? axes.x_max : undefined,
+                       title: { display: true, text: "projected step time (ms), with its range" } },
+                  y: { type: "linear", min: 0, max: axes ? axes.y_max : undefined,
+                       title: { display: true, text: "$ per 1k steps" } } },
+        plugins: { legend: { position: "bottom", labels: { usePointStyle: true } },
+                   tooltip: { callbacks: { label: function (ctx) {
           var p = ctx.raw;
-          return p.name + ": " + num(p.x, 2) + " ms, $" + num(p.y, 4) + " per 1k steps";
+          var range = p.lo !== null && p.hi !== null ? " (" + num(p.lo, 2) + "-" + num(p.hi, 2) + ")" : "";
+          return p.name + ": " + num(p.x, 2) + " ms" + range + ", $" + num(p.y, 4) + " per 1k steps";
         } } } }
       }
     });

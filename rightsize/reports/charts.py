@@ -1,0 +1,153 @@
+"""Chart views of the report model: how the steps split over time, host samples, candidate GPUs.
+
+Input: parts of the typed analysis document (``steps.per_step``, ``steps.split_over_time``,
+``host_timeline``, the sizing rows of :mod:`rightsize.reports.tables`). Output: frozen
+dataclasses of plain values, with the one colour per category every chart uses
+(:data:`CATEGORY_COLORS`), and :func:`sizing_axes`, the fixed axis ranges of the candidate
+scatter. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rightsize.analyzers.document.metrics import StepStats
+from rightsize.analyzers.document.sizing import HostTimeline
+from rightsize.reports import fmt
+from rightsize.vocab import SHARES
+
+# One colour per category in every chart: a breakdown row and the exclusive share that means the
+# same time (data loader, communication, copies, host) share it; the timeline and the sizing
+# scatter use none of these.
+CATEGORY_COLORS = {
+    "compute": "#2f6fde", "kernel": "#2f6fde",
+    "memory": "#16a2b8", "memset": "#7fb3d5",
+    "pcie": "#8e44ad", "memcpy": "#8e44ad",
+    "dataloader": "#e07b00",
+    "communication": "#c0392b",
+    "host": "#d4ac0d", "cpu_exec": "#d4ac0d", "runtime": "#b7950b",
+    "idle": "#aab2bf", "other": "#aab2bf",
+}
+MAX_STEP_BARS = 300  # more steps than this: the first ones (the JSON has them all)
+
+
+def category_color(key: str) -> str:
+    return CATEGORY_COLORS.get(key, "#7f8c8d")
+
+
+@dataclass(frozen=True, slots=True)
+class ShareSeries:
+    name: str  # the share, as the shares chart names it
+    color: str
+    ms: tuple[float, ...]  # per step; % of each slice for ``over_time``
+
+
+@dataclass(frozen=True, slots=True)
+class StepSplit:
+    """Stacked bars: one per step (``per_step``, ms), or one per time slice of a single step
+    (``over_time``, % of the slice), split by exclusive share."""
+
+    kind: str  # "per_step" | "over_time" | "none"
+    labels: tuple[str, ...]
+    series: tuple[ShareSeries, ...]
+    bucket_ms: float | None
+    summary: str | None  # one line for the text report
+    empty: str | None
+
+
+def step_split(steps: StepStats) -> StepSplit:
+    if steps.count >= 2 and steps.per_step:
+        rows = steps.per_step[:MAX_STEP_BARS]
+        keys = _keys([r.shares_ms for r in rows])
+        series = tuple(ShareSeries(k, category_color(k),
+                                   tuple(float(r.shares_ms.get(k, 0.0)) for r in rows))
+                       for k in keys)
+        return StepSplit("per_step", tuple(f"step {r.step}" for r in rows), series, None,
+                         _summary(steps), None)
+    split = steps.split_over_time
+    if split is not None:
+        keys = _keys([split.shares_ms])
+        n = max((len(v) for v in split.shares_ms.values()), default=0)
+        labels = tuple(f"{i * split.bucket_ms:.3g}" for i in range(n))
+        # percent of each slice: the strip reads the same whatever the step's length
+        series = tuple(ShareSeries(k, category_color(k), tuple(
+            round(100.0 * v / split.bucket_ms, 3) if split.bucket_ms else 0.0
+            for v in split.shares_ms[k])) for k in keys)
+        return StepSplit("over_time", labels, series, split.bucket_ms, None, None)
+    return StepSplit("none", (), (), None, None,
+                     "No per-step split in this analysis (no steps, or no diagnosis).")
+
+
+def _keys(maps: Sequence[Mapping[str, float] | Mapping[str, tuple[float, ...]]]) -> list[str]:
+    """Shares present in any step, in display order; all-zero shares are left out."""
+    seen: dict[str, float] = {}
+    for m in maps:
+        for k, v in m.items():
+            seen[k] = seen.get(k, 0.0) + (sum(v) if isinstance(v, tuple) else float(v))
+    order = [k for k in SHARES if k in seen] + sorted(set(seen) - set(SHARES))
+    return [k for k in order if seen[k] > 0]
+
+
+def _summary(steps: StepStats) -> str | None:
+    """``per step: 18.2 / 20.4 / 23.6 ms (slowest: step 4, +13.6% on the mean)``."""
+    rows = steps.per_step
+    if len(rows) < 2 or not steps.mean_ms:
+        return None
+    shown = " / ".join(f"{r.dur_ms:.3g}" for r in rows[:8]) + (" / …" if len(rows) > 8 else "")
+    slow = max(rows, key=lambda r: r.dur_ms)
+    over = 100.0 * (slow.dur_ms - steps.mean_ms) / steps.mean_ms
+    return f"per step: {shown} ms (slowest: step {slow.step}, {over:+.1f}% on the mean)"
+
+
+@dataclass(frozen=True, slots=True)
+class HostChart:
+    t_s: tuple[float, ...]
+    cpu_util_pct: tuple[float | None, ...]
+    job_cpu_util_pct: tuple[float | None, ...]  # 100 = one core
+    rss_mib: tuple[float | None, ...]
+    dataloader_workers: tuple[int | None, ...]
+    cpu_count: int | None
+    window_s: tuple[float, ...] | None
+    peak_rss: str | None  # formatted, for the caption
+    empty: str | None
+
+
+def host_chart(tl: HostTimeline | None) -> HostChart:
+    if tl is None or not tl.t_s:
+        return HostChart((), (), (), (), (), None, None, None,
+                         "No host samples (not a run directory of `rightsize run`).")
+    rss = tuple(None if v is None else round(v / 2**20, 1) for v in tl.job_rss_bytes)
+    peak = max((v for v in tl.job_rss_bytes if v is not None), default=None)
+    return HostChart(tl.t_s, tl.cpu_util_pct, tl.job_cpu_util_pct, rss, tl.dataloader_workers,
+                     tl.cpu_count, tl.window_s, fmt.nbytes(peak) if peak else None, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Axis:
+    min: float
+    max: float
+
+
+def sizing_axes(points: Sequence[tuple[float | None, float | None, float | None, float | None]]
+                ) -> tuple[Axis, Axis] | None:
+    """Fixed ranges for the candidate scatter, from 0: (step low, step high, step, cost) of
+    each point. Starting at 0 keeps a 1 ms difference small next to a 245 ms step (an
+    auto-zoomed axis makes it look large); 10% headroom leaves room for the labels."""
+    xs = [v for p in points for v in (p[1], p[2]) if v is not None]
+    ys = [p[3] for p in points if p[3] is not None]
+    if not xs or not ys:
+        return None
+    return Axis(0.0, _nice(max(xs) * 1.1)), Axis(0.0, _nice(max(ys) * 1.1))
+
+
+def _nice(v: float) -> float:
+    """The next 1, 2, 2.5 or 5 x 10^k at or above ``v`` (readable tick labels)."""
+    if v <= 0:
+        return 1.0
+    mag = 10.0 ** math.floor(math.log10(v))
+    for m in (1.0, 2.0, 2.5, 5.0, 10.0):
+        if v <= m * mag * (1 + 1e-12):
+            return m * mag
+    return 10.0 * mag
