@@ -95,8 +95,10 @@ class ReportModel:
                 "dataloader_workers": list(self.host.dataloader_workers),
                 "window_s": None if self.host.window_s is None else list(self.host.window_s),
             },
-            "sizing_axes": _axes(self.sizing.chart_points, self.sizing.rows),
-            "sizing_now": _unpriced_now(self.sizing),
+            "sizing_axes": _axes(self.sizing.chart_points, self.sizing.rows,
+                                 self.headline.step_ms if self.headline.device_name is None
+                                 else None),
+            "sizing_now": _unpriced_now(self.sizing, self.headline),
             "sizing": [
                 {
                     "label": c.label,
@@ -113,21 +115,29 @@ class ReportModel:
         }
 
 
-def _axes(points: Sequence[tables.CandidateRow],
-          rows: Sequence[tables.CandidateRow]) -> dict[str, float] | None:
-    now = [(c.projected_step_ms, c.projected_step_ms, c.projected_step_ms, None)
-           for c in rows if c.current]  # an unpriced GPU now is still drawn (a line)
+def _axes(points: Sequence[tables.CandidateRow], rows: Sequence[tables.CandidateRow],
+          step_ms: float | None) -> dict[str, float] | None:
+    now: list[tuple[float | None, float | None, float | None, float | None]] = [
+        (c.projected_step_ms, c.projected_step_ms, c.projected_step_ms, None)
+        for c in rows if c.current]  # an unpriced GPU now is still drawn (a line)
+    if step_ms is not None:
+        now.append((step_ms, step_ms, step_ms, None))
     axes = views.sizing_axes([(c.projected_low_ms, c.projected_high_ms, c.projected_step_ms,
                                c.usd_per_1k_steps) for c in points] + now)
     return None if axes is None else {"x_max": axes[0].max, "y_max": axes[1].max}
 
 
-def _unpriced_now(s: tables.SizingView) -> dict[str, Any] | None:
-    """The GPU now when it has a step time but no price (it is not a point of the scatter)."""
-    now = next((c for c in s.rows if c.current and not c.recommended), None)
-    if now is None or now.projected_step_ms is None or now in s.chart_points:
+def _unpriced_now(s: tables.SizingView, h: Headline) -> dict[str, Any] | None:
+    """What runs the job now when it is no point of the scatter: a GPU without a price, or
+    the CPU of a CPU-only run (its measured step)."""
+    if any(c.current for c in s.chart_points):
         return None
-    return {"label": now.label, "step_ms": now.projected_step_ms}
+    now = next((c for c in s.rows if c.current), None)
+    if now is not None and now.projected_step_ms is not None:
+        return {"label": now.label, "step_ms": now.projected_step_ms, "note": "no price"}
+    if now is None and h.device_name is None and h.step_ms is not None and s.chart_points:
+        return {"label": "this CPU", "step_ms": h.step_ms, "note": "measured"}
+    return None
 
 
 def _opt_list(values: Sequence[float | None] | None) -> list[float | None] | None:

@@ -45,6 +45,37 @@ def _shot_dir(tmp_path: Path) -> Path:
     return out
 
 
+def _chart(page: Page, canvas: str) -> dict[str, Any]:
+    """What a Chart.js chart draws: its x labels, datasets (label, colour, points) and axes."""
+    return page.page.evaluate("""(id) => {
+        const c = Object.values(Chart.instances).find(c => c.canvas.id === id);
+        if (!c) return null;
+        return { labels: c.data.labels || [],
+                 sets: c.data.datasets.map(d => ({ label: d.label, color: String(d.backgroundColor),
+                                                   n: d.data.length })),
+                 x: { min: c.scales.x.min, max: c.scales.x.max },
+                 y: { min: c.scales.y ? c.scales.y.min : null },
+                 drawn: c.canvas.getAttribute("data-labels") };
+    }""", canvas)
+
+
+def _doc(tmp_path: Path, name: str) -> dict[str, Any]:
+    return json.loads((tmp_path / f"{name}.json").read_text())
+
+
+def _scatter_ok(page: Page, doc: dict[str, Any]) -> list[str]:
+    """The candidate scatter: both axes from 0, every priced candidate a point, names drawn."""
+    sizing = _chart(page, "chart-sizing")
+    assert sizing is not None and sizing["x"]["min"] == 0 and sizing["y"]["min"] == 0
+    priced = [c for c in doc["sizing"]["candidates"] if c["usd_per_1k_steps"] is not None]
+    assert sum(s["n"] for s in sizing["sets"]) == len(priced)
+    assert sizing["x"]["max"] >= max(c["projected_step_ms_high"] for c in priced)
+    drawn = sizing["drawn"].split("|")
+    rec = doc["sizing"]["recommended"]
+    assert rec in drawn and len(drawn) >= len(priced) // 2  # crowded labels give way
+    return drawn
+
+
 def _report(browser, tmp_path: Path, source: Path, name: str) -> Page:  # noqa: F811
     html, doc = tmp_path / f"{name}.html", tmp_path / f"{name}.json"
     res = rightsize("analyze", source, "--format", "json", "-o", doc, "-q", cwd=tmp_path)
@@ -82,6 +113,17 @@ def test_gpu_trace_report(browser, tmp_path):  # noqa: F811
     assert loader == [shares["dataloader"]]  # the same colour for the same time
     assert "Tesla V100" in page.page.inner_text("header")
     assert page.page.locator("#warnings").count() == 0
+    doc = _doc(tmp_path, "gpu-trace")
+    steps = _chart(page, "chart-steps")  # one stacked bar per step, split by share
+    assert steps is not None and steps["labels"] == [f"step {n}" for n in range(5, 11)]
+    assert {s["label"]: s["color"] for s in steps["sets"]}.items() <= shares.items()
+    assert canvases["chart-steps"] > 1000
+    drawn = _scatter_ok(page, doc)
+    assert drawn[0] == "V100 32GB SXM2"  # the GPU now has no price: a dashed line, named
+    ops = page.page.inner_text("#ops")  # self time with the call path, one row per path
+    assert "CudnnConvolutionBackward > aten::cudnn_convolution_backward >" in ops
+    assert ops.count("aten::cudnn_convolution_backward_weight") == 1
+    assert "Self (host)" in ops
     # the thresholds' values sit on one line (the value column is never squeezed to a digit)
     widths = page.page.evaluate(
         "() => [...document.querySelectorAll('dl.kv dd')].map(d => d.getBoundingClientRect().width)")
@@ -97,6 +139,17 @@ def test_cpu_run_report(browser, tmp_path):  # noqa: F811
     page = _report(browser, tmp_path, run, "cpu-run")
     assert "Feed the GPU faster" not in page.page.inner_text("body")
     assert page.page.locator("#headline").is_visible()
+    doc = _doc(tmp_path, "cpu-run")
+    host = _chart(page, "chart-host")  # host samples, charted (no "No utilization timeline")
+    assert host is not None and [s["n"] for s in host["sets"]] == [
+        len(doc["host_timeline"]["t_s"])] * 4
+    assert "No utilization timeline" not in page.page.inner_text("#utilization")
+    assert page.painted_canvases()["chart-host"] > 1000
+    steps = _chart(page, "chart-steps")
+    assert steps is not None and len(steps["labels"]) == doc["steps"]["count"] == 3
+    assert _scatter_ok(page, doc)[0] == "this CPU"  # the measured step, a dashed line
+    ops = page.page.inner_text("#ops")
+    assert "Self (host)" in ops and "GPU (own kernels)" not in ops  # no kernels: no GPU column
 
 
 def test_nsys_export_report(browser, tmp_path):  # noqa: F811
@@ -105,3 +158,10 @@ def test_nsys_export_report(browser, tmp_path):  # noqa: F811
     assert "H100" in page.page.inner_text("header")
     banner = page.page.inner_text("#warnings")  # a one-step, mostly idle capture
     assert "The capture is inconclusive" in banner and "Only one step was recorded" in banner
+    doc = _doc(tmp_path, "nsys-export")
+    strip = _chart(page, "chart-steps")  # one step: how it splits over time
+    slices = len(doc["steps"]["split_over_time"]["shares_ms"]["idle"])
+    assert strip is not None and len(strip["labels"]) == slices == 120
+    assert "How the step splits over time" in page.page.inner_text("#steps")
+    drawn = _scatter_ok(page, doc)
+    assert "H100 SXM" in drawn  # the GPU now, named

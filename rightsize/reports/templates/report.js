@@ -157,7 +157,7 @@
           ctx.setLineDash([]);
           ctx.font = "bold 11px sans-serif";
           ctx.fillStyle = "#1b2631";
-          var nt = "now: " + now.label + " (no price)";
+          var nt = "now: " + now.label + " (" + now.note + ")";
           ctx.fillText(nt, Math.min(nx + 4, area.right - ctx.measureText(nt).width), area.top + 12);
           taken.push([nx + 4, area.top, nx + 4 + ctx.measureText(nt).width, area.top + 14]);
           named.push(now.label);
@@ -196,7 +196,8 @@
                        title: { display: true, text: "projected step time (ms), with its range" } },
                   y: { type: "linear", min: 0, max: axes ? axes.y_max : undefined,
                        title: { display: true, text: "$ per 1k steps" } } },
-        plugins: { legend: { position: "bottom", labels: { usePointStyle: true } },
+        plugins: { legend: { position: "bottom", labels: { usePointStyle: true,
+                     filter: function (item, data) { return data.datasets[item.datasetIndex].data.length > 0; } } },
                    tooltip: { callbacks: { label: function (ctx) {
           var p = ctx.raw;
           var range = p.lo !== null && p.hi !== null ? " (" + num(p.lo, 2) + "-" + num(p.hi, 2) + ")" : "";
