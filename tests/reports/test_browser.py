@@ -116,7 +116,8 @@ def test_full_document_charts(browser, tmp_path):
     page = Page(browser, out, shot)
     check_clean(page, shot)
     canvases = page.painted_canvases()
-    assert set(canvases) == {"chart-shares", "chart-breakdown", "chart-timeline", "chart-sizing"}
+    assert set(canvases) == {"chart-shares", "chart-breakdown", "chart-steps", "chart-timeline",
+                             "chart-host", "chart-sizing"}
     assert all(n > 500 for n in canvases.values()), canvases
 
 
