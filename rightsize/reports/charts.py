@@ -91,14 +91,14 @@ def _keys(maps: Sequence[Mapping[str, float] | Mapping[str, tuple[float, ...]]])
 
 
 def _summary(steps: StepStats) -> str | None:
-    """``per step: 18.2 / 20.4 / 23.6 ms (slowest: step 4, +13.6% on the mean)``."""
+    """``18.2 / 20.4 / 23.6 ms (slowest: step 4, +13.6% on the mean)``."""
     rows = steps.per_step
     if len(rows) < 2 or not steps.mean_ms:
         return None
     shown = " / ".join(f"{r.dur_ms:.3g}" for r in rows[:8]) + (" / …" if len(rows) > 8 else "")
     slow = max(rows, key=lambda r: r.dur_ms)
     over = 100.0 * (slow.dur_ms - steps.mean_ms) / steps.mean_ms
-    return f"per step: {shown} ms (slowest: step {slow.step}, {over:+.1f}% on the mean)"
+    return f"{shown} ms (slowest: step {slow.step}, {over:+.1f}% on the mean)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,11 +143,11 @@ def sizing_axes(points: Sequence[tuple[float | None, float | None, float | None,
 
 
 def _nice(v: float) -> float:
-    """The next 1, 2, 2.5 or 5 x 10^k at or above ``v`` (readable tick labels)."""
+    """The next 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 x 10^k at or above ``v`` (round ticks)."""
     if v <= 0:
         return 1.0
     mag = 10.0 ** math.floor(math.log10(v))
-    for m in (1.0, 2.0, 2.5, 5.0, 10.0):
+    for m in (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0):
         if v <= m * mag * (1 + 1e-12):
             return m * mag
     return 10.0 * mag

@@ -127,6 +127,8 @@ def _details(model: ReportModel, color: bool) -> str:
         b("Steps: ") + f"{o.steps} ({safe(o.step_source)}), mean {fmt.ms(o.mean_ms)}, "
         f"min {fmt.ms(o.min_ms)}, max {fmt.ms(o.max_ms)}"
     ]
+    if model.step_split.summary:  # one compact line: the HTML has the per-step chart
+        lines.append(b("Per step: ") + safe(model.step_split.summary))
     lines.append(
         b("GPU: ") + f"utilization {fmt.pct(o.gpu_util_pct)}, "
         f"est. SM efficiency {fmt.pct(o.sm_efficiency_pct)}, "
