@@ -57,3 +57,13 @@ def test_self_times_add_up_to_the_top_level_ops_on_a_real_trace():
         318, 33_153_000, 141_933_000, 684)
     # the op's name appears once per call path, never once per wrapper
     assert every.filter(pl.col("name") == "aten::cudnn_convolution").height == 1
+
+
+def test_a_long_trace_nests_the_same():
+    # hours apart (time ranks instead of ns in the nesting key): the same values
+    fb = FrameBuilder()
+    fb.op("aten::outer", 0, 100).op("aten::inner", 10, 50)
+    fb.op("aten::outer", 3_600_000_000, 100).op("aten::inner", 3_600_000_020, 30)
+    rows = {tuple(r["path"]): r for r in self_ops(fb.trace()).to_dicts()}
+    assert rows[("aten::outer",)]["self_ns"] == 120_000
+    assert rows[("aten::outer", "aten::inner")]["self_ns"] == 80_000

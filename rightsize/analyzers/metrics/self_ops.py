@@ -35,33 +35,45 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)  # 64-bit golden-ratio multiplier: path key
 
 
 def _nodes(trace: Trace) -> pl.DataFrame:
-    """Ops and module ranges with positive length, sorted for nesting (thread, start, -end)."""
+    """Ops and module ranges with positive length, sorted for nesting (thread, start, -end);
+    ``thread`` numbers the (pid, tid) pairs so that sorting and grouping stay on integers."""
     c = trace.cpu_ops
     keep = (pl.col("dur_ns") > 0) & ((pl.col("cat") == "cpu_op") | (
         (pl.col("cat") == "python_function") & pl.col("name").str.starts_with(MODULE_PREFIX)))
     return (c.filter(keep)
-            .select("pid", "tid", "ts_ns", "dur_ns", "name", "external_id",
+            .select("ts_ns", "dur_ns", "name", "external_id",
+                    thread=pl.struct("pid", "tid").rank("dense").cast(pl.Int64),
                     is_op=pl.col("cat") == "cpu_op")
             .with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns"))
-            .sort(["pid", "tid", "ts_ns", "end_ns"], descending=[False, False, False, True])
+            .sort(["thread", "ts_ns", "end_ns"], descending=[False, False, True])
             .with_row_index("row"))
 
 
 def _depth_and_parent(n: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Nesting depth of each node and its parent row (-1 at the top)."""
-    depth = np.zeros(n.height, dtype=np.int64)
-    for (_, _), g in n.group_by(["pid", "tid"], maintain_order=True):
-        rows = g["row"].to_numpy()
-        ts = g["ts_ns"].to_numpy()
-        ends = np.sort(g["end_ns"].to_numpy())
-        # ranges started before this one minus those already ended: the ones still open
-        depth[rows] = np.arange(len(rows)) - np.searchsorted(ends, ts, side="right")
-    depth = np.maximum(depth, 0)
-    left = n.select("pid", "tid", "row", depth=pl.Series(depth - 1))
-    right = n.select("pid", "tid", "row", depth=pl.Series(depth), parent=pl.col("row"))
-    joined = left.join_asof(right, on="row", by=["pid", "tid", "depth"], strategy="backward",
-                            allow_exact_matches=False, check_sortedness=False)  # sorted by row
-    parent = joined.sort("row")["parent"].fill_null(-1).to_numpy().astype(np.int64)
+    """Nesting depth of each node and its parent row (-1 at the top), all threads at once."""
+    if not n.height:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    thread = n["thread"].to_numpy()
+    ts = n["ts_ns"].to_numpy()
+    end = n["end_ns"].to_numpy()
+    ts, end = ts - ts.min(), end - ts.min()
+    if int(end.max()) >= 2**40:  # over 18 minutes: time ranks keep the key small
+        times = np.unique(np.concatenate([ts, end]))
+        ts, end = np.searchsorted(times, ts), np.searchsorted(times, end)
+    # (thread, time) as one sortable int64 (times < 2^40, threads < 2^23)
+    start_key = thread * np.int64(2**40) + ts
+    end_key = np.sort(thread * np.int64(2**40) + end)
+    # ranges started before this one (rows are sorted) minus those that ended: the open ones
+    depth = np.maximum(np.arange(n.height) - np.searchsorted(end_key, start_key, "right"), 0)
+    parent = np.full(n.height, -1, dtype=np.int64)
+    above = np.flatnonzero(depth == 0)
+    for d in range(1, int(depth.max()) + 1):
+        rows = np.flatnonzero(depth == d)
+        # the parent is the last range one level up that started before (same thread: a
+        # thread's first range has depth 0, so the search never crosses into another thread)
+        at = np.searchsorted(above, rows) - 1
+        parent[rows] = np.where(at >= 0, above[np.maximum(at, 0)], -1)
+        above = rows
     return depth, parent
 
 
@@ -95,9 +107,9 @@ def self_ops(trace: Trace, k: int = TOP_SELF_OPS) -> pl.DataFrame:
         module_row=pl.col("module_row").filter(pl.col("module_row") >= 0).first()))
     order = ["gpu_ns", "self_ns"] if trace.kernels.height else ["self_ns"]
     top = g.sort([*order, "name"], descending=[True] * len(order) + [False]).head(k)
-    names = n["name"].to_list()
+    names = n["name"]
     paths = [_path(int(r), parent, is_op, names) for r in top["row"].to_list()]
-    mods = [None if m is None else names[m][len(MODULE_PREFIX):]
+    mods = [None if m is None else str(names[m])[len(MODULE_PREFIX):]
             for m in top["module_row"].to_list()]
     return top.select(
         "name", path=pl.Series(paths, dtype=pl.List(pl.String)),
@@ -125,13 +137,13 @@ def _paths(n: pl.DataFrame, depth: np.ndarray, parent: np.ndarray,
     return key, module
 
 
-def _path(row: int, parent: np.ndarray, is_op: np.ndarray, names: list[str]) -> list[str]:
-    out = []
+def _path(row: int, parent: np.ndarray, is_op: np.ndarray, names: pl.Series) -> list[str]:
+    chain = []
     while row >= 0:
         if is_op[row]:
-            out.append(names[row])
+            chain.append(row)
         row = int(parent[row])
-    return out[::-1]
+    return names.gather(chain[::-1]).to_list()
 
 
 def _gpu(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
