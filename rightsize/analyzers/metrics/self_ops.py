@@ -149,7 +149,9 @@ def _path(row: int, parent: np.ndarray, is_op: np.ndarray, names: pl.Series) -> 
 def _gpu(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
     """GPU time and kernel count per op row: kernels belong to the innermost (latest-starting)
     op that carries their External id."""
-    owner = (rows.filter(pl.col("external_id").is_not_null()).sort("ts_ns")
-             .group_by("external_id").agg(pl.col("row").last()))
-    return (trace.kernels.join(owner, on="external_id", how="inner")
+    k = trace.kernels.filter(pl.col("external_id").is_not_null())
+    owner = (rows.join(k.select("external_id").unique(), on="external_id", how="semi")
+             .group_by("external_id").agg(  # the latest start; at a tie the inner one
+                 pl.col("row").filter(pl.col("ts_ns") == pl.col("ts_ns").max()).max()))
+    return (k.join(owner, on="external_id", how="inner")
             .group_by("row").agg(gpu_ns=pl.col("dur_ns").sum(), kernels=pl.len()))
