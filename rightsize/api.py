@@ -90,6 +90,11 @@ class Rank:
     def top_kernels(self) -> pl.DataFrame:
         return self.result.top_kernels
 
+    @property
+    def self_ops(self) -> pl.DataFrame | None:
+        """Host ops by self time, one row per call path (``analyzers/metrics/self_ops.py``)."""
+        return self.result.self_ops
+
     def frame(self, name: str) -> pl.DataFrame:
         """Any frame of the normalized trace by name (``kernels``, ``steps``, ``flows``...)."""
         from rightsize.traces.schema import FRAMES

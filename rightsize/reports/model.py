@@ -94,6 +94,7 @@ class ReportModel:
                 "rss_mib": list(self.host.rss_mib),
                 "dataloader_workers": list(self.host.dataloader_workers),
                 "window_s": None if self.host.window_s is None else list(self.host.window_s),
+                "dataloader_color": category_color("dataloader"),
             },
             "sizing_axes": _axes(self.sizing.chart_points, self.sizing.rows,
                                  self.headline.step_ms if self.headline.device_name is None

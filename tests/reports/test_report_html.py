@@ -35,6 +35,8 @@ def test_names_are_escaped_in_the_source():
     doc = with_everything(real_doc(), name=PAYLOAD)
     doc["top_kernels"][0]["name"] = PAYLOAD
     doc["top_ops"][0]["name"] = f"aten::{PAYLOAD}"
+    doc["self_ops"][0].update(name=f"aten::{PAYLOAD}", path=[PAYLOAD, f"aten::{PAYLOAD}"],
+                              module=PAYLOAD)
     doc["recommendations"][0]["title"] = "<b>bold</b>"
     page = render(typed(doc), "html", manifest={"command": {"argv": ["python", "<b>x</b>"]}})
     assert PAYLOAD not in page and "<b>bold</b>" not in page and "<b>x</b>" not in page
@@ -59,6 +61,9 @@ def test_a_report_from_a_huge_analysis_stays_small():
         "nvml_gpu_util_pct": [60.0] * n,
     }
     doc["sizing"]["candidates"] = doc["sizing"]["candidates"] * 500
+    doc["self_ops"] = [{**doc["self_ops"][0], "name": f"op{i}" + "y" * 4000,
+                        "path": ["z" * 4000] * 50} for i in range(5000)]
+    doc["steps"]["per_step"] = doc["steps"]["per_step"] * 100_000
     page = render(typed(doc), "html")
     assert len(page.encode()) < 2_000_000
     assert page.count('class="name"') <= 15 + 15 + len(doc["inputs"])

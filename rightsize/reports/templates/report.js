@@ -75,10 +75,11 @@
     make("chart-host", {
       type: "line",
       data: { datasets: [
+        /* no share colour but the data loader's: these lines are not shares of the step */
         line(hs.cpu_util_pct, "machine CPU %", "#1b2631", "pct"),
-        line(hs.job_cpu_util_pct, "job CPU % (100 = one core)", "#2f6fde", "pct"),
-        line(hs.rss_mib, "job memory (MiB)", "#8e44ad", "mib"),
-        line(hs.dataloader_workers, "data-loader workers", "#e07b00", "workers", true)
+        line(hs.job_cpu_util_pct, "job CPU % (100 = one core)", "#1f8a4c", "pct"),
+        line(hs.rss_mib, "job memory (MiB)", "#c2185b", "mib"),
+        line(hs.dataloader_workers, "data-loader workers", RS.host.dataloader_color, "workers", true)
       ] },
       plugins: [{ id: "profiledWindow", beforeDatasetsDraw: function (chart) {
         /* the profiled steps as a shaded band: where the trace's numbers come from */
