@@ -70,6 +70,8 @@ def _keys(cls: type) -> set[str]:
 
 @pytest.mark.parametrize("section, cls", [
     ("metrics", dm.Metrics), ("diagnosis", dd.Diagnosis), ("timeline", ds.Timeline),
+    ("steps.per_step", dm.StepSplit), ("steps.split_over_time", dm.SplitOverTime),
+    ("host_timeline", ds.HostTimeline),
 ])
 def test_contract_doc_lists_every_key_of_the_classes(section, cls):
     assert _keys(cls) <= _documented(section)
@@ -131,3 +133,9 @@ def test_import_rightsize_stays_cheap():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_contract_doc_lists_the_self_ops_keys():
+    text = (ROOT / "docs" / "json-contract.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `self_ops` |"))
+    assert _keys(dm.SelfOp) <= set(re.findall(r"`([a-z_0-9]+)`", row))
