@@ -172,6 +172,14 @@ def _details(model: ReportModel, color: bool) -> str:
                 f"  {fmt.pct(k.pct):>6}  {fmt.ms(k.total_ms, 3):>12}  {k.calls:>6}x  "
                 f"{safe(fmt.short(k.name, max(20, terminal_width() - 50)))}{kind}"
             )
+    if model.ops and model.ops[0].self_ms is not None:
+        lines.append(b("Top ops by self time") + dim(" (own time, without the ops they call)"))
+        for op in model.ops[:5]:
+            caller = f"  (in {op.path[-1]})" if op.path else ""
+            lines.append(
+                f"  {fmt.ms(op.self_ms, 3):>12}  {op.calls:>6}x  "
+                f"{safe(fmt.short(op.name + caller, max(20, terminal_width() - 30)))}"
+            )
     if model.recommendations:
         lines.append(b("Recommendations"))
         lines.extend(f"  - {safe(r.title)}" for r in model.recommendations[:5])

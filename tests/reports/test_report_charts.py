@@ -76,3 +76,5 @@ def test_cpu_run_model_has_its_charts_and_a_per_step_line():
     assert m.ops[0].self_ms is not None and m.ops[0].self_ms >= m.ops[-1].self_ms  # type: ignore[operator]
     text = render_text(m.document)
     assert sum(line.startswith("Per step: ") for line in text.splitlines()) == 1
+    top = text.split("Top ops by self time", 1)[1].splitlines()[1]
+    assert top.split()[:3] == [f"{m.ops[0].self_ms:.3f}", "ms", f"{m.ops[0].calls}x"]
