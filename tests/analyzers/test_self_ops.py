@@ -67,3 +67,14 @@ def test_a_long_trace_nests_the_same():
     rows = {tuple(r["path"]): r for r in self_ops(fb.trace()).to_dicts()}
     assert rows[("aten::outer",)]["self_ns"] == 120_000
     assert rows[("aten::outer", "aten::inner")]["self_ns"] == 80_000
+
+
+def test_a_module_run_inside_an_op_is_not_the_ops_own_time():
+    # activation checkpointing: the backward op re-runs a forward module
+    fb = FrameBuilder()
+    fb.op("CheckpointFunctionBackward", 0, 100)
+    fb.x("python_function", "nn.Module: Linear_0", 10, 60).op("aten::linear", 20, 40)
+    rows = {tuple(r["path"]): r for r in self_ops(fb.trace()).to_dicts()}
+    assert rows[("CheckpointFunctionBackward",)]["self_ns"] == 40_000
+    linear = rows[("CheckpointFunctionBackward", "aten::linear")]
+    assert (linear["self_ns"], linear["module"]) == (40_000, "Linear_0")

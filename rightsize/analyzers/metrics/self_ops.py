@@ -8,9 +8,9 @@ Definitions:
 * nesting: on each thread, ops (``cpu_op``) and recorded ``nn.Module: X`` ranges (Kineto
   ``with_modules``/``with_stack``) nest by time; an op's parent is the innermost range open when
   it starts. Zero-length ops hold no time and are left out.
-* ``self_ns``: the op's duration minus the parts of its direct child ops inside it (the
-  profiler's "Self CPU" time), so ``aten::conv2d > aten::convolution > ...`` gives its time to
-  the op that spent it, once.
+* ``self_ns``: the op's duration minus the parts of its direct children (ops, or a module
+  range run inside an op) inside it - the profiler's "Self CPU" time - so
+  ``aten::conv2d > aten::convolution > ...`` gives its time to the op that spent it, once.
 * ``host_ns``: the ops' own durations (inclusive of their children), as ``top_ops`` reports.
 * ``gpu_ns`` / ``kernels``: kernels linked (External id) to the innermost op carrying the id.
 * ``path``: enclosing op names, outermost first, ending at the op; modules are not in it but
@@ -90,8 +90,9 @@ def self_ops(trace: Trace, k: int = TOP_SELF_OPS) -> pl.DataFrame:
     start = n["ts_ns"].to_numpy()
     end = n["end_ns"].to_numpy()
     is_op = n["is_op"].to_numpy()
-    # self time: minus the part of each direct child op that lies inside its parent
-    child = (parent >= 0) & is_op
+    # self time: minus the part of each direct child inside it; a module range under an op
+    # (checkpoint recompute in backward) counts as the op's child too, never as its own time
+    child = parent >= 0
     inside = np.minimum(end[child], end[parent[child]]) - start[child]
     taken = np.bincount(parent[child], weights=np.maximum(inside, 0), minlength=n.height)
     self_ns = np.maximum(n["dur_ns"].to_numpy() - taken.astype(np.int64), 0)
