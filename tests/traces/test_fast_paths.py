@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rightsize.traces import jsonscan
+from rightsize.traces import jsonscan, kineto
 from rightsize.traces.kineto import read_kineto
 from rightsize.traces.schema import Trace
 from tests.conftest import shared_path
@@ -33,10 +33,16 @@ def assert_same(a: Trace, b: Trace) -> None:
 
 
 def careful(path: Path, monkeypatch: pytest.MonkeyPatch) -> Trace:
-    """The structural scan alone (no separator fast path)."""
+    """The structural scan alone (no separator fast path), times read as text (no Int64
+    attempt)."""
     with monkeypatch.context() as m:
         m.setattr(jsonscan, "_separator", lambda buf, depth: None)
+        m.setattr(kineto._Parser, "__init__", _text_times)
         return read_kineto(path)
+
+
+def _text_times(self: kineto._Parser) -> None:
+    self.int_times = False
 
 
 def one_per_line(doc: dict) -> str:
@@ -114,3 +120,19 @@ def test_array_end_followed_by_long_metadata(tmp_path, monkeypatch):
     monkeypatch.setattr(jsonscan.Scan.__init__, "__defaults__", (1 << 16,))
     t = read_kineto(path)
     assert t.cpu_ops["ts_ns"].to_list() == [0, 1000, 2000]
+
+
+def test_whole_then_fractional_times_switch_to_text(tmp_path, monkeypatch):
+    """Batches of whole µs are read as Int64 until one holds a float: that batch and the rest
+    are read as text, exactly."""
+    whole = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1000 + i,
+              "dur": 2, "args": {"device": 0, "stream": 7}} for i in range(400)]
+    text = ",\n".join(json.dumps(e) for e in whole)
+    text += ',\n{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, ' \
+            '"ts": 1700000000123456.789, "dur": 1.001, "args": {"device": 0, "stream": 7}}'
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [\n' + text + "\n]}")
+    monkeypatch.setattr(jsonscan.Scan.__init__, "__defaults__", (1 << 12,))
+    k = read_kineto(path).kernels
+    assert k["ts_ns"].to_list() == [(1000 + i) * 1000 for i in range(400)] + [1700000000123456789]
+    assert k["dur_ns"].to_list() == [2000] * 400 + [1001]
