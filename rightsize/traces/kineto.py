@@ -17,6 +17,7 @@ traces, CPU-only traces, ``computeProperties`` (2021) for ``deviceProperties``.
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
 import math
 import zlib
@@ -54,18 +55,40 @@ def read_kineto(path: str | Path, progress: Progress | None = None) -> Trace:
     with raw:
         magic = raw.read(2)
         raw.seek(0)
-        stream = gzip.GzipFile(fileobj=raw, mode="rb") if magic == GZIP_MAGIC else raw
+        stream = _gunzip(raw) if magic == GZIP_MAGIC else raw
         try:
             return _read_stream(path, stream, progress)
         except ScanError as exc:
             raise InputError(path, str(exc)) from None
-        except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
+        except _GZIP_ERRORS as exc:
             raise InputError(path, f"corrupt or truncated gzip data ({exc})") from None
         except OSError as exc:
             raise InputError(path, f"read failed: {exc}") from None
         except pl.exceptions.PolarsError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise InputError(path, f"malformed trace event ({first})") from None
+
+
+def _isal() -> Any:
+    """python-isal (optional extra ``rightsize[fast-gzip]``: ISA-L inflates about 4x faster
+    than zlib), or None."""
+    try:
+        return importlib.import_module("isal.igzip"), importlib.import_module("isal.isal_zlib")
+    except ImportError:
+        return None
+
+
+_ISAL = _isal()
+_GZIP_ERRORS: tuple[type[Exception], ...] = (gzip.BadGzipFile, zlib.error, EOFError) + (
+    (_ISAL[1].error,) if _ISAL else ())
+
+
+def _gunzip(raw: Any) -> Any:
+    """A decompressing reader: python-isal's when installed, else the standard library's
+    (same bytes, same errors: both raise BadGzipFile/EOFError, isal its own inflate error)."""
+    if _ISAL is not None:
+        return _ISAL[0].IGzipFile(fileobj=raw, mode="rb")
+    return gzip.GzipFile(fileobj=raw, mode="rb")
 
 
 def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:

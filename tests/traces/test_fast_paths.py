@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rightsize.errors import InputError
 from rightsize.traces import jsonscan, kineto
 from rightsize.traces.kineto import read_kineto
 from rightsize.traces.schema import Trace
@@ -136,3 +137,30 @@ def test_whole_then_fractional_times_switch_to_text(tmp_path, monkeypatch):
     k = read_kineto(path).kernels
     assert k["ts_ns"].to_list() == [(1000 + i) * 1000 for i in range(400)] + [1700000000123456789]
     assert k["dur_ns"].to_list() == [2000] * 400 + [1001]
+
+
+@pytest.mark.shared
+def test_isal_gunzip_equals_stdlib(monkeypatch):
+    """The optional ISA-L inflater gives the frames of the standard library's."""
+    pytest.importorskip("isal")
+    path = shared_path("traces", "kineto", "hta-trace_diff-control-control.json.gz")
+    fast = read_kineto(path)
+    monkeypatch.setattr(kineto, "_ISAL", None)
+    assert_same(fast, read_kineto(path))
+
+
+@pytest.mark.parametrize("inflater", ["isal", "stdlib"])
+def test_corrupt_gzip_is_one_line_error_with_either_inflater(inflater, tmp_path, monkeypatch):
+    if inflater == "isal":
+        pytest.importorskip("isal")
+    else:
+        monkeypatch.setattr(kineto, "_ISAL", None)
+    body = gzip.compress(json.dumps({"traceEvents": [{"ph": "X", "name": str(i)}
+                                                     for i in range(2000)]}).encode())
+    corrupt = tmp_path / "corrupt.json.gz"
+    corrupt.write_bytes(body[:20] + b"\x00" * 50 + body[70:])
+    truncated = tmp_path / "truncated.json.gz"
+    truncated.write_bytes(body[: len(body) // 2])
+    for path in (corrupt, truncated):
+        with pytest.raises(InputError, match="corrupt or truncated gzip data"):
+            read_kineto(path)
