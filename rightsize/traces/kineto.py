@@ -177,15 +177,22 @@ class _Parser:
     Whole-microsecond times (older Kineto) are tried as Int64 first: no number text to convert
     and no second pass for the exact text (:func:`_raw_field`). The first batch polars refuses
     that way (float or quoted times, an arg of another type) turns it off for the rest of the
-    trace, so a trace with float times pays one failed read at most."""
+    trace, so a trace with float times pays one failed read at most. Likewise the first batch
+    with 2021 category names is read a second time with the legacy arg spellings, and every
+    later batch with those directly."""
 
     def __init__(self) -> None:
         self.int_times = True
+        self.legacy = False
 
     def __call__(self, ndjson: bytes) -> Parsed:
-        events = self._read(ndjson)
+        if self.legacy:
+            events = pl.read_ndjson(ndjson, schema=kf.event_schema(legacy=True, typed=False))
+        else:
+            events = self._read(ndjson)
         cats = {c for c in events["cat"].unique().to_list() if c is not None}
-        if cats & kf.LEGACY_CATS:  # 2021 trace: read again with the legacy arg spellings
+        if cats & kf.LEGACY_CATS and not self.legacy:  # 2021 trace: read with the legacy args
+            self.legacy = True
             events = pl.read_ndjson(ndjson, schema=kf.event_schema(legacy=True, typed=False))
         if events["ts"].dtype == pl.String and _rounded_by_float(events["ts"]):
             events = events.with_columns(ts=_raw_field(ndjson, "ts", events.height))

@@ -44,6 +44,7 @@ def careful(path: Path, monkeypatch: pytest.MonkeyPatch) -> Trace:
 
 def _text_times(self: kineto._Parser) -> None:
     self.int_times = False
+    self.legacy = False
 
 
 def one_per_line(doc: dict) -> str:
