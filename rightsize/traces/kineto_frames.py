@@ -281,16 +281,35 @@ def finish(
     frames: dict[str, pl.DataFrame] = {}
     for name in EVENT_FRAMES:
         chunks = parts.pop(name, [])  # the last reference to this frame's pieces
-        # Sorted frames are not rechunked first: the sort writes the one contiguous copy.
-        df = (pl.concat(chunks, how="vertical", rechunk=name == "flows") if chunks
-              else schema.empty(name))
+        if not chunks:
+            df = schema.empty(name)
+        elif name == "flows":  # file order
+            df = pl.concat(chunks, how="vertical")
+        else:
+            df = _sorted_concat(chunks)
         del chunks
         if base and "ts_ns" in df.columns:
             _check_no_wrap(df, base, meta)
             df = df.with_columns(pl.col("ts_ns") + base)
-        frames[name] = df.sort("ts_ns", maintain_order=True) if name != "flows" else df
+        frames[name] = df
     frames["devices"] = _single_visible_device(_devices(envelope), frames["kernels"])
     return frames
+
+
+def _sorted_concat(chunks: list[pl.DataFrame]) -> pl.DataFrame:
+    """The pieces as one frame in ``ts_ns`` order, exactly as ``concat`` then
+    ``sort("ts_ns", maintain_order=True)`` (ties keep file order, nulls first), built one column
+    at a time: each column of the pieces is released once its sorted copy exists, so the peak
+    is the frame plus one column of it, not the frame twice. Empties the pieces."""
+    ts = pl.concat([c.get_column("ts_ns") for c in chunks], rechunk=False)
+    order = pl.DataFrame({"ts": ts}).with_row_index("i").sort("ts", maintain_order=True)["i"]
+    del ts
+    columns = []
+    for col in chunks[0].columns:
+        pieces = pl.concat([c.drop_in_place(col) for c in chunks], rechunk=False)
+        columns.append(pieces.gather(order))
+        del pieces
+    return pl.DataFrame(columns)
 
 
 def _check_no_wrap(df: pl.DataFrame, base: int, meta: TraceMeta) -> None:
