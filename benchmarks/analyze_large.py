@@ -30,6 +30,13 @@ Contenders (``--only`` picks a subset):
   ``--orjson-python`` (default /tmp/venv/bin/python).  The floor for any tool
   that materialises the JSON.
 
+* ``before``: the same command with ``--before-python`` / ``--before-cmd`` (e.g. an older tree
+  exported with ``git archive`` and put first on ``PYTHONPATH``); run from outside any checkout.
+
+Above ``--contenders-max-bytes`` (default 2.5 GB uncompressed) HTA and orjson are skipped: they
+hold the whole document (5-7x its size in RAM). The targets checked per file (issue 17: MB per
+CPU-second, speedup vs HTA, peak RSS for that size) are in ``analyze_large_report.py``.
+
 The page cache is warmed by reading the file once before the first run.
 
 Results: a markdown table on stdout and JSON + markdown in benchmarks/out/.
@@ -37,6 +44,7 @@ Results: a markdown table on stdout and JSON + markdown in benchmarks/out/.
     python benchmarks/analyze_large.py /tmp/bench/big.json
     python benchmarks/analyze_large.py /tmp/bench/big.json --only hta,orjson
     python benchmarks/analyze_large.py /tmp/bench/big.json --gzip   # also the .gz
+    python benchmarks/analyze_large.py /tmp/bench/big5g.json.gz --only rightsize
 """
 
 from __future__ import annotations

@@ -8,10 +8,11 @@ import gzip
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from rightsize.errors import InputError
-from rightsize.traces import jsonscan, kineto
+from rightsize.traces import jsonscan, kineto, kineto_frames
 from rightsize.traces.kineto import read_kineto
 from rightsize.traces.schema import Trace
 from tests.conftest import shared_path
@@ -165,3 +166,18 @@ def test_corrupt_gzip_is_one_line_error_with_either_inflater(inflater, tmp_path,
     for path in (corrupt, truncated):
         with pytest.raises(InputError, match="corrupt or truncated gzip data"):
             read_kineto(path)
+
+
+def test_sorted_concat_equals_concat_then_stable_sort():
+    """finish's column-at-a-time build gives exactly concat + sort(maintain_order=True): ties
+    keep file order, nulls first, every dtype kept."""
+    pieces = [
+        pl.DataFrame({"ts_ns": [5, 3, None, 3], "name": ["a", "b", "c", "d"],
+                      "x": [1.5, None, 2.5, 3.5]}),
+        pl.DataFrame({"ts_ns": [3, None, 1], "name": ["e", None, "g"], "x": [4.5, 5.5, None]}),
+        pl.DataFrame({"ts_ns": [5], "name": ["h"], "x": [6.5]}),
+    ]
+    expected = pl.concat(pieces).sort("ts_ns", maintain_order=True)
+    got = kineto_frames._sorted_concat([p.clone() for p in pieces])
+    assert got.equals(expected) and got.schema == expected.schema
+    assert got["name"].to_list() == ["c", None, "g", "b", "d", "e", "a", "h"]
