@@ -30,6 +30,13 @@ Contenders (``--only`` picks a subset):
   ``--orjson-python`` (default /tmp/venv/bin/python).  The floor for any tool
   that materialises the JSON.
 
+* ``before``: the same command with ``--before-python`` / ``--before-cmd`` (e.g. an older tree
+  exported with ``git archive`` and put first on ``PYTHONPATH``); run from outside any checkout.
+
+Above ``--contenders-max-bytes`` (default 2.5 GB uncompressed) HTA and orjson are skipped: they
+hold the whole document (5-7x its size in RAM). The targets checked per file (issue 17: MB per
+CPU-second, speedup vs HTA, peak RSS for that size) are in ``analyze_large_report.py``.
+
 The page cache is warmed by reading the file once before the first run.
 
 Results: a markdown table on stdout and JSON + markdown in benchmarks/out/.
@@ -37,6 +44,7 @@ Results: a markdown table on stdout and JSON + markdown in benchmarks/out/.
     python benchmarks/analyze_large.py /tmp/bench/big.json
     python benchmarks/analyze_large.py /tmp/bench/big.json --only hta,orjson
     python benchmarks/analyze_large.py /tmp/bench/big.json --gzip   # also the .gz
+    python benchmarks/analyze_large.py /tmp/bench/big5g.json.gz --only rightsize
 """
 
 from __future__ import annotations
@@ -59,17 +67,15 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from analyze_large_report import table, targets
+
 OUT_DIR = HERE / "out"
 GIB = 1024**3
 
 CONTENDERS = ("rightsize", "before", "hta", "orjson")
 DEFAULT_RIGHTSIZE_CMD = "{python} -m rightsize analyze {file} --format json"
 
-TARGETS = {
-    "speedup_vs_hta_min": 10.0,
-    "ratio_vs_bare_max": 2.0,
-    "rss_over_file_max": 1.5,
-}
 
 HTA_CHILD = r"""
 import json, sys, time
@@ -200,7 +206,8 @@ def make_gzip(path: Path) -> Path:
 def contender_argv(name: str, file: Path, args: argparse.Namespace, scratch: Path) -> list[str]:
     if name in ("rightsize", "before"):
         python = args.rightsize_python if name == "rightsize" else args.before_python
-        cmd = args.rightsize_cmd.format(python=shlex.quote(python), file=shlex.quote(str(file)))
+        template = args.before_cmd if name == "before" and args.before_cmd else args.rightsize_cmd
+        cmd = template.format(python=shlex.quote(python), file=shlex.quote(str(file)))
         return shlex.split(cmd)
     if name == "hta":
         d = scratch / ("hta-" + file.name.replace(".", "_"))
@@ -223,6 +230,8 @@ def bench_file(file: Path, args: argparse.Namespace, scratch: Path) -> dict[str,
     )
     warm_cache(file)
     names = [n for n in CONTENDERS if n in args.only]
+    skipped = [n for n in names if n in ("hta", "orjson") and size > args.contenders_max_bytes]
+    names = [n for n in names if n not in skipped]
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     given_up: set[str] = set()
     for rep in range(args.repeat):
@@ -287,6 +296,7 @@ def bench_file(file: Path, args: argparse.Namespace, scratch: Path) -> dict[str,
         "bytes_uncompressed": size,
         "runs": runs,
         "summary": summary,
+        "skipped": skipped,
     }
 
 
@@ -299,82 +309,6 @@ def _is_json(text: str) -> bool:
 
 
 # --------------------------------------------------------------------------- report
-
-
-def table(result: dict[str, Any]) -> str:
-    s = result["summary"]
-    size = result["bytes_uncompressed"]
-    hta = (s.get("hta") or {}).get("wall_s_median")
-    bare = (s.get("orjson") or {}).get("wall_s_median")
-    lines = [
-        f"File: `{result['file']}`, {size / 1e9:.3f} GB uncompressed ({size / GIB:.3f} GiB)"
-        + (
-            f", {result['bytes_on_disk'] / 1e9:.3f} GB on disk"
-            if result["bytes_on_disk"] != size
-            else ""
-        )
-        + (f", {result['events']:,} events" if result.get("events") else ""),
-        "",
-        ("| contender | wall s (median) | MB/s | MB per CPU-s | peak RSS GiB | RSS / file size "
-         "| speedup vs HTA | ratio vs bare parse | runs ok |"),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    label = {
-        "rightsize": "rightsize analyze",
-        "before": "rightsize analyze (--before-python)",
-        "hta": "HTA load + temporal breakdown",
-        "orjson": "bare orjson.loads",
-    }
-    for name, v in s.items():
-        w = v["wall_s_median"]
-        rss = v["peak_rss_bytes"]
-        wall_txt = f"{w:.2f}" if w is not None else f"failed ({v['failure']})"
-        cells = [
-            label[name],
-            wall_txt,
-            f"{size / 1e6 / w:.0f}" if w else "-",
-            f"{size / 1e6 / v['cpu_s_median']:.0f}" if v.get("cpu_s_median") else "-",
-            f"{rss / GIB:.2f}" if rss else "-",
-            f"{rss / size:.2f}x" if rss else "-",
-            f"{hta / w:.1f}x" if (w and hta) else "-",
-            f"{w / bare:.2f}x" if (w and bare) else "-",
-            f"{v['ok_runs']}/{v['runs']}",
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        (f"1-minute load average at the end: {max(v['loadavg_1min'] for v in s.values()):.1f} "
-         f"on {os.cpu_count()} CPUs."),
-        "",
-        "Targets for `rightsize analyze`: >= {:.0f}x faster than HTA, within {:.0f}x of the bare parse, "
-        "peak RSS <= {:.1f}x the uncompressed file size.".format(
-            TARGETS["speedup_vs_hta_min"],
-            TARGETS["ratio_vs_bare_max"],
-            TARGETS["rss_over_file_max"],
-        ),
-    ]
-    r = s.get("rightsize")
-    if r and r["wall_s_median"]:
-        w, rss = r["wall_s_median"], r["peak_rss_bytes"]
-        checks = []
-        if hta:
-            checks.append(
-                ("speedup vs HTA", hta / w >= TARGETS["speedup_vs_hta_min"], f"{hta / w:.1f}x")
-            )
-        if bare:
-            checks.append(
-                (
-                    "ratio vs bare parse",
-                    w / bare <= TARGETS["ratio_vs_bare_max"],
-                    f"{w / bare:.2f}x",
-                )
-            )
-        checks.append(
-            ("RSS / file size", rss / size <= TARGETS["rss_over_file_max"], f"{rss / size:.2f}x")
-        )
-        lines.append("")
-        lines += [f"- {n}: {val} -> {'PASS' if ok else 'FAIL'}" for n, ok, val in checks]
-    return "\n".join(lines)
 
 
 def machine_info(args: argparse.Namespace) -> dict[str, Any]:
@@ -436,6 +370,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--rightsize-cmd", default=DEFAULT_RIGHTSIZE_CMD, help="template with {python} and {file}"
     )
+    p.add_argument("--before-cmd", default="",
+                   help="template for 'before' (default: --rightsize-cmd), e.g. "
+                        "'env PYTHONPATH=/tmp/old {python} -m rightsize analyze {file} "
+                        "--format json' for an exported old tree")
+    p.add_argument("--contenders-max-bytes", type=float, default=2.5e9,
+                   help="HTA and orjson are skipped above this uncompressed size (they hold "
+                        "the whole document: ~5-7x its size in RAM); rightsize always runs")
     p.add_argument("--hta-python", default="/tmp/venv-hta/bin/python")
     p.add_argument("--orjson-python", default="/tmp/venv/bin/python")
     p.add_argument(
@@ -490,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": machine_info(args),
         "config": {k: (sorted(v) if isinstance(v, set) else v) for k, v in vars(args).items()},
-        "targets": TARGETS,
+        "targets": {r["file"]: targets(r["bytes_uncompressed"]) for r in results},
         "harness_maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "results": results,
         "markdown": report,

@@ -36,6 +36,8 @@ and markers after the body (``Record Window End``) move to the new end.
 Usage::
 
     python benchmarks/make_big_trace.py --size-gb 1.1 --out /tmp/bench/big.json --verify
+    python benchmarks/make_big_trace.py --size-gb 0.17 --layout lines --out /tmp/bench/l170.json
+    python benchmarks/make_big_trace.py --size-gb 5 --out /tmp/bench/big5g.json.gz
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ import sys
 import time
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 DEFAULT_SOURCE = str(Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto"
                      / "hta-trace_diff-control-control.json.gz")
@@ -127,6 +129,28 @@ def split_events(text: str) -> tuple[int, int, list[tuple[int, int]]]:
     return array_open, array_close, spans
 
 
+def _open_out(path: Path, compress: bool) -> BinaryIO:
+    """The output file; a .gz name is written through gzip (level 1: fast enough at 5 GB)."""
+    if compress:
+        return gzip.open(path, "wb", compresslevel=1)
+    return open(path, "wb", buffering=16 << 20)
+
+
+def relayout(text: str, layout: str) -> str:
+    """The source document in another layout: ``kineto`` (as written: one indented key block
+    per event), ``lines`` (one compact event per line) or ``compact`` (the whole document on
+    one line). Re-serialising may respell floats; the events stay the same values."""
+    if layout == "kineto":
+        return text
+    doc = json.loads(text)
+    if layout == "compact":
+        return json.dumps(doc, separators=(",", ":"))
+    events = doc.pop("traceEvents")
+    rest = json.dumps(doc, separators=(",", ":"))[1:]
+    body = ",\n".join(json.dumps(e, separators=(",", ":")) for e in events)
+    return '{"traceEvents":[\n' + body + "\n]" + ("," + rest if rest != "}" else "}")
+
+
 def is_fixed(ev: dict[str, Any]) -> bool:
     ph = ev.get("ph")
     if ph == "M" or ev.get("cat") == "Trace":
@@ -138,7 +162,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     import orjson
 
     t0 = time.perf_counter()
-    text = read_source(args.source)
+    text = relayout(read_source(args.source), args.layout)
     header = orjson.loads(text)
     src_events = header.pop("traceEvents")
     _, _, spans = split_events(text)
@@ -232,7 +256,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".partial")
     written = 0
-    with open(tmp, "wb", buffering=16 << 20) as fh:
+    with _open_out(tmp, out.suffix == ".gz") as fh:
 
         def w(s: str) -> None:
             nonlocal written
@@ -372,7 +396,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--copies", type=int, default=0, help="number of body copies (overrides --size-gb)"
     )
-    p.add_argument("--out", default="/tmp/bench/big.json")
+    p.add_argument("--out", default="/tmp/bench/big.json",
+                   help="output; a name ending in .gz is written gzip-compressed (level 1)")
+    p.add_argument("--layout", choices=("kineto", "lines", "compact"), default="kineto",
+                   help="kineto: as the source is written; lines: one event per line; "
+                        "compact: the whole document on one line")
     p.add_argument(
         "--verify", action="store_true", help="load the output once with orjson in a child process"
     )

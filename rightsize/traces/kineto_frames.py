@@ -33,13 +33,17 @@ _INT_ARGS = {"External id", "external id", "correlation", "device", "stream", "b
 _FLOAT_ARGS = {"blocks per SM", "est. achieved occupancy %", "theoretical occupancy %"}
 
 
-def event_schema(legacy: bool = False, typed: bool = True) -> dict[str, pl.DataType]:
+def event_schema(legacy: bool = False, typed: bool = True,
+                 int_times: bool = False) -> dict[str, pl.DataType]:
     """The schema events are parsed with.
 
     ``typed``: numeric args as numbers (faster); a trace that writes one differently (a string,
     a float id) fails it and is read with ``typed=False``, where everything is text: mixed
     int/str pids and int/float timestamps survive either way, and nested lists (shapes) arrive
-    as their JSON text. ``legacy`` adds the 2021 spellings.
+    as their JSON text. ``legacy`` adds the 2021 spellings. ``int_times``: ``ts``/``dur`` as
+    Int64, for traces that write whole microseconds (older Kineto): polars refuses any float,
+    string or out-of-range value there, so a batch it accepts is exact without reading the
+    numbers' text, and any other batch is read again with text times.
     """
     fields = ARG_FIELDS + (LEGACY_ARG_FIELDS if legacy else ())
 
@@ -49,7 +53,8 @@ def event_schema(legacy: bool = False, typed: bool = True) -> dict[str, pl.DataT
         if typed and f in _FLOAT_ARGS:
             return pl.Float64()
         return S
-    return {"ph": S, "cat": S, "name": S, "pid": S, "tid": S, "ts": S, "dur": S, "id": S,
+    time = pl.Int64() if int_times else S
+    return {"ph": S, "cat": S, "name": S, "pid": S, "tid": S, "ts": time, "dur": time, "id": S,
             "args": pl.Struct({f: kind(f) for f in fields})}
 
 
@@ -103,8 +108,11 @@ def us_series_to_ns(s: pl.Series) -> pl.Series:
     """Exact µs text -> int64 ns for one batch, via the cheapest exact path that applies.
 
     Integer µs (older traces) and Kineto's three-decimal floats (newer ones) are converted by
-    integer parsing alone; anything else goes through the general decimal path.
+    integer parsing alone; anything else goes through the general decimal path. A batch read
+    with ``int_times`` arrives as Int64 already.
     """
+    if s.dtype == pl.Int64:
+        return s * 1000
     as_int = s.cast(pl.Int64, strict=False)
     if as_int.null_count() == s.null_count():
         return as_int * 1000
@@ -273,14 +281,35 @@ def finish(
     frames: dict[str, pl.DataFrame] = {}
     for name in EVENT_FRAMES:
         chunks = parts.pop(name, [])  # the last reference to this frame's pieces
-        df = pl.concat(chunks, how="vertical") if chunks else schema.empty(name)
+        if not chunks:
+            df = schema.empty(name)
+        elif name == "flows":  # file order
+            df = pl.concat(chunks, how="vertical")
+        else:
+            df = _sorted_concat(chunks)
         del chunks
         if base and "ts_ns" in df.columns:
             _check_no_wrap(df, base, meta)
             df = df.with_columns(pl.col("ts_ns") + base)
-        frames[name] = df.sort("ts_ns", maintain_order=True) if name != "flows" else df
+        frames[name] = df
     frames["devices"] = _single_visible_device(_devices(envelope), frames["kernels"])
     return frames
+
+
+def _sorted_concat(chunks: list[pl.DataFrame]) -> pl.DataFrame:
+    """The pieces as one frame in ``ts_ns`` order, exactly as ``concat`` then
+    ``sort("ts_ns", maintain_order=True)`` (ties keep file order, nulls first), built one column
+    at a time: each column of the pieces is released once its sorted copy exists, so the peak
+    is the frame plus one column of it, not the frame twice. Empties the pieces."""
+    ts = pl.concat([c.get_column("ts_ns") for c in chunks], rechunk=False)
+    order = pl.DataFrame({"ts": ts}).with_row_index("i").sort("ts", maintain_order=True)["i"]
+    del ts
+    columns = []
+    for col in chunks[0].columns:
+        pieces = pl.concat([c.drop_in_place(col) for c in chunks], rechunk=False)
+        columns.append(pieces.gather(order))
+        del pieces
+    return pl.DataFrame(columns)
 
 
 def _check_no_wrap(df: pl.DataFrame, base: int, meta: TraceMeta) -> None:

@@ -8,9 +8,11 @@ import gzip
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 
-from rightsize.traces import jsonscan
+from rightsize.errors import InputError
+from rightsize.traces import jsonscan, kineto, kineto_frames
 from rightsize.traces.kineto import read_kineto
 from rightsize.traces.schema import Trace
 from tests.conftest import shared_path
@@ -33,10 +35,17 @@ def assert_same(a: Trace, b: Trace) -> None:
 
 
 def careful(path: Path, monkeypatch: pytest.MonkeyPatch) -> Trace:
-    """The structural scan alone (no separator fast path)."""
+    """The structural scan alone (no separator fast path), times read as text (no Int64
+    attempt)."""
     with monkeypatch.context() as m:
         m.setattr(jsonscan, "_separator", lambda buf, depth: None)
+        m.setattr(kineto._Parser, "__init__", _text_times)
         return read_kineto(path)
+
+
+def _text_times(self: kineto._Parser) -> None:
+    self.int_times = False
+    self.legacy = False
 
 
 def one_per_line(doc: dict) -> str:
@@ -114,3 +123,61 @@ def test_array_end_followed_by_long_metadata(tmp_path, monkeypatch):
     monkeypatch.setattr(jsonscan.Scan.__init__, "__defaults__", (1 << 16,))
     t = read_kineto(path)
     assert t.cpu_ops["ts_ns"].to_list() == [0, 1000, 2000]
+
+
+def test_whole_then_fractional_times_switch_to_text(tmp_path, monkeypatch):
+    """Batches of whole µs are read as Int64 until one holds a float: that batch and the rest
+    are read as text, exactly."""
+    whole = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1000 + i,
+              "dur": 2, "args": {"device": 0, "stream": 7}} for i in range(400)]
+    text = ",\n".join(json.dumps(e) for e in whole)
+    text += ',\n{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, ' \
+            '"ts": 1700000000123456.789, "dur": 1.001, "args": {"device": 0, "stream": 7}}'
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [\n' + text + "\n]}")
+    monkeypatch.setattr(jsonscan.Scan.__init__, "__defaults__", (1 << 12,))
+    k = read_kineto(path).kernels
+    assert k["ts_ns"].to_list() == [(1000 + i) * 1000 for i in range(400)] + [1700000000123456789]
+    assert k["dur_ns"].to_list() == [2000] * 400 + [1001]
+
+
+@pytest.mark.shared
+def test_isal_gunzip_equals_stdlib(monkeypatch):
+    """The optional ISA-L inflater gives the frames of the standard library's."""
+    pytest.importorskip("isal")
+    path = shared_path("traces", "kineto", "hta-trace_diff-control-control.json.gz")
+    fast = read_kineto(path)
+    monkeypatch.setattr(kineto, "_ISAL", None)
+    assert_same(fast, read_kineto(path))
+
+
+@pytest.mark.parametrize("inflater", ["isal", "stdlib"])
+def test_corrupt_gzip_is_one_line_error_with_either_inflater(inflater, tmp_path, monkeypatch):
+    if inflater == "isal":
+        pytest.importorskip("isal")
+    else:
+        monkeypatch.setattr(kineto, "_ISAL", None)
+    body = gzip.compress(json.dumps({"traceEvents": [{"ph": "X", "name": str(i)}
+                                                     for i in range(2000)]}).encode())
+    corrupt = tmp_path / "corrupt.json.gz"
+    corrupt.write_bytes(body[:20] + b"\x00" * 50 + body[70:])
+    truncated = tmp_path / "truncated.json.gz"
+    truncated.write_bytes(body[: len(body) // 2])
+    for path in (corrupt, truncated):
+        with pytest.raises(InputError, match="corrupt or truncated gzip data"):
+            read_kineto(path)
+
+
+def test_sorted_concat_equals_concat_then_stable_sort():
+    """finish's column-at-a-time build gives exactly concat + sort(maintain_order=True): ties
+    keep file order, nulls first, every dtype kept."""
+    pieces = [
+        pl.DataFrame({"ts_ns": [5, 3, None, 3], "name": ["a", "b", "c", "d"],
+                      "x": [1.5, None, 2.5, 3.5]}),
+        pl.DataFrame({"ts_ns": [3, None, 1], "name": ["e", None, "g"], "x": [4.5, 5.5, None]}),
+        pl.DataFrame({"ts_ns": [5], "name": ["h"], "x": [6.5]}),
+    ]
+    expected = pl.concat(pieces).sort("ts_ns", maintain_order=True)
+    got = kineto_frames._sorted_concat([p.clone() for p in pieces])
+    assert got.equals(expected) and got.schema == expected.schema
+    assert got["name"].to_list() == ["c", None, "g", "b", "d", "e", "a", "h"]
