@@ -17,13 +17,22 @@ Procedure, per catalog GPU with data:
    than 5 such ops: the others' median. ``l2_fraction``: the same median over memory-bound ops
    of L2/8 to L2 bytes, kept only where it beats ``stream_fraction`` (L4: 2.05, its 48 MB L2
    in front of 300 GB/s); below it such ops are latency-limited, which the floor models.
-3. ``gemm_half_flops`` and ``gemm_max`` per rate (bf16 and fp16 share the 16-bit tensor rate):
-   the GEMM rows' times are modelled as
-   max(floor, F / (peak x gemm_max x F / (F + half)), bytes / (bw x stream_fraction)); ``half``
-   is searched on a log grid (1e6..1e12 FLOPs, 49 points), and for each ``half`` ``gemm_max`` is
-   the geometric mean of the fraction each compute-bound row implies (capped at 1); the pair
-   with the least squared log error wins. Fused attention kernels of the traces are
-   left out (softmax fused with two GEMMs: a third of the GEMM rate at the same FLOPs).
+3. ``gemm_max``, ``gemm_half_flops`` and ``gemm_shape`` per rate (bf16 and fp16 share the
+   16-bit tensor rate): the GEMM rows' times are modelled as
+   max(floor, F / (peak x gemm_max x F^s / (F^s + half^s)), bytes / (bw x stream_fraction));
+   ``s`` (the Hill exponent: how many decades of FLOPs the efficiency takes to rise) is searched
+   on SHAPE_GRID and ``half`` on a log grid (1e6..1e12 FLOPs, 49 points), and for each pair
+   ``gemm_max`` is the geometric mean of the fraction each compute-bound row implies (capped at
+   1); the triple with the least squared log error wins. Fused attention kernels of the traces
+   are left out (softmax fused with two GEMMs: a third of the GEMM rate at the same FLOPs).
+4. ``carry`` (one per kind of kernel, for the whole table): the same op measured on two fitted
+   GPUs deviates from the model by x = log(measured / model) on one and y on the other; the
+   slope of y on x (through 0, over every ordered pair of GPUs) is the share of a deviation that
+   recurs on another GPU, the least-squares exponent of ``rates.project_kernel_s``. Averaged over
+   the data sources (GEMM tables, NeuSight model tables, Vidur; the traces' kernels have
+   different names per vendor and pair with nothing), clipped to [0, 1]. GEMMs: about 0.4 (a
+   GEMM that is slow for its FLOPs on one GPU is only partly slow on another: tile and wave
+   quantization depend on the SM count), elementwise ops about 0.8.
 
 ``error_pct`` (the range a projection between two fitted GPUs carries) is the 90th percentile
 of the leave-one-model-out |error| of ``projection_accuracy.py --cv`` on the same data, and
@@ -296,10 +305,11 @@ PROCEDURE = ("benchmarks/fit_rates.py, per GPU, only on shared/timings (NeuSight
              " (traces, Vidur; else the others' median); stream_fraction = median achieved /"
              " datasheet bandwidth of memory-bound ops larger than L2; l2_fraction = the same over"
              " ops of L2/8..L2 bytes where it beats stream_fraction; GEMM efficiency"
-             " max x F/(F+half) per rate (bf16 = fp16) by least squared log error (half on a"
-             " log grid, max = geometric mean of implied fractions; fused attention kernels left"
-             " out). error_pct: p90 |error|"
-             " leave-one-model-out; error_pct_unfitted: leave-one-GPU-out")
+             " max x F^s/(F^s+half^s) per rate (bf16 = fp16) by least squared log error (s and"
+             " half on grids, max = geometric mean of implied fractions; fused attention kernels"
+             " left out); carry per kind = slope through 0 of log(measured/model) on one GPU"
+             " against another over ops measured on both, mean over data sources. error_pct:"
+             " p90 |error| leave-one-model-out; error_pct_unfitted: leave-one-GPU-out")
 
 
 def main(argv: list[str] | None = None) -> int:

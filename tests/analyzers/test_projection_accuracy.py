@@ -25,8 +25,16 @@ def test_timings_in_sample(shared):
     doc = _run(str(shared / "timings"))
     # 18 NeuSight configurations x their GPU pairs + Vidur 3 models x TP x 13 token counts x 6
     assert doc["pairs_count"] == 1174 == len(doc["pairs"])
-    assert doc["mean_abs_error_pct"] <= 8.5  # 8.05 with the shipped rates
-    assert doc["max_abs_error_pct"] <= 40.0  # 36.85: the 30% target is not met (README)
+    assert doc["mean_abs_error_pct"] <= 7.0  # 6.70 with the shipped rates
+    # 32.62: the 30% target is not met; the four pairs above it are inconsistencies between
+    # NeuSight's own L4 measurements (README, "How accurate the projection is")
+    assert doc["max_abs_error_pct"] <= 33.0
+    over = {(r["workload"], r["source"], r["target"]) for r in doc["pairs"]
+            if abs(r["error_pct"]) > 30}
+    assert over == {("neusight/bert_large-inf-512-8", "L4", "T4"),
+                    ("neusight/bert_large-inf-512-8", "L4", "H100 SXM"),
+                    ("neusight/bert_large-train-512-2", "A100 80GB PCIe", "L4"),
+                    ("neusight/bert_large-train-512-8", "A100 80GB PCIe", "L4")}
     row = doc["pairs"][0]
     assert set(row) == {"workload", "source", "target", "source_ms", "measured_ms",
                         "projected_ms", "error_pct"}
