@@ -69,6 +69,7 @@ from rightsize.analyzers.sizing.rates import (
     parse_rates,
     peak_flops,
     rate_key,
+    same_chip,
 )
 from rightsize.catalog import Catalog, Gpu, load_catalog
 from rightsize.errors import RightsizeError
@@ -261,7 +262,8 @@ def fit(samples: list[Sample], catalog: Catalog, exclude_models: tuple[str, ...]
 def fit_carry(samples: list[Sample], gpus: dict[str, Any], catalog: Catalog) -> dict[str, float]:
     """Per kind of kernel, how much of an op's deviation from the model on one GPU recurs on
     another: the slope (through 0) of log(measured / model) on the target against the same on
-    the source, over every op measured on two fitted GPUs (ordered pairs), averaged over the
+    the source, over every op measured on two fitted GPUs of different chips (ordered pairs;
+    between GPUs of one chip the projection carries the whole deviation), averaged over the
     data sources; clipped to [0, 1]. Traces' kernels differ by name between vendors: not paired."""
     table = parse_rates({"gpus": gpus, "error_pct": 0.0, "procedure": ""})
     logs: dict[tuple[Any, ...], dict[str, float]] = defaultdict(dict)
@@ -279,7 +281,7 @@ def fit_carry(samples: list[Sample], gpus: dict[str, Any], catalog: Catalog) -> 
     for key, by_gpu in logs.items():
         for a, x in by_gpu.items():
             for b, y in by_gpu.items():
-                if a != b:
+                if a != b and not same_chip(catalog.gpu(a), catalog.gpu(b)):
                     acc = sums[key[0], key[1]]
                     acc[0] += x * y
                     acc[1] += x * x

@@ -19,6 +19,7 @@ from rightsize.analyzers.sizing.rates import (
     parse_rates,
     project_kernel_s,
     rate_key,
+    same_chip,
 )
 from rightsize.catalog import Gpu, load_catalog
 
@@ -80,6 +81,19 @@ def test_carry_keeps_only_the_fitted_share_of_the_sources_deviation():
     none = replace(RA, carry={GEMM: 0.0, STREAM: 1.0})
     assert project_kernel_s(2 * model_a, (A, none), (B, RB), "bf16", f, b, GEMM) == (
         pytest.approx(model_b))
+    # onto the GPU it was measured on, a kernel keeps its time whatever the carry
+    assert project_kernel_s(2 * model_a, (A, none), (A, none), "bf16", f, b, GEMM) == (
+        2 * model_a)
+    # between GPUs of one chip (architecture and SM count) the whole deviation carries over
+    a1 = Gpu("A1", "NVIDIA", "Chip", 80, 2000, fp16_bf16_tflops_dense=1000, sm_count=100)
+    a2 = Gpu("A2", "NVIDIA", "Chip", 40, 1000, fp16_bf16_tflops_dense=1000, sm_count=100)
+    other = Gpu("A3", "NVIDIA", "Chip", 40, 1000, fp16_bf16_tflops_dense=1000, sm_count=90)
+    assert same_chip(a1, a2) and not same_chip(a1, other) and not same_chip(A, B)
+    m1, m2 = kernel_s(a1, RA, f, 1e10, "bf16"), kernel_s(a2, RA, f, 1e10, "bf16")
+    assert project_kernel_s(2 * m1, (a1, none), (a2, RA), "bf16", f, 1e10, GEMM) == (
+        pytest.approx(2 * m2))
+    assert project_kernel_s(2 * m1, (a1, none), (other, RA), "bf16", f, 1e10, GEMM) == (
+        pytest.approx(kernel_s(other, RA, f, 1e10, "bf16")))
 
 
 def test_gemm_shape_is_a_hill_exponent_of_the_efficiency_curve():
