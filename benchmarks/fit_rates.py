@@ -26,7 +26,8 @@ Procedure, per catalog GPU with data:
    1); the triple with the least squared log error wins. Fused attention kernels of the traces
    are left out (softmax fused with two GEMMs: a third of the GEMM rate at the same FLOPs).
 4. ``carry`` (one per kind of kernel, for the whole table): the same op measured on two fitted
-   GPUs deviates from the model by x = log(measured / model) on one and y on the other; the
+   GPUs of different chips (``rates.same_chip``: between those the whole deviation carries)
+   deviates from the model by x = log(measured / model) on one and y on the other; the
    slope of y on x (through 0, over every ordered pair of GPUs) is the share of a deviation that
    recurs on another GPU, the least-squares exponent of ``rates.project_kernel_s``. Averaged over
    the data sources (GEMM tables, NeuSight model tables, Vidur; the traces' kernels have
