@@ -17,13 +17,23 @@ Procedure, per catalog GPU with data:
    than 5 such ops: the others' median. ``l2_fraction``: the same median over memory-bound ops
    of L2/8 to L2 bytes, kept only where it beats ``stream_fraction`` (L4: 2.05, its 48 MB L2
    in front of 300 GB/s); below it such ops are latency-limited, which the floor models.
-3. ``gemm_half_flops`` and ``gemm_max`` per rate (bf16 and fp16 share the 16-bit tensor rate):
-   the GEMM rows' times are modelled as
-   max(floor, F / (peak x gemm_max x F / (F + half)), bytes / (bw x stream_fraction)); ``half``
-   is searched on a log grid (1e6..1e12 FLOPs, 49 points), and for each ``half`` ``gemm_max`` is
-   the geometric mean of the fraction each compute-bound row implies (capped at 1); the pair
-   with the least squared log error wins. Fused attention kernels of the traces are
-   left out (softmax fused with two GEMMs: a third of the GEMM rate at the same FLOPs).
+3. ``gemm_max``, ``gemm_half_flops`` and ``gemm_shape`` per rate (bf16 and fp16 share the
+   16-bit tensor rate): the GEMM rows' times are modelled as
+   max(floor, F / (peak x gemm_max x F^s / (F^s + half^s)), bytes / (bw x stream_fraction));
+   ``s`` (the Hill exponent: how many decades of FLOPs the efficiency takes to rise) is searched
+   on SHAPE_GRID and ``half`` on a log grid (1e6..1e12 FLOPs, 49 points), and for each pair
+   ``gemm_max`` is the geometric mean of the fraction each compute-bound row implies (capped at
+   1); the triple with the least squared log error wins. Fused attention kernels of the traces
+   are left out (softmax fused with two GEMMs: a third of the GEMM rate at the same FLOPs).
+4. ``carry`` (one per kind of kernel, for the whole table): the same op measured on two fitted
+   GPUs of different chips (``rates.same_chip``: between those the whole deviation carries)
+   deviates from the model by x = log(measured / model) on one and y on the other; the
+   slope of y on x (through 0, over every ordered pair of GPUs) is the share of a deviation that
+   recurs on another GPU, the least-squares exponent of ``rates.project_kernel_s``. Averaged over
+   the data sources (GEMM tables, NeuSight model tables, Vidur; the traces' kernels have
+   different names per vendor and pair with nothing), clipped to [0, 1]. GEMMs: about 0.4 (a
+   GEMM that is slow for its FLOPs on one GPU is only partly slow on another: tile and wave
+   quantization depend on the SM count), elementwise ops about 0.8.
 
 ``error_pct`` (the range a projection between two fitted GPUs carries) is the 90th percentile
 of the leave-one-model-out |error| of ``projection_accuracy.py --cv`` on the same data, and
@@ -41,20 +51,34 @@ import statistics
 import sys
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from timings import HOST, Op, Workload, model_of, read_all, trace_kernels
 
 from rightsize.analyzers.metrics.precision import name_precision
-from rightsize.analyzers.sizing.rates import GEMM, STREAM, Rates, rate_key
+from rightsize.analyzers.sizing.rates import (
+    GEMM,
+    STREAM,
+    Rates,
+    kernel_s,
+    parse_rates,
+    peak_flops,
+    rate_key,
+    same_chip,
+)
 from rightsize.catalog import Catalog, Gpu, load_catalog
 from rightsize.errors import RightsizeError
 
 HALF_GRID = tuple(10 ** (6 + i / 8) for i in range(49))
+# Hill exponents of the GEMM curve tried with each half point: how many decades of FLOPs the
+# efficiency takes to rise (0.5: about four, 1: two, 1.5: one and a half).
+SHAPE_GRID = (0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5)
 STREAM_MIN_BYTES = 16 * 2**20
 TRACE_PAIRS = ("tracelens-h100-*", "tracelens-mi300-*")
 KERNEL_DATASETS = ("trace", "vidur")
@@ -88,7 +112,8 @@ def gemm_tables(root: Path, catalog: Catalog) -> list[Sample]:
                     continue
                 b, m, n, k = (int(r[c]) for c in ("B", "M", "N", "K"))
                 prec = name_precision(r["Kernel Name"]) or "fp32"
-                op = Op(r["Kernel Name"], GEMM, 2.0 * b * m * n * k,
+                # named by its shape: the same GEMM runs different kernels on each GPU
+                op = Op(f"{r['OPName']} {b}x{m}x{n}x{k}", GEMM, 2.0 * b * m * n * k,
                         4.0 * b * (m * k + k * n + m * n), prec, float(r["Latency"]), 1.0)
                 out.append(Sample(gpu.name, "", op))
     return out
@@ -128,7 +153,6 @@ def _memory_bound(gpu: Gpu, op: Op) -> bool:
 
 
 def _model_s(gpu: Gpu, r: Rates, op: Op) -> float:
-    from rightsize.analyzers.sizing.rates import kernel_s
     return kernel_s(gpu, r, op.flops, op.bytes, op.precision, 1, op.kind)
 
 
@@ -163,24 +187,16 @@ def fit_gpu(gpu: Gpu, samples: list[Sample]) -> dict[str, Any]:
     l2_fraction = statistics.median(in_l2) if len(in_l2) >= MIN_ROWS else None
     if l2_fraction is not None and stream is not None and l2_fraction <= stream:
         l2_fraction = None  # below the DRAM rate: latency-limited (the floor's part), no L2 gain
-    gemms = [s.op for s in samples if s.op.kind == GEMM and s.op.flops > 0
+    gemms = [s for s in samples if s.op.kind == GEMM and s.op.flops > 0
              and not _fused_attention(s)]
     tops: dict[str, float] = {}
     halves: dict[str, float] = {}
-    for prec in sorted({rate_key(gpu.tflops(op.precision)[1]) for op in gemms}):
-        rows = [op for op in gemms if rate_key(gpu.tflops(op.precision)[1]) == prec]
-        best: tuple[float, float, float] | None = None
-        for half in HALF_GRID:
-            top = _gemm_max(gpu, rows, half, floor_us, stream or 0.8)
-            if top is None:
-                break
-            r = Rates(gpu.name, gpu.vendor, floor_us, stream or 0.8, {prec: top}, {prec: half})
-            loss = sum(math.log(_model_s(gpu, r, op) / (op.measured_ms * 1e-3)) ** 2
-                       for op in rows)
-            if best is None or loss < best[0]:
-                best = (loss, half, top)
-        if best is not None:
-            halves[prec], tops[prec] = best[1], best[2]
+    shapes: dict[str, float] = {}
+    for prec in sorted({rate_key(gpu.tflops(s.op.precision)[1]) for s in gemms}):
+        rows = [s.op for s in gemms if rate_key(gpu.tflops(s.op.precision)[1]) == prec]
+        curve = _gemm_curve(gpu, rows, floor_us, stream or 0.8)
+        if curve is not None:
+            tops[prec], halves[prec], shapes[prec] = curve
     return {"vendor": gpu.vendor, "floor_us": round(floor_us, 3),
             "floor_from_kernels": bool(kernel), "dataset_floor_us": floors,
             "stream_fraction": None if stream is None else round(stream, 4),
@@ -188,22 +204,42 @@ def fit_gpu(gpu: Gpu, samples: list[Sample]) -> dict[str, Any]:
             "l2_samples": len(in_l2),
             "gemm_max": {p: round(v, 4) for p, v in sorted(tops.items())},
             "gemm_half_flops": {p: float(f"{v:.4g}") for p, v in sorted(halves.items())},
+            "gemm_shape": {p: v for p, v in sorted(shapes.items())},
             "samples": {"gemm": len(gemms), "stream": len(streams), "all": len(samples)},
             "sources": sorted({s.model or "neusight/linear+bmm" for s in samples})}
 
 
-def _gemm_max(gpu: Gpu, gemms: list[Op], half: float, floor_us: float,
-              stream: float) -> float | None:
-    """Geometric mean of the large-GEMM fraction each compute-bound row implies (<= 1)."""
-    logs = []
-    for op in gemms:
-        peak, _ = gpu.tflops(op.precision)
-        t = op.measured_ms * 1e-3
-        t_bytes = op.bytes / (gpu.memory_bandwidth_gbs * 1e9 * stream)
-        if not peak or t <= 2 * floor_us * 1e-6 or t_bytes >= 0.5 * t:
-            continue  # floor- or bandwidth-bound: says little about the GEMM rate
-        logs.append(math.log(op.flops / (peak * 1e12 * t) * (op.flops + half) / op.flops))
-    return min(1.0, math.exp(statistics.fmean(logs))) if len(logs) >= MIN_ROWS else None
+def source_of(s: Sample) -> str:
+    """The data source of a sample: NeuSight's GEMM tables, its model tables, Vidur, traces."""
+    return s.model.split("/")[0] if s.model else "tables"
+
+
+def _gemm_curve(gpu: Gpu, rows: list[Op], floor_us: float,
+                stream: float) -> tuple[float, float, float] | None:
+    """(gemm_max, half, shape) with the least squared log error of the kernel model
+    (``rates.kernel_s``, vectorized) over ``rows``; for each (shape, half) on the grids,
+    gemm_max is the geometric mean of the large-GEMM fraction each compute-bound row implies
+    (<= 1). None: fewer than MIN_ROWS compute-bound rows."""
+    f = np.array([op.flops for op in rows])
+    t = np.array([op.measured_ms * 1e-3 for op in rows])
+    peak = np.array([peak_flops(gpu, op.precision) for op in rows])
+    t_bytes = np.array([op.bytes for op in rows]) / (gpu.memory_bandwidth_gbs * 1e9 * stream)
+    # floor- or bandwidth-bound rows say little about the GEMM rate
+    usable = (np.array([bool(gpu.tflops(op.precision)[0]) for op in rows])
+              & (t > 2 * floor_us * 1e-6) & (t_bytes < 0.5 * t))
+    if usable.sum() < MIN_ROWS:
+        return None
+    best: tuple[float, float, float, float] | None = None
+    for shape in SHAPE_GRID:
+        fs = f**shape
+        for half in HALF_GRID:
+            curve = fs / (fs + half**shape)
+            top = min(1.0, math.exp(float(np.mean(np.log(f / (peak * t * curve))[usable]))))
+            model = np.maximum(np.maximum(floor_us * 1e-6, f / (peak * top * curve)), t_bytes)
+            loss = float(np.sum(np.log(model / t) ** 2))
+            if best is None or loss < best[0]:
+                best = (loss, top, half, shape)
+    return None if best is None else best[1:]
 
 
 def fit(samples: list[Sample], catalog: Catalog, exclude_models: tuple[str, ...] = (),
@@ -220,7 +256,41 @@ def fit(samples: list[Sample], catalog: Catalog, exclude_models: tuple[str, ...]
             g["floor_us"] = round(statistics.median(measured), 3)
         if g["stream_fraction"] is None:  # too few large elementwise ops: the others' median
             g["stream_fraction"] = round(statistics.median(streams), 4)
-    return {"gpus": gpus}
+    kept = [s for s in samples if s.model not in exclude_models and s.gpu not in exclude_gpus]
+    return {"carry": fit_carry(kept, gpus, catalog), "gpus": gpus}
+
+
+def fit_carry(samples: list[Sample], gpus: dict[str, Any], catalog: Catalog) -> dict[str, float]:
+    """Per kind of kernel, how much of an op's deviation from the model on one GPU recurs on
+    another: the slope (through 0) of log(measured / model) on the target against the same on
+    the source, over every op measured on two fitted GPUs of different chips (ordered pairs;
+    between GPUs of one chip the projection carries the whole deviation), averaged over the
+    data sources; clipped to [0, 1]. Traces' kernels differ by name between vendors: not paired."""
+    table = parse_rates({"gpus": gpus, "error_pct": 0.0, "procedure": ""})
+    logs: dict[tuple[Any, ...], dict[str, float]] = defaultdict(dict)
+    for s in samples:
+        r = table.rates.get(s.gpu)
+        if r is None or s.op.measured_ms <= 0 or not (s.op.flops or s.op.bytes):
+            continue
+        floor = r.dataset_floor_us.get(dataset_of(s))
+        r = replace(r, floor_us=floor) if floor else r
+        key = (s.op.kind, source_of(s), s.model, s.op.name, s.op.flops, s.op.bytes,
+               s.op.precision)
+        logs[key][s.gpu] = math.log(s.op.measured_ms * 1e-3
+                                    / _model_s(catalog.gpu(s.gpu), r, s.op))
+    sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for key, by_gpu in logs.items():
+        for a, x in by_gpu.items():
+            for b, y in by_gpu.items():
+                if a != b and not same_chip(catalog.gpu(a), catalog.gpu(b)):
+                    acc = sums[key[0], key[1]]
+                    acc[0] += x * y
+                    acc[1] += x * x
+    out = {}
+    for kind in sorted({k for k, _ in sums}):
+        slopes = [xy / xx for (k, _), (xy, xx) in sums.items() if k == kind and xx > 0]
+        out[kind] = round(min(1.0, max(0.0, statistics.fmean(slopes))), 3)
+    return out
 
 
 def gather(roots: list[Path], trace_dir: Path | None, catalog: Catalog) -> list[Sample]:
@@ -238,10 +308,11 @@ PROCEDURE = ("benchmarks/fit_rates.py, per GPU, only on shared/timings (NeuSight
              " (traces, Vidur; else the others' median); stream_fraction = median achieved /"
              " datasheet bandwidth of memory-bound ops larger than L2; l2_fraction = the same over"
              " ops of L2/8..L2 bytes where it beats stream_fraction; GEMM efficiency"
-             " max x F/(F+half) per rate (bf16 = fp16) by least squared log error (half on a"
-             " log grid, max = geometric mean of implied fractions; fused attention kernels left"
-             " out). error_pct: p90 |error|"
-             " leave-one-model-out; error_pct_unfitted: leave-one-GPU-out")
+             " max x F^s/(F^s+half^s) per rate (bf16 = fp16) by least squared log error (s and"
+             " half on grids, max = geometric mean of implied fractions; fused attention kernels"
+             " left out); carry per kind = slope through 0 of log(measured/model) on one GPU"
+             " against another over ops measured on both, mean over data sources. error_pct:"
+             " p90 |error| leave-one-model-out; error_pct_unfitted: leave-one-GPU-out")
 
 
 def main(argv: list[str] | None = None) -> int:

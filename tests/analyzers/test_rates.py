@@ -3,6 +3,8 @@ shipped table, and kernels grouped by shape from classified work."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import polars as pl
 import pytest
 
@@ -14,8 +16,10 @@ from rightsize.analyzers.sizing.rates import (
     RatesTable,
     kernel_s,
     load_rates,
+    parse_rates,
     project_kernel_s,
     rate_key,
+    same_chip,
 )
 from rightsize.catalog import Gpu, load_catalog
 
@@ -64,6 +68,54 @@ def test_projection_scales_what_the_kernel_achieved():
         4e-6 + 100e-6 * ratio)
 
 
+def test_carry_keeps_only_the_fitted_share_of_the_sources_deviation():
+    # a GEMM that took 2x the model's time on A: with carry 0.5 the target gets 2 ** 0.5 x its
+    # own model time; carry 1 (absent) keeps the plain ratio, carry 0 the target's model alone
+    f, b = 1e12, 1e6
+    model_a, model_b = kernel_s(A, RA, f, b, "bf16"), kernel_s(B, RB, f, b, "bf16")
+    half = replace(RA, carry={GEMM: 0.5})
+    assert project_kernel_s(2 * model_a, (A, half), (B, RB), "bf16", f, b, GEMM) == (
+        pytest.approx(model_b * 2**0.5))
+    assert project_kernel_s(2 * model_a, (A, RA), (B, RB), "bf16", f, b, GEMM) == (
+        pytest.approx(2 * model_b))
+    none = replace(RA, carry={GEMM: 0.0, STREAM: 1.0})
+    assert project_kernel_s(2 * model_a, (A, none), (B, RB), "bf16", f, b, GEMM) == (
+        pytest.approx(model_b))
+    # onto the GPU it was measured on, a kernel keeps its time whatever the carry
+    assert project_kernel_s(2 * model_a, (A, none), (A, none), "bf16", f, b, GEMM) == (
+        2 * model_a)
+    # between GPUs of one chip (architecture and SM count) the whole deviation carries over
+    a1 = Gpu("A1", "NVIDIA", "Chip", 80, 2000, fp16_bf16_tflops_dense=1000, sm_count=100)
+    a2 = Gpu("A2", "NVIDIA", "Chip", 40, 1000, fp16_bf16_tflops_dense=1000, sm_count=100)
+    other = Gpu("A3", "NVIDIA", "Chip", 40, 1000, fp16_bf16_tflops_dense=1000, sm_count=90)
+    assert same_chip(a1, a2) and not same_chip(a1, other) and not same_chip(A, B)
+    m1, m2 = kernel_s(a1, RA, f, 1e10, "bf16"), kernel_s(a2, RA, f, 1e10, "bf16")
+    assert project_kernel_s(2 * m1, (a1, none), (a2, RA), "bf16", f, 1e10, GEMM) == (
+        pytest.approx(2 * m2))
+    assert project_kernel_s(2 * m1, (a1, none), (other, RA), "bf16", f, 1e10, GEMM) == (
+        pytest.approx(kernel_s(other, RA, f, 1e10, "bf16")))
+
+
+def test_gemm_shape_is_a_hill_exponent_of_the_efficiency_curve():
+    # gemm_max x F^s / (F^s + half^s): at F = half always gemm_max / 2; s < 1 rises more slowly
+    slow = replace(RA, gemm_shape={"fp16": 0.5})
+    assert slow.gemm_fraction("bf16", 1e9) == pytest.approx(0.3)
+    assert slow.gemm_fraction("bf16", 1e11) == pytest.approx(0.6 * 10 / 11)
+    assert RA.gemm_fraction("bf16", 1e11) == pytest.approx(0.6 * 100 / 101)
+
+
+def test_parse_rates_reads_carry_and_shape():
+    doc = {"error_pct": 10.0, "procedure": "p", "carry": {"gemm": 0.4, "stream": 0.8},
+           "gpus": {"A": {"vendor": "NVIDIA", "floor_us": 2.0, "stream_fraction": 0.8,
+                          "gemm_max": {"fp16": 0.6}, "gemm_half_flops": {"fp16": 1e9},
+                          "gemm_shape": {"fp16": 0.75}}}}
+    r = parse_rates(doc).rates["A"]
+    assert r.carry == {"gemm": 0.4, "stream": 0.8} and r.gemm_shape == {"fp16": 0.75}
+    # an unfitted GPU takes the table's carry and the median shape
+    other = parse_rates(doc).for_gpu(B)
+    assert other.carry == r.carry and other.gemm_shape == {"fp16": 0.75}
+
+
 def test_unfitted_gpu_gets_its_vendors_median():
     table = RatesTable({"A": RA, "B": RB}, 20.0, "test")
     other = table.for_gpu(Gpu("C", "NVIDIA", "Test", 24, 300))
@@ -81,6 +133,11 @@ def test_shipped_rates_cover_the_measured_gpus():
     for r in table.rates.values():
         assert 0 < r.stream_fraction <= 1 and r.floor_us > 0
         assert all(0 < v <= 1 for v in r.gemm_max.values())
+        assert set(r.gemm_shape) == set(r.gemm_max)
+        assert r.carry == table.rates["H100 SXM"].carry
+    # the share of a deviation that recurs on another GPU, fitted (fit_rates.fit_carry)
+    assert set(table.rates["H100 SXM"].carry) == {GEMM, STREAM}
+    assert all(0 <= v <= 1 for v in table.rates["H100 SXM"].carry.values())
     assert 0 < table.error_pct < 100 and "fit_rates.py" in table.procedure
 
 

@@ -8,11 +8,14 @@ GPU (fitted, else the vendor's median of the fitted GPUs) and :func:`kernel_s` /
 
     time = max(floor, FLOPs / (peak x gemm_fraction(FLOPs)), bytes / (bandwidth x stream_fraction))
 
-with ``gemm_fraction(F) = gemm_max x F / (F + gemm_half_flops)`` (small GEMMs fill fewer SMs),
+with ``gemm_fraction(F) = gemm_max x F^s / (F^s + gemm_half_flops^s)`` (small GEMMs fill fewer
+SMs; ``s`` = ``gemm_shape``, 1 where not fitted),
 and ``l2_fraction`` instead of ``stream_fraction`` for kernels whose bytes fit the L2 cache
 (where fitted: L4).
-A kernel measured on one GPU is projected by the ratio of the model's times on the two GPUs, so
-what the kernel achieved on the source carries over. Pure.
+A kernel measured on one GPU is projected as the model's time on the target times the source's
+measured / model time raised to ``carry`` (per kind of kernel): the share of a kernel's deviation
+from the model that recurs on another GPU, fitted as the regression slope of the log deviations
+of the same ops measured on two GPUs (``carry`` 1: the plain ratio of the model's times). Pure.
 """
 
 from __future__ import annotations
@@ -58,6 +61,12 @@ class Rates:
     # Of datasheet DRAM bandwidth, memory-bound ops whose bytes fit the L2 cache (their inputs
     # are often still there); None: not measured, the DRAM fraction applies.
     l2_fraction: float | None = None
+    # Kind of kernel -> the share (exponent) of its measured / model time on this GPU that
+    # recurs on another (the table's fitted value; absent: 1, the whole deviation carries).
+    carry: Mapping[str, float] = field(default_factory=dict)
+    # Precision value -> Hill exponent of the GEMM curve (absent: 1): below 1 the efficiency
+    # rises over more decades of FLOPs (A100: from 1e9 to 1e11), above 1 it saturates sooner.
+    gemm_shape: Mapping[str, float] = field(default_factory=dict)
 
     def bandwidth_fraction(self, gpu: Gpu, bytes_per_kernel: float) -> float:
         """The fraction of DRAM bandwidth a kernel moving ``bytes_per_kernel`` reaches."""
@@ -68,10 +77,12 @@ class Rates:
     def gemm_fraction(self, precision: str, flops: float) -> float:
         top = self.gemm_max.get(rate_key(precision))
         half = self.gemm_half_flops.get(rate_key(precision))
+        shape = self.gemm_shape.get(rate_key(precision), 1.0)
         if top is None or half is None:  # not measured at this precision: the others' median
             top = statistics.median(self.gemm_max.values())
             half = statistics.median(self.gemm_half_flops.values())
-        return top * flops / (flops + half)
+            shape = statistics.median(self.gemm_shape.values()) if self.gemm_shape else 1.0
+        return top * flops**shape / (flops**shape + half**shape)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,18 +119,23 @@ class RatesTable:
             dataset_floor_us={d: statistics.median(r.dataset_floor_us[d] for r in pool
                                                    if d in r.dataset_floor_us)
                               for d in {d for r in pool for d in r.dataset_floor_us}},
+            carry=pool[0].carry,
+            gemm_shape={p: statistics.median(r.gemm_shape.get(p, 1.0) for r in pool
+                                             if p in r.gemm_max) for p in precisions},
         )
 
 
 def parse_rates(doc: Mapping[str, Any]) -> RatesTable:
     """A rates document (the layout fit_rates.py writes) as a :class:`RatesTable`."""
     rates = {}
+    carry = {str(k): float(v) for k, v in doc.get("carry", {}).items()}
     for name, r in doc["gpus"].items():
         rates[name] = Rates(name, str(r["vendor"]), float(r["floor_us"]), float(r["stream_fraction"]),
                             {k: float(v) for k, v in r["gemm_max"].items()},
                             {k: float(v) for k, v in r["gemm_half_flops"].items()}, True, tuple(r.get("sources", ())),
                             {k: float(v) for k, v in r.get("dataset_floor_us", {}).items()},
-                            None if r.get("l2_fraction") is None else float(r["l2_fraction"]))
+                            None if r.get("l2_fraction") is None else float(r["l2_fraction"]),
+                            carry, {k: float(v) for k, v in r.get("gemm_shape", {}).items()})
     unfitted = doc.get("error_pct_unfitted")
     return RatesTable(rates, float(doc["error_pct"]), str(doc["procedure"]),
                       None if unfitted is None else float(unfitted))
@@ -158,20 +174,33 @@ def _used(gpu: Gpu, precision: str) -> str:
     return str(gpu.tflops(precision)[1])
 
 
+def same_chip(a: Gpu, b: Gpu) -> bool:
+    """Two catalog GPUs built on one chip (architecture with its die, and SM count): a kernel's
+    deviation from the model recurs whole between them (NeuSight's GEMM tables, A100 40GB vs
+    80GB PCIe: slope 0.98 over 6,642 pairs), so ``carry`` does not apply."""
+    return (a.architecture == b.architecture and a.sm_count is not None
+            and a.sm_count == b.sm_count)
+
+
 def project_kernel_s(measured_s: float, src: tuple[Gpu, Rates], dst: tuple[Gpu, Rates],
                      precision: str, flops: float | None = None, bytes_: float | None = None,
                      kind: str = OTHER, kernels: int = 1) -> float:
     """A kernel that took ``measured_s`` on ``src``, projected onto ``dst``.
 
-    With FLOPs or bytes: ``measured_s`` x model(dst) / model(src). Without: scaled by its kind
-    (GEMM: large-GEMM rate, stream: bandwidth), never below the target's floor; ``OTHER``
-    kernels (unclassified) scale by bandwidth, as most such kernels are memory-bound.
+    Onto the GPU it ran on: ``measured_s``. With FLOPs or bytes: model(dst) x (``measured_s`` /
+    model(src)) ** carry(kind), the source's ``carry`` (1 between GPUs of one chip). Without: scaled by its kind (GEMM:
+    large-GEMM rate, stream: bandwidth), never below the target's floor; ``OTHER`` kernels
+    (unclassified) scale by bandwidth, as most such kernels are memory-bound.
     """
     (sg, sr), (dg, dr) = src, dst
+    if sg.name == dg.name:
+        return measured_s
     if flops or bytes_:
         f, b = flops or 0.0, bytes_ or 0.0
-        return measured_s * (kernel_s(dg, dr, f, b, precision, kernels, kind)
-                             / kernel_s(sg, sr, f, b, precision, kernels, kind))
+        model_s = kernel_s(sg, sr, f, b, precision, kernels, kind)
+        carry = 1.0 if same_chip(sg, dg) else sr.carry.get(kind, 1.0)
+        return (kernel_s(dg, dr, f, b, precision, kernels, kind)
+                * (measured_s / model_s) ** carry)
     if kind == GEMM:
         f = TYPICAL_GEMM_FLOPS
         ratio = (f / (peak_flops(dg, precision) * dr.gemm_fraction(_used(dg, precision), f))
