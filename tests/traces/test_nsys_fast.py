@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from rightsize.traces import nsys as nsys_module
 from rightsize.traces import nsys_adbc, nsys_sqltext
 from rightsize.traces.nsys import read_nsys
 from tests.conftest import shared_path
@@ -84,3 +85,13 @@ def test_without_the_extra_the_reader_says_none(tmp_path):
     reader = nsys_adbc.FastReader(tmp_path / "absent.sqlite")
     assert reader.frame("SELECT 1", {"x": __import__("polars").Int64()}) is None
     reader.close()
+
+
+@pytest.mark.shared
+def test_kernels_on_a_second_thread_change_nothing(monkeypatch):
+    files = exports()
+    if not files:
+        pytest.skip("no shared exports")
+    threaded = read_nsys(files[-1])
+    monkeypatch.setattr(nsys_module, "_cpus", lambda: 1)
+    _assert_same_frames(threaded, read_nsys(files[-1]))
