@@ -4,8 +4,10 @@ Role: the entry point for nsys exports. Opens the file read-only and immutable (
 byte-identical), checks it is an nsys export, and assembles the normalized frames from
 :mod:`rightsize.traces.nsys_gpu` (devices, kernels, memcpy/memset) and
 :mod:`rightsize.traces.nsys_host` (runtime/driver calls, NVTX ranges, steps, syncs, window).
-GPU_METRICS samples (``--gpu-metrics-devices``) come from :func:`read_nsys_gpu_metrics` in the
-:data:`rightsize.traces.samples.GPU_SAMPLES` shape, because :class:`Trace` has no samples frame.
+With two or more CPUs the kernel table is read on a second thread (its own connection) beside
+the other tables. GPU_METRICS samples (``--gpu-metrics-devices``) come from
+:func:`read_nsys_gpu_metrics` in the :data:`rightsize.traces.samples.GPU_SAMPLES` shape,
+because :class:`Trace` has no samples frame.
 
 Inputs: a path (schema 2.x to 3.2x; missing tables mean missing data, not an error).
 Outputs: a :class:`Trace` with ``meta.format == "nsys"``. Clock: nsys stores ns on the session

@@ -3,11 +3,13 @@
 Role: the one place that opens an ``nsys export --type sqlite`` file. It opens the file
 read-only and immutable (SQLite writes nothing, not even a journal or WAL file), checks the
 header for truncation, lists the tables and columns that exist (they vary from export schema
-2.x to 3.2x), decodes text leniently (metadata may be cp1252), and runs queries straight into
-polars frames in chunks.
+2.x to 3.2x), decodes text leniently (metadata may be cp1252), and runs queries into polars
+frames: big tables through :meth:`NsysDb.select` with no Python object per row (ADBC when the
+extra is installed, else CSV text written by SQLite, :mod:`rightsize.traces.nsys_sqltext`),
+small ones (devices, metadata, string ids) as rows.
 
-Inputs: a path. Outputs: an :class:`NsysDb` with ``tables``/``columns()``/``frame()``/
-``strings()``; problems become :class:`rightsize.errors.InputError` with a one-line message.
+Inputs: a path. Outputs: an :class:`NsysDb` with ``tables``/``columns()``/``select()``/
+``frame()``/``strings()``; problems become :class:`rightsize.errors.InputError`, one line.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from rightsize.traces import nsys_adbc, nsys_sqltext
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _HEADER_BYTES = 100
-# Rows fetched per round trip: bounds the Python tuples alive at once (memory), not speed.
+# Rows fetched per round trip on the row path: bounds the Python tuples alive at once.
 _CHUNK_ROWS = 250_000
+# Above this many distinct string ids the whole StringIds table is read instead of IN lists.
+STRINGS_IN_LIST_MAX = 5000
 
 # Tables whose presence (beside StringIds) marks a file as an nsys export.
 _NSYS_MARKERS = (
@@ -156,8 +160,8 @@ class NsysDb:
             return pl.DataFrame(schema=schema)
         # A temp table would write to the (read-only) database; read the whole table instead
         # when many ids are wanted, else fetch them by IN-list batches.
-        if len(wanted) > 5000:
-            table = self.frame("SELECT id, value FROM StringIds", schema)
+        if len(wanted) > STRINGS_IN_LIST_MAX:
+            table = self.select("StringIds", [(f'"{n}"', n, t) for n, t in schema.items()])
             return table.join(wanted.to_frame("id"), on="id", how="semi")
         parts = []
         values = wanted.to_list()

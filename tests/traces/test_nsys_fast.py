@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from rightsize.traces import nsys as nsys_module
-from rightsize.traces import nsys_adbc, nsys_sqltext
+from rightsize.traces import nsys_adbc, nsys_db, nsys_sqltext
 from rightsize.traces.nsys import read_nsys
 from tests.conftest import shared_path
 from tests.nsys_handmade import make_export
@@ -95,3 +95,16 @@ def test_kernels_on_a_second_thread_change_nothing(monkeypatch):
     threaded = read_nsys(files[-1])
     monkeypatch.setattr(nsys_module, "_cpus", lambda: 1)
     _assert_same_frames(threaded, read_nsys(files[-1]))
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("adbc", [False, True])
+def test_whole_string_table_read_gives_the_same_frames(monkeypatch, adbc):
+    files = exports()
+    if not files or (adbc and not nsys_adbc.available()):
+        pytest.skip("no shared exports or no ADBC")
+    if not adbc:
+        monkeypatch.setattr(nsys_adbc, "available", lambda: False)
+    by_lists = read_nsys(files[-1])
+    monkeypatch.setattr(nsys_db, "STRINGS_IN_LIST_MAX", 0)  # StringIds read whole
+    _assert_same_frames(by_lists, read_nsys(files[-1]))
