@@ -41,16 +41,19 @@ def _field(expr: str, dtype: pl.DataType) -> str | None:
 
 def chunk_sql(table: str, exprs: Sequence[str], schema: dict[str, pl.DataType],
               where: str | None) -> str | None:
-    """The query that returns one chunk as (csv bytes, rows, last rowid); params: (after, n)."""
+    """The query for one chunk: (csv bytes, rows, last rowid, texts with a NUL); params (after, n)."""
     fields = [_field(e, t) for e, t in zip(exprs, schema.values(), strict=True)]
     if any(f is None for f in fields):
         return None
     fmt = ",".join(["%s"] * (len(fields) + 1))
     args = ", ".join(["rowid", *(f for f in fields if f is not None)])
     cond = f" AND ({where})" if where else ""
+    # printf stops a text at a NUL character: count the texts holding one (the row path reads them).
+    texts = [e for e, t in zip(exprs, schema.values(), strict=True) if isinstance(t, pl.String)]
+    nul = " + ".join(f"(instr({e}, char(0)) > 0)" for e in texts) or "0"
     return (
-        "SELECT CAST(group_concat(line, char(10)) AS BLOB), count(*), max(r) FROM ("
-        f"SELECT rowid AS r, printf('{fmt}', {args}) AS line FROM \"{table}\" "
+        "SELECT CAST(group_concat(line, char(10)) AS BLOB), count(*), max(r), total(nul) FROM ("
+        f"SELECT rowid AS r, printf('{fmt}', {args}) AS line, {nul} AS nul FROM \"{table}\" "
         f"WHERE rowid > ?{cond} ORDER BY rowid LIMIT ?)"
     )
 
@@ -74,9 +77,11 @@ def read_table(conn: sqlite3.Connection, table: str, exprs: Sequence[str],
     after = -(1 << 63)  # rowids are signed 64-bit; start below the smallest
     try:
         while True:
-            text, rows, last = conn.execute(sql, (after, CHUNK_ROWS)).fetchone()
+            text, rows, last, nuls = conn.execute(sql, (after, CHUNK_ROWS)).fetchone()
             if not rows:
                 break
+            if nuls:
+                return None
             part = _parse(text, schema)
             if part.height != rows:
                 return None

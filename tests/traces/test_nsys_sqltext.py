@@ -108,3 +108,11 @@ def test_empty_table(tmp_path: Path) -> None:
     assert df is not None
     assert df.height == 0
     assert df.schema == pl.Schema(SCHEMA)
+
+
+def test_text_with_a_nul_character_is_left_to_the_row_path(tmp_path: Path) -> None:
+    conn = _db(tmp_path / "g.sqlite", [(3, 1, "c\x00")])  # printf would cut it at the NUL
+    assert nsys_sqltext.read_table(conn, "t", EXPRS, SCHEMA) is None
+    conn.execute("DELETE FROM t")
+    conn.execute("INSERT INTO t VALUES (3, 1, 'c')")
+    assert nsys_sqltext.read_table(conn, "t", EXPRS, SCHEMA).rows() == [(3, 1, "c")]
