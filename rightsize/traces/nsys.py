@@ -4,8 +4,8 @@ Role: the entry point for nsys exports. Opens the file read-only and immutable (
 byte-identical), checks it is an nsys export, and assembles the normalized frames from
 :mod:`rightsize.traces.nsys_gpu` (devices, kernels, memcpy/memset) and
 :mod:`rightsize.traces.nsys_host` (runtime/driver calls, NVTX ranges, steps, syncs, window).
-With two or more CPUs the GPU tables (kernels, copies) are read on a second thread, on a
-connection of their own, beside the host tables. GPU_METRICS samples (``--gpu-metrics-devices``) come from
+With two or more CPUs the kernel table is read on a second thread (its own connection) beside
+the other tables. GPU_METRICS samples (``--gpu-metrics-devices``) come from
 :func:`read_nsys_gpu_metrics` in the :data:`rightsize.traces.samples.GPU_SAMPLES` shape,
 because :class:`Trace` has no samples frame.
 
@@ -115,12 +115,11 @@ def _cpus() -> int:
     return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
-def _gpu_apart(path: Path, offset: int,
-               devices: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Kernels and transfers through a connection of their own (one connection per thread)."""
+def _kernels_apart(path: Path, offset: int, devices: pl.DataFrame) -> pl.DataFrame:
+    """The kernel table through a connection of its own (one connection serves one thread)."""
     db = open_nsys(path)
     try:
-        return nsys_gpu.read_kernels(db, offset, devices), nsys_gpu.read_transfers(db, offset)
+        return nsys_gpu.read_kernels(db, offset, devices)
     finally:
         db.close()
 
@@ -129,20 +128,17 @@ def _build(db: NsysDb, step_range: str | None) -> Trace:
     start_ns = _session_start_ns(db)
     offset = start_ns or 0
     devices, dropped = nsys_gpu.read_devices(db)
-    # With two or more CPUs the GPU tables (kernels: the biggest) are read on a second thread
-    # while this one reads the host tables: SQLite, ADBC and polars all run without the GIL.
+    # With two or more CPUs the kernel table (the biggest) is read on a second thread while
+    # this one reads the rest: SQLite, the ADBC driver and polars all run without the GIL.
     pool = ThreadPoolExecutor(max_workers=1) if _cpus() > 1 else None
     try:
-        pending = pool.submit(_gpu_apart, db.path, offset, devices) if pool else None
+        pending = pool.submit(_kernels_apart, db.path, offset, devices) if pool else None
+        transfers = nsys_gpu.read_transfers(db, offset)
         runtime = nsys_host.read_runtime(db, offset)
         cpu_ops = nsys_host.read_nvtx_ranges(db, offset)
         syncs = nsys_host.read_syncs(db, offset)
         windows = nsys_host.read_windows(db, offset)
-        if pending:
-            kernels, transfers = pending.result()
-        else:
-            kernels = nsys_gpu.read_kernels(db, offset, devices)
-            transfers = nsys_gpu.read_transfers(db, offset)
+        kernels = pending.result() if pending else nsys_gpu.read_kernels(db, offset, devices)
     finally:
         if pool:
             pool.shutdown(wait=True)
