@@ -8,7 +8,8 @@ time (user + sys of the read) and peak RSS. Contenders alternate within one run:
 as they are now (``stdlib``: SQLite writes CSV chunks that polars parses; ``adbc``: the
 optional ADBC extra) and the same readers at the commit before this work (``before-stdlib``,
 ``before-adbc``: Python tuples per row), extracted with ``git archive`` into a temporary
-directory and put first on PYTHONPATH.
+directory and put first on PYTHONPATH, and the current readers on one thread (``stdlib-1cpu``,
+``adbc-1cpu``: the kernel table is otherwise read on a second thread).
 
 Inputs: ``--source PATH`` (an nsys .sqlite), ``--kernels N`` (target kernel rows, default
 2,000,000; runtime rows follow, NVTX is capped at ``--nvtx``). Outputs: the figures on stdout.
@@ -44,7 +45,10 @@ import rightsize.traces.nsys_db as nsys_db
 assert "nsys_sqltext" in nsys_db.__dict__ or sys.argv[2].startswith("before-"), nsys_db.__file__
 from rightsize.traces import nsys_adbc
 from rightsize.traces.nsys import read_nsys
-if sys.argv[2].endswith("stdlib"):
+if sys.argv[2].endswith("-1cpu"):  # the current reader without its second thread
+    import rightsize.traces.nsys as nsys_module
+    nsys_module._cpus = lambda: 1
+if "stdlib" in sys.argv[2]:
     nsys_adbc.available = lambda: False
 elif not nsys_adbc.available():
     sys.exit("adbc-driver-sqlite is not installed (pip install rightsize[fast-sqlite])")
@@ -152,6 +156,9 @@ def report(runs: dict[str, list[dict]], size_mib: float) -> None:
         if reader in medians and f"before-{reader}" in medians:
             (a, ca), (b, cb) = medians[f"before-{reader}"], medians[reader]
             print(f"{reader}: {a / b:.1f}x faster than before (wall), {ca / cb:.1f}x (CPU)")
+        if reader in medians and f"{reader}-1cpu" in medians:
+            one, two = medians[f"{reader}-1cpu"][0], medians[reader][0]
+            print(f"{reader}: the second thread saves {1 - two / one:.0%} of the wall time")
     if "stdlib" in medians and "adbc" in medians:
         print(f"adbc over stdlib now: {medians['stdlib'][0] / medians['adbc'][0]:.1f}x (wall)")
 
@@ -165,8 +172,10 @@ def main() -> None:
         "--keep", action="store_true", help="keep the large file and print its path"
     )
     parser.add_argument("--repeat", type=int, default=3, help="runs per reader, alternated")
-    parser.add_argument("--readers", default="before-stdlib,stdlib,before-adbc,adbc",
-                        help="stdlib, adbc (rightsize[fast-sqlite]) and the same at --before")
+    parser.add_argument("--readers",
+                        default="before-stdlib,stdlib,stdlib-1cpu,before-adbc,adbc,adbc-1cpu",
+                        help="stdlib, adbc (rightsize[fast-sqlite]), the same at --before, "
+                             "and the current ones without their second thread (-1cpu)")
     parser.add_argument("--reuse", type=Path, help="time this export (a kept one) instead of building")
     parser.add_argument("--before", default=BEFORE_REF, help="git ref of the 'before' readers")
     args = parser.parse_args()
