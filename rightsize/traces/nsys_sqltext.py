@@ -67,11 +67,20 @@ def _parse(text: bytes, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     return df.drop("_rowid").cast(schema, strict=True)  # type: ignore[arg-type]
 
 
+def _rowid_shadowed(conn: sqlite3.Connection, table: str) -> bool:
+    """True when a column named ``rowid`` hides the real rowid (chunks would not follow it)."""
+    try:
+        names = {str(r[1]).lower() for r in conn.execute(f'PRAGMA table_info("{table}")')}
+    except sqlite3.Error:
+        return True
+    return "rowid" in names
+
+
 def read_table(conn: sqlite3.Connection, table: str, exprs: Sequence[str],
                schema: dict[str, pl.DataType], where: str | None = None) -> pl.DataFrame | None:
     """``SELECT exprs FROM table [WHERE where]`` in rowid order as a frame, or None (see above)."""
     sql = chunk_sql(table, exprs, schema, where)
-    if sql is None:
+    if sql is None or _rowid_shadowed(conn, table):
         return None
     parts = []
     after = -(1 << 63)  # rowids are signed 64-bit; start below the smallest

@@ -116,3 +116,10 @@ def test_text_with_a_nul_character_is_left_to_the_row_path(tmp_path: Path) -> No
     conn.execute("DELETE FROM t")
     conn.execute("INSERT INTO t VALUES (3, 1, 'c')")
     assert nsys_sqltext.read_table(conn, "t", EXPRS, SCHEMA).rows() == [(3, 1, "c")]
+
+
+def test_a_column_named_rowid_is_left_to_the_row_path(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "h.sqlite")
+    conn.execute("CREATE TABLE t (n INTEGER, small INTEGER, text TEXT, rowid INTEGER)")
+    conn.execute("INSERT INTO t VALUES (1, 1, 'a', 7), (2, 2, 'b', 7)")
+    assert nsys_sqltext.read_table(conn, "t", EXPRS, SCHEMA) is None
