@@ -4,8 +4,10 @@ Role: the entry point for nsys exports. Opens the file read-only and immutable (
 byte-identical), checks it is an nsys export, and assembles the normalized frames from
 :mod:`rightsize.traces.nsys_gpu` (devices, kernels, memcpy/memset) and
 :mod:`rightsize.traces.nsys_host` (runtime/driver calls, NVTX ranges, steps, syncs, window).
-GPU_METRICS samples (``--gpu-metrics-devices``) come from :func:`read_nsys_gpu_metrics` in the
-:data:`rightsize.traces.samples.GPU_SAMPLES` shape, because :class:`Trace` has no samples frame.
+With two or more CPUs the kernel table is read on a second thread (its own connection) beside
+the other tables. GPU_METRICS samples (``--gpu-metrics-devices``) come from
+:func:`read_nsys_gpu_metrics` in the :data:`rightsize.traces.samples.GPU_SAMPLES` shape,
+because :class:`Trace` has no samples frame.
 
 Inputs: a path (schema 2.x to 3.2x; missing tables mean missing data, not an error).
 Outputs: a :class:`Trace` with ``meta.format == "nsys"``. Clock: nsys stores ns on the session
@@ -16,7 +18,9 @@ epoch ns (``meta.profiler["clock"] == "utc_epoch_ns"``), else it stays session-r
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -106,17 +110,39 @@ def _profiler_meta(db: NsysDb, start_ns: int | None, dropped: list[str]) -> dict
     return meta
 
 
+def _cpus() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
+
+
+def _kernels_apart(path: Path, offset: int, devices: pl.DataFrame) -> pl.DataFrame:
+    """The kernel table through a connection of its own (one connection serves one thread)."""
+    db = open_nsys(path)
+    try:
+        return nsys_gpu.read_kernels(db, offset, devices)
+    finally:
+        db.close()
+
+
 def _build(db: NsysDb, step_range: str | None) -> Trace:
     start_ns = _session_start_ns(db)
     offset = start_ns or 0
     devices, dropped = nsys_gpu.read_devices(db)
-    kernels = nsys_gpu.read_kernels(db, offset, devices)
-    transfers = nsys_gpu.read_transfers(db, offset)
-    runtime = nsys_host.read_runtime(db, offset)
-    cpu_ops = nsys_host.read_nvtx_ranges(db, offset)
+    # With two or more CPUs the kernel table (the biggest) is read on a second thread while
+    # this one reads the rest: SQLite, the ADBC driver and polars all run without the GIL.
+    pool = ThreadPoolExecutor(max_workers=1) if _cpus() > 1 else None
+    try:
+        pending = pool.submit(_kernels_apart, db.path, offset, devices) if pool else None
+        transfers = nsys_gpu.read_transfers(db, offset)
+        runtime = nsys_host.read_runtime(db, offset)
+        cpu_ops = nsys_host.read_nvtx_ranges(db, offset)
+        syncs = nsys_host.read_syncs(db, offset)
+        windows = nsys_host.read_windows(db, offset)
+        kernels = pending.result() if pending else nsys_gpu.read_kernels(db, offset, devices)
+    finally:
+        if pool:
+            pool.shutdown(wait=True)
     steps = nsys_host.select_steps(cpu_ops, step_range, db.path)
-    syncs = nsys_host.read_syncs(db, offset)
-    windows = nsys_host.read_windows(db, offset)
     frames = (kernels, transfers, runtime, cpu_ops, syncs)
     meta = TraceMeta(
         path=str(db.path),

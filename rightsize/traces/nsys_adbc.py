@@ -27,6 +27,9 @@ try:  # the optional extra (rightsize[fast-sqlite])
 except ImportError:  # pragma: no cover - depends on the environment
     _manager = _sqlite = None
 
+# Rows per Arrow batch (the driver's default is 1,024): fewer, larger chunks for polars.
+BATCH_ROWS = 65_536
+
 
 def available() -> bool:
     return _sqlite is not None
@@ -62,6 +65,7 @@ class FastReader:
             try:
                 # Named by the schema (a query may select NULL twice: Arrow needs unique names).
                 names = ", ".join('"' + n.replace('"', '""') + '"' for n in schema)
+                stmt.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
                 stmt.set_sql_query(f"WITH q({names}) AS ({sql}) SELECT * FROM q")
                 stream, _rows = stmt.execute_query()
                 df = pl.DataFrame(stream)
@@ -69,7 +73,7 @@ class FastReader:
                 stmt.close()
             if df.width != len(schema):
                 return None
-            return df.cast(schema, strict=True)  # type: ignore[arg-type]
+            return df.cast(schema, strict=True).rechunk()  # type: ignore[arg-type]
         except Exception:  # noqa: BLE001 - an inexact answer is no answer: use the stdlib path
             return None
 

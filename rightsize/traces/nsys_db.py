@@ -3,29 +3,33 @@
 Role: the one place that opens an ``nsys export --type sqlite`` file. It opens the file
 read-only and immutable (SQLite writes nothing, not even a journal or WAL file), checks the
 header for truncation, lists the tables and columns that exist (they vary from export schema
-2.x to 3.2x), decodes text leniently (metadata may be cp1252), and runs queries straight into
-polars frames in chunks.
+2.x to 3.2x), decodes text leniently (metadata may be cp1252), and runs queries into polars
+frames: big tables through :meth:`NsysDb.select` with no Python object per row (ADBC when the
+extra is installed, else CSV text written by SQLite, :mod:`rightsize.traces.nsys_sqltext`),
+small ones (devices, metadata, string ids) as rows.
 
-Inputs: a path. Outputs: an :class:`NsysDb` with ``tables``/``columns()``/``frame()``/
-``strings()``; problems become :class:`rightsize.errors.InputError` with a one-line message.
+Inputs: a path. Outputs: an :class:`NsysDb` with ``tables``/``columns()``/``select()``/
+``frame()``/``strings()``; problems become :class:`rightsize.errors.InputError`, one line.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
 from rightsize.errors import InputError
-from rightsize.traces import nsys_adbc
+from rightsize.traces import nsys_adbc, nsys_sqltext
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _HEADER_BYTES = 100
-# Rows fetched per round trip: bounds the Python tuples alive at once (memory), not speed.
+# Rows fetched per round trip on the row path: bounds the Python tuples alive at once.
 _CHUNK_ROWS = 250_000
+# Above this many distinct string ids the whole StringIds table is read instead of IN lists.
+STRINGS_IN_LIST_MAX = 5000
 
 # Tables whose presence (beside StringIds) marks a file as an nsys export.
 _NSYS_MARKERS = (
@@ -117,6 +121,29 @@ class NsysDb:
             df = self.fast.frame(sql, schema)
             if df is not None:
                 return df
+        return self._rows(sql, schema)
+
+    def select(self, table: str, columns: Sequence[tuple[str, str, pl.DataType]],
+               where: str | None = None) -> pl.DataFrame:
+        """``SELECT`` the ``(sql expression, name, dtype)`` columns of a big ``table``.
+
+        Rows come in table (rowid) order, as a plain ``SELECT`` returns them, with no Python
+        object per row: through ADBC when installed, else as CSV text that SQLite writes and
+        polars parses (:mod:`rightsize.traces.nsys_sqltext`); Python tuples only as the last
+        resort (a query neither fast path can answer exactly).
+        """
+        schema = {name: dtype for _, name, dtype in columns}
+        exprs = [expr for expr, _, _ in columns]
+        cond = f" WHERE {where}" if where else ""
+        sql = f'SELECT {", ".join(exprs)} FROM "{table}"{cond}'
+        if self.fast is not None:
+            df = self.fast.frame(sql, schema)
+            if df is not None:
+                return df
+        df = nsys_sqltext.read_table(self.conn, table, exprs, schema, where)
+        return df if df is not None else self._rows(sql, schema)
+
+    def _rows(self, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
         cur = self.conn.execute(sql)
         parts = []
         while rows := cur.fetchmany(_CHUNK_ROWS):
@@ -133,8 +160,8 @@ class NsysDb:
             return pl.DataFrame(schema=schema)
         # A temp table would write to the (read-only) database; read the whole table instead
         # when many ids are wanted, else fetch them by IN-list batches.
-        if len(wanted) > 5000:
-            table = self.frame("SELECT id, value FROM StringIds", schema)
+        if len(wanted) > STRINGS_IN_LIST_MAX:
+            table = self.select("StringIds", [(f'"{n}"', n, t) for n, t in schema.items()])
             return table.join(wanted.to_frame("id"), on="id", how="semi")
         parts = []
         values = wanted.to_list()
@@ -198,10 +225,23 @@ def is_nsys_sqlite(path: str | Path, head: bytes) -> bool:
     return True
 
 
+def time_ordered(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` stably sorted by ``start`` (nulls first); no work when it already is (the usual)."""
+    start = df["start"]
+    if start.null_count() == 0 and start.is_sorted():
+        return df
+    return df.sort("start", maintain_order=True)
+
+
 def one_line(exc: BaseException) -> str:
     """An exception's message on one line (SQLite and polars messages can span lines)."""
     text = " ".join(str(exc).split())
     return text or exc.__class__.__name__
+
+
+def col(cols: Iterable[str], name: str, default: str = "NULL") -> str:
+    """``"name"`` when the column exists, else ``default`` (an expression for :meth:`select`)."""
+    return f'"{name}"' if name in set(cols) else default
 
 
 def pick(cols: Iterable[str], name: str, alias: str | None = None, default: str = "NULL") -> str:

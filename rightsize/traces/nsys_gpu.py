@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from rightsize.traces.nsys_db import NsysDb, pick
+from rightsize.traces.nsys_db import NsysDb, col, pick, time_ordered
 from rightsize.traces.schema import conform, empty
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -170,33 +170,25 @@ def read_kernels(db: NsysDb, offset_ns: int, devices: pl.DataFrame) -> pl.DataFr
     smem = " + ".join(
         f"COALESCE({c}, 0)" for c in ("staticSharedMemory", "dynamicSharedMemory") if c in cols
     )
-    sql = (
-        f"SELECT {pick(cols, 'deviceId', 'device')}, {pick(cols, 'streamId', 'stream')}, "
-        f"start, end, {pick(cols, name_col, 'name_id')}, "
-        f"{pick(cols, 'correlationId', 'correlation')}, {grid} AS grid_blocks, "
-        f"{block} AS block_threads, {pick(cols, 'registersPerThread', 'registers_per_thread')}, "
-        f"{smem or 'NULL'} AS shared_memory_bytes FROM {KERNEL_TABLE}"
-    )
-    raw = db.frame(
-        sql,
-        {
-            "device": pl.Int32(),
-            "stream": pl.Int64(),
-            "start": pl.Int64(),
-            "end": pl.Int64(),
-            "name_id": pl.Int64(),
-            "correlation": pl.Int64(),
-            "grid_blocks": pl.Int64(),
-            "block_threads": pl.Int64(),
-            "registers_per_thread": pl.Int32(),
-            "shared_memory_bytes": pl.Int64(),
-        },
-    )
+    raw = db.select(KERNEL_TABLE, [
+        (col(cols, "deviceId"), "device", pl.Int32()),
+        (col(cols, "streamId"), "stream", pl.Int64()),
+        ('"start"', "start", pl.Int64()),
+        ('"end"', "end", pl.Int64()),
+        (col(cols, name_col), "name_id", pl.Int64()),
+        (col(cols, "correlationId"), "correlation", pl.Int64()),
+        (grid, "grid_blocks", pl.Int64()),
+        (block, "block_threads", pl.Int64()),
+        (col(cols, "registersPerThread"), "registers_per_thread", pl.Int32()),
+        (smem or "NULL", "shared_memory_bytes", pl.Int64()),
+    ])
+    # Integers are put in time order first; names (few distinct) join last, keeping that order.
+    raw = time_ordered(raw)
     names = db.strings(raw["name_id"]).rename({"id": "name_id", "value": "name"})
     sms = devices.select("device", "sm_count")
     out = (
-        raw.join(names, on="name_id", how="left")
-        .join(sms, on="device", how="left")
+        raw.join(names, on="name_id", how="left", maintain_order="left")
+        .join(sms, on="device", how="left", maintain_order="left")
         .with_columns(
             ts_ns=pl.col("start") + offset_ns,
             dur_ns=(pl.col("end") - pl.col("start")).clip(lower_bound=0),
@@ -207,7 +199,6 @@ def read_kernels(db: NsysDb, offset_ns: int, devices: pl.DataFrame) -> pl.DataFr
         .with_columns(
             warps_per_sm=pl.col("blocks_per_sm") * pl.col("block_threads") / KINETO_THREADS_PER_WARP
         )
-        .sort("ts_ns", maintain_order=True)
     )
     return conform("kernels", out)
 
@@ -255,12 +246,7 @@ def read_transfers(db: NsysDb, offset_ns: int) -> pl.DataFrame:
     if cols:
         copy = _enum_map(db, "ENUM_CUDA_MEMCPY_OPER", "CUDA_MEMCPY_KIND_", _COPY_KIND_FALLBACK)
         direction = {i: _COPY_DIRECTION.get(s) for i, s in copy.items()}
-        raw = db.frame(
-            f"SELECT {pick(cols, 'deviceId')}, {pick(cols, 'streamId')}, start, end, "
-            f"{pick(cols, 'correlationId')}, {pick(cols, 'bytes')}, {pick(cols, 'copyKind')}, "
-            f"{pick(cols, 'srcKind')}, {pick(cols, 'dstKind')} FROM {MEMCPY_TABLE}",
-            schema,
-        )
+        raw = db.select(MEMCPY_TABLE, _columns(cols, schema, "copyKind", "srcKind", "dstKind"))
         memcpy = raw.with_columns(
             kind=pl.lit("memcpy"),
             direction=pl.col("copy_kind").replace_strict(
@@ -272,12 +258,7 @@ def read_transfers(db: NsysDb, offset_ns: int) -> pl.DataFrame:
         parts.append(memcpy.with_columns(name=_memcpy_name()))
     cols = db.columns(MEMSET_TABLE)
     if cols:
-        raw = db.frame(
-            f"SELECT {pick(cols, 'deviceId')}, {pick(cols, 'streamId')}, start, end, "
-            f"{pick(cols, 'correlationId')}, {pick(cols, 'bytes')}, NULL, NULL, "
-            f"{pick(cols, 'memKind')} FROM {MEMSET_TABLE}",
-            schema,
-        )
+        raw = db.select(MEMSET_TABLE, _columns(cols, schema, None, None, "memKind"))
         memset = raw.with_columns(kind=pl.lit("memset"), dst_memory=_kind_expr("dst_kind", kinds))
         label = pl.col("dst_memory").replace_strict(_KIND_LABEL, default=pl.col("dst_memory"))
         parts.append(memset.with_columns(name=pl.format("Memset ({})", label.fill_null("?"))))
@@ -293,11 +274,20 @@ def read_transfers(db: NsysDb, offset_ns: int) -> pl.DataFrame:
     return conform("transfers", out)
 
 
+def _columns(cols: frozenset[str], schema: dict[str, pl.DataType], copy: str | None,
+             src: str | None, dst: str) -> list[tuple[str, str, pl.DataType]]:
+    """The memcpy/memset columns in ``schema`` order (kind columns by name; None: NULL)."""
+    exprs = [col(cols, "deviceId"), col(cols, "streamId"), '"start"', '"end"',
+             col(cols, "correlationId"), col(cols, "bytes"),
+             *(col(cols, c) if c else "NULL" for c in (copy, src, dst))]
+    return [(e, n, t) for e, (n, t) in zip(exprs, schema.items(), strict=True)]
+
+
 def _memcpy_name() -> pl.Expr:
     """Kineto-style name, e.g. ``Memcpy HtoD (Pageable -> Device)``."""
 
-    def label(col: str) -> pl.Expr:
-        return pl.col(col).replace_strict(_KIND_LABEL, default=pl.col(col)).fill_null("?")
+    def label(column: str) -> pl.Expr:
+        return pl.col(column).replace_strict(_KIND_LABEL, default=pl.col(column)).fill_null("?")
 
     return pl.format(
         "Memcpy {} ({} -> {})",

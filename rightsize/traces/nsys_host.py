@@ -20,7 +20,7 @@ from __future__ import annotations
 import polars as pl
 
 from rightsize.errors import InputError
-from rightsize.traces.nsys_db import NsysDb, pick
+from rightsize.traces.nsys_db import NsysDb, col, time_ordered
 from rightsize.traces.schema import conform, empty
 
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -76,35 +76,43 @@ def read_runtime(db: NsysDb, offset_ns: int) -> pl.DataFrame:
     cols = db.columns(RUNTIME_TABLE)
     if not cols:
         return empty("runtime")
-    raw = db.frame(
-        f"SELECT {pick(cols, 'globalTid')}, start, end, {pick(cols, 'nameId')}, "
-        f"{pick(cols, 'correlationId')}, {pick(cols, 'eventClass')} FROM {RUNTIME_TABLE}",
-        {
-            "gtid": pl.Int64(),
-            "start": pl.Int64(),
-            "end": pl.Int64(),
-            "name_id": pl.Int64(),
-            "correlation": pl.Int64(),
-            "event_class": pl.Int64(),
-        },
-    )
+    raw = db.select(RUNTIME_TABLE, [
+        (col(cols, "globalTid"), "gtid", pl.Int64()),
+        ('"start"', "start", pl.Int64()),
+        ('"end"', "end", pl.Int64()),
+        (col(cols, "nameId"), "name_id", pl.Int64()),
+        (col(cols, "correlationId"), "correlation", pl.Int64()),
+        (col(cols, "eventClass"), "event_class", pl.Int64()),
+    ])
     # Drop the duplicate (non-CUPTI class) copy of a call that also has a CUPTI row.
     cupti = pl.col("event_class").is_in(_CUPTI_API_CLASSES) | pl.col("event_class").is_null()
-    keys = raw.filter(cupti).select("gtid", "correlation").unique()
-    dupes = raw.filter(~cupti).join(keys, on=["gtid", "correlation"], how="semi")
-    raw = raw.filter(cupti) if not dupes.is_empty() else raw
-    names = db.strings(raw["name_id"]).rename({"id": "name_id", "value": "raw_name"})
-    out = raw.join(names, on="name_id", how="left").with_columns(
-        *_pid_tid("gtid"),
-        *_times(offset_ns),
-        name=pl.col("raw_name").str.replace(_VERSION_SUFFIX, ""),
+    others = raw.filter(~cupti)
+    if not others.is_empty():
+        keys = raw.filter(cupti).select("gtid", "correlation").unique()
+        if not others.join(keys, on=["gtid", "correlation"], how="semi").is_empty():
+            raw = raw.filter(cupti)
+    raw = time_ordered(raw)
+    # Per distinct name and thread, not per row: the suffix regex, the api and the id strings.
+    names = (
+        db.strings(raw["name_id"])
+        .select(name_id="id", name=pl.col("value").str.replace(_VERSION_SUFFIX, ""))
+        .with_columns(
+            api=pl.when(pl.col("name").str.starts_with("cuda"))
+            .then(pl.lit("runtime"))
+            .otherwise(pl.lit("driver"))
+        )
     )
-    out = out.with_columns(
-        api=pl.when(pl.col("name").str.starts_with("cuda"))
-        .then(pl.lit("runtime"))
-        .otherwise(pl.lit("driver"))
-    ).sort("ts_ns", maintain_order=True)
+    out = raw.join(names, on="name_id", how="left", maintain_order="left")
+    out = _with_threads(out).with_columns(
+        *_times(offset_ns), api=pl.col("api").fill_null("driver")  # a name id without a string
+    )
     return conform("runtime", out)
+
+
+def _with_threads(df: pl.DataFrame) -> pl.DataFrame:
+    """Add pid/tid strings, computed once per distinct ``gtid`` (:func:`_pid_tid`)."""
+    threads = df.select(pl.col("gtid").unique().drop_nulls()).with_columns(*_pid_tid("gtid"))
+    return df.join(threads, on="gtid", how="left", maintain_order="left")
 
 
 def read_nvtx_ranges(db: NsysDb, offset_ns: int) -> pl.DataFrame:
@@ -116,25 +124,22 @@ def read_nvtx_ranges(db: NsysDb, offset_ns: int) -> pl.DataFrame:
     where = f"end IS NOT NULL AND end >= start AND eventType IN ({types})"
     if "eventType" not in cols:
         where = "end IS NOT NULL AND end >= start"
-    raw = db.frame(
-        f"SELECT {pick(cols, 'globalTid')}, start, end, {pick(cols, 'text')}, "
-        f"{pick(cols, 'textId')} FROM {NVTX_TABLE} WHERE {where}",
-        {
-            "gtid": pl.Int64(),
-            "start": pl.Int64(),
-            "end": pl.Int64(),
-            "text": pl.String(),
-            "text_id": pl.Int64(),
-        },
-    )
+    raw = db.select(NVTX_TABLE, [
+        (col(cols, "globalTid"), "gtid", pl.Int64()),
+        ('"start"', "start", pl.Int64()),
+        ('"end"', "end", pl.Int64()),
+        (col(cols, "text"), "text", pl.String()),
+        (col(cols, "textId"), "text_id", pl.Int64()),
+    ], where)
+    raw = time_ordered(raw)
     names = db.strings(raw["text_id"]).rename({"id": "text_id", "value": "interned"})
-    out = raw.join(names, on="text_id", how="left").with_columns(
-        *_pid_tid("gtid"),
+    out = raw.join(names, on="text_id", how="left", maintain_order="left")
+    out = _with_threads(out).with_columns(
         *_times(offset_ns),
         name=pl.coalesce("text", "interned"),
         cat=pl.lit("user_annotation"),
     )
-    return conform("cpu_ops", out.sort("ts_ns", maintain_order=True))
+    return conform("cpu_ops", out)
 
 
 def _outermost(ranges: pl.DataFrame) -> pl.DataFrame:
@@ -180,18 +185,14 @@ def read_syncs(db: NsysDb, offset_ns: int) -> pl.DataFrame:
     cols = db.columns(SYNC_TABLE)
     if not cols:
         return empty("syncs")
-    raw = db.frame(
-        f"SELECT {pick(cols, 'deviceId')}, {pick(cols, 'streamId')}, start, end, "
-        f"{pick(cols, 'correlationId')}, {pick(cols, 'syncType')} FROM {SYNC_TABLE}",
-        {
-            "device": pl.Int32(),
-            "stream": pl.Int64(),
-            "start": pl.Int64(),
-            "end": pl.Int64(),
-            "correlation": pl.Int64(),
-            "sync_type": pl.Int64(),
-        },
-    )
+    raw = db.select(SYNC_TABLE, [
+        (col(cols, "deviceId"), "device", pl.Int32()),
+        (col(cols, "streamId"), "stream", pl.Int64()),
+        ('"start"', "start", pl.Int64()),
+        ('"end"', "end", pl.Int64()),
+        (col(cols, "correlationId"), "correlation", pl.Int64()),
+        (col(cols, "syncType"), "sync_type", pl.Int64()),
+    ])
     enum = db.enum("ENUM_CUPTI_SYNC_TYPE")
     kinds = (
         {i: n.removeprefix("CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_") for i, n in enum.items()}
