@@ -18,6 +18,7 @@ from markupsafe import Markup
 from rightsize.errors import RightsizeError
 from rightsize.reports import fmt
 from rightsize.reports.model import ReportModel
+from rightsize.reports.template_cache import bytecode_cache
 
 CHART_JS = "chart.umd.min.js"
 TEMPLATE = "report.html.j2"
@@ -33,6 +34,8 @@ def template_environment(package: str) -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        # compiled once, not by every command; the key names what shapes the compiled code
+        bytecode_cache=bytecode_cache({"autoescape": True, "trim": True, "lstrip": True}),
     )
     env.filters.update(
         ms=fmt.ms,

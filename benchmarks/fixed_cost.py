@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Fixed cost of ``rightsize analyze`` on a small trace: what a user waits for before any real
+reading (issue 17 target: <= 0.4 s on a 1 MB Kineto trace).
+
+Runs the CLI ``--repeat`` times in fresh child processes (the default command: text to stdout
+plus the HTML report file; ``--json`` adds ``--format json -o FILE``) and prints the median wall
+time and the median CPU time (user + sys of the child, from ``os.wait4``), then the top entries
+of one ``python -X importtime`` run of the same command. With ``--before PATH`` (a tree exported
+with ``git archive`` and put first on ``PYTHONPATH``) the two trees run alternately, so both see
+the same machine load, and the ratio is printed.
+
+Bytecode: the children get ``PYTHONPYCACHEPREFIX`` (a temporary directory) and no
+``PYTHONDONTWRITEBYTECODE``, and one warm-up run per tree fills it, as a pip install would have
+(otherwise every run recompiles rightsize's modules from source, ~0.1 s); it also fills
+rightsize's compiled-template cache, see ``rightsize/reports/template_cache.py``).
+
+    python benchmarks/fixed_cost.py /work/shared
+    python benchmarks/fixed_cost.py /work/shared --repeat 15 --before /tmp/base
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TRACE = "traces/kineto/tracelens-h100-gaunernst_bert-small-uncased__1016001.json.gz"
+
+
+def unpacked_mb(trace: Path) -> float:
+    opener = gzip.open if trace.suffix == ".gz" else open
+    with opener(trace, "rb") as fh:
+        return len(fh.read()) / 1e6
+
+
+def child_env(pycache: Path, tree: Path | None) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=str(pycache))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("PYTHONPATH", None)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    return env
+
+
+def command(trace: Path, out: Path, as_json: bool) -> list[str]:
+    cmd = [sys.executable, "-m", "rightsize", "analyze", str(trace), "--force"]
+    if as_json:
+        cmd += ["--format", "json", "-o", str(out / "out.json")]
+    return cmd
+
+
+def run_once(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """(wall s, CPU s) of one child run; raises if it fails."""
+    start = time.perf_counter()
+    with open(os.devnull, "w") as devnull:
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=devnull, stderr=subprocess.PIPE)
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed: {err.decode(errors='replace')[-500:]}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def importtime_top(cmd: list[str], env: dict[str, str], cwd: Path, top: int) -> list[str]:
+    """The sum of the top-level imports' times and the ``top`` slowest imports (cumulative,
+    nested ones included), from one ``-X importtime`` run."""
+    proc = subprocess.run(
+        [cmd[0], "-X", "importtime", *cmd[1:]],
+        check=False,
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
+    rows = []
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        _, cum_us, name = line.split("|", 2)
+        if cum_us.strip().isdigit():
+            rows.append((int(cum_us), name.rstrip()))
+    rows.sort(reverse=True)
+    total = sum(c for c, name in rows if not name[1:].startswith(" "))
+    lines = [f"imports, top-level total {total / 1e6:.3f} s (one run)"]
+    lines += [f"  {c / 1e6:6.3f} s  {name.strip()}" for c, name in rows[:top]]
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("shared", type=Path, help="the shared data directory (holds traces/)")
+    ap.add_argument("--trace", default=TRACE, help=f"relative to SHARED (default {TRACE})")
+    ap.add_argument("--repeat", type=int, default=9)
+    ap.add_argument("--json", action="store_true", help="--format json -o FILE instead of text")
+    ap.add_argument("--before", type=Path, help="another tree to run alternately")
+    ap.add_argument("--top", type=int, default=12, help="importtime entries to print")
+    args = ap.parse_args()
+    trace = args.shared / args.trace
+    trees: dict[str, Path | None] = {"this tree": None}
+    if args.before:
+        trees = {"before": args.before.resolve(), "after": None}
+    with tempfile.TemporaryDirectory(prefix="rightsize-fixed-") as tmp:
+        work = Path(tmp)
+        cmd = command(trace, work, args.json)
+        envs = {k: child_env(work / f"pyc-{i}", t) for i, (k, t) in enumerate(trees.items())}
+        for name in trees:  # warm-up: bytecode and page cache
+            run_once(cmd, envs[name], work)
+        runs: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+        for _ in range(args.repeat):
+            for name in trees:
+                runs[name].append(run_once(cmd, envs[name], work))
+        print(
+            f"trace {trace.name} ({trace.stat().st_size / 1e6:.2f} MB on disk, {unpacked_mb(trace):.2f} MB of JSON)"
+        )
+        print(
+            f"command: rightsize analyze TRACE --force{' --format json -o F' if args.json else ''}"
+        )
+        print(f"load average before the runs ended: {os.getloadavg()[0]:.2f}")
+        medians = {}
+        for name, rs in runs.items():
+            wall = statistics.median(r[0] for r in rs)
+            cpu = statistics.median(r[1] for r in rs)
+            medians[name] = cpu
+            print(f"{name:>9}: median of {len(rs)}: wall {wall:.3f} s, CPU (user+sys) {cpu:.3f} s")
+        if args.before:
+            print(f"CPU after / before: {medians['after'] / medians['before']:.2f}")
+        last = list(trees)[-1]
+        print("\n".join(importtime_top(cmd, envs[last], work, args.top)))
+
+
+if __name__ == "__main__":
+    main()
