@@ -30,7 +30,7 @@ import polars as pl
 
 from rightsize import rundir
 from rightsize.errors import InputError, RightsizeError
-from rightsize.traces import limits, ncu, nsys
+from rightsize.traces import limits, ncu
 from rightsize.traces.kineto import GZIP_MAGIC, looks_like_kineto, read_kineto
 from rightsize.traces.metrics_logs import looks_like_metrics_log, read_metrics_log
 from rightsize.traces.samples import read_kind
@@ -102,6 +102,8 @@ def detect(path: Path) -> str:
     if not head.strip():
         raise InputError(path, "the file is empty")
     if head.startswith(b"SQLite format 3\x00"):
+        from rightsize.traces import nsys  # sqlite3 and the nsys readers only for SQLite files
+
         if nsys.looks_like_nsys(path, head):
             return "nsys"
         raise InputError(path, f"an SQLite file that is not an Nsight Systems export; "
@@ -255,6 +257,8 @@ def _load(paths: list[Path], progress: Progress | None, options: ReadOptions) ->
 def _read_trace(f: Path, fmt: str, label: str, progress: Progress | None,
                 options: ReadOptions) -> Trace:
     if fmt == "nsys":
+        from rightsize.traces import nsys
+
         return nsys.read_nsys(f, step_range=options.step_range)
 
     def tick(done: int, events: int) -> None:
