@@ -12,7 +12,7 @@ the same machine load, and the ratio is printed.
 Bytecode: the children get ``PYTHONPYCACHEPREFIX`` (a temporary directory) and no
 ``PYTHONDONTWRITEBYTECODE``, and one warm-up run per tree fills it, as a pip install would have
 (otherwise every run recompiles rightsize's modules from source, ~0.1 s); it also fills
-rightsize's compiled-template cache, see ``rightsize/reports/template_cache.py``).
+rightsize's compiled-template cache (``rightsize/reports/template_cache.py``).
 
     python benchmarks/fixed_cost.py /work/shared
     python benchmarks/fixed_cost.py /work/shared --repeat 15 --before /tmp/base
@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+FLOOR = "import polars, numpy, click, jinja2"
 TRACE = "traces/kineto/tracelens-h100-gaunernst_bert-small-uncased__1016001.json.gz"
 
 
@@ -112,29 +113,40 @@ def main() -> None:
         work = Path(tmp)
         cmd = command(trace, work, args.json)
         envs = {k: child_env(work / f"pyc-{i}", t) for i, (k, t) in enumerate(trees.items())}
-        for name in trees:  # warm-up: bytecode and page cache
-            run_once(cmd, envs[name], work)
-        runs: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
-        for _ in range(args.repeat):
-            for name in trees:
-                runs[name].append(run_once(cmd, envs[name], work))
+        contenders = {name: (cmd, envs[name]) for name in trees}
+        # What no change to rightsize can remove: the interpreter and the libraries it needs.
+        contenders["floor"] = ([sys.executable, "-c", FLOOR], envs[list(trees)[-1]])
+        runs = measure(contenders, work, args.repeat)
         print(
-            f"trace {trace.name} ({trace.stat().st_size / 1e6:.2f} MB on disk, {unpacked_mb(trace):.2f} MB of JSON)"
+            f"trace {trace.name} ({trace.stat().st_size / 1e6:.2f} MB on disk, "
+            f"{unpacked_mb(trace):.2f} MB of JSON)"
         )
         print(
             f"command: rightsize analyze TRACE --force{' --format json -o F' if args.json else ''}"
+            f"; floor: python -c {FLOOR!r}"
         )
-        print(f"load average before the runs ended: {os.getloadavg()[0]:.2f}")
+        print(f"load average when the runs ended: {os.getloadavg()[0]:.2f}")
         medians = {}
         for name, rs in runs.items():
             wall = statistics.median(r[0] for r in rs)
-            cpu = statistics.median(r[1] for r in rs)
-            medians[name] = cpu
+            medians[name] = cpu = statistics.median(r[1] for r in rs)
             print(f"{name:>9}: median of {len(rs)}: wall {wall:.3f} s, CPU (user+sys) {cpu:.3f} s")
         if args.before:
             print(f"CPU after / before: {medians['after'] / medians['before']:.2f}")
-        last = list(trees)[-1]
-        print("\n".join(importtime_top(cmd, envs[last], work, args.top)))
+        print("\n".join(importtime_top(cmd, envs[list(trees)[-1]], work, args.top)))
+
+
+def measure(
+    contenders: dict[str, tuple[list[str], dict[str, str]]], work: Path, repeat: int
+) -> dict[str, list[tuple[float, float]]]:
+    """``repeat`` (wall, CPU) runs per contender, round-robin, after one warm-up run each."""
+    for cmd, env in contenders.values():  # warm-up: bytecode, template cache, page cache
+        run_once(cmd, env, work)
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
+    for _ in range(repeat):
+        for name, (cmd, env) in contenders.items():
+            runs[name].append(run_once(cmd, env, work))
+    return runs
 
 
 if __name__ == "__main__":
