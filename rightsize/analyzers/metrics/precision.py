@@ -103,6 +103,9 @@ def precision_mix(work: pl.DataFrame, architecture: str | None = None,
     ``group``, ``work``, ``precision``)."""
     if work.height == 0:
         return PrecisionMix(None, {}, 0.0, ())
+    # Filters and joins copy every column they keep: keep only the ones read here.
+    work = work.select(c for c in ("name", "dur_ns", "group", "work", "precision")
+                       if c in work.columns)
     if "work" in work.columns:  # collectives move data; their dtype is not math precision
         work = work.filter(pl.col("work").fill_null("") != "communication")
     if work.height == 0:
