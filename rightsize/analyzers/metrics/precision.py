@@ -82,19 +82,25 @@ class PrecisionMix:
         }
 
 
+def _codes(column: str) -> pl.Expr:
+    """32-bit ids of a string column's values (a categorical's codes; null stays null)."""
+    return pl.col(column).cast(pl.Categorical).to_physical()
+
+
 def with_precision(work: pl.DataFrame, architecture: str | None = None) -> pl.DataFrame:
     """``work`` with a ``kernel_precision`` column (computed once per name and op dtype)."""
     op = work["precision"] if "precision" in work.columns else pl.Series(
         [None] * work.height, dtype=pl.String)
-    # The keys as categoricals: ``unique`` and the join then hash 32-bit ids. Two string key
-    # columns are row-encoded with their text (1.5 GiB for 2.4 M kernels of 300-byte names).
-    w = work.with_columns(_name=pl.col("name").cast(pl.Categorical),
-                          _op=op.cast(pl.Categorical))
-    keys = w.select("_name", "_op").unique()
-    keys = keys.with_columns(kernel_precision=pl.Series(
-        [kernel_precision(n, p, architecture) for n, p in keys.iter_rows()], dtype=pl.String))
+    # Keyed by ids: ``unique`` and the join hash integers. Two string key columns are
+    # row-encoded with their text (1.5 GiB for 2.4 M kernels of 300-byte names).
+    w = work.with_columns(op_precision=op)
+    w = w.with_columns(_name=_codes("name"), _op=_codes("op_precision"))
+    keys = w.select("_name", "_op", "name", "op_precision").unique(["_name", "_op"])
+    values = [kernel_precision(n, p, architecture)
+              for n, p in keys.select("name", "op_precision").iter_rows()]
+    keys = keys.select("_name", "_op", kernel_precision=pl.Series(values, dtype=pl.String))
     return w.join(keys, on=["_name", "_op"], how="left", nulls_equal=True,
-                  maintain_order="left").drop("_name", "_op")
+                  maintain_order="left").drop("op_precision", "_name", "_op")
 
 
 def precision_mix(work: pl.DataFrame, architecture: str | None = None,
