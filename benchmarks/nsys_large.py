@@ -9,13 +9,18 @@ as they are now (``stdlib``: SQLite writes CSV chunks that polars parses; ``adbc
 optional ADBC extra) and the same readers at the commit before this work (``before-stdlib``,
 ``before-adbc``: Python tuples per row), extracted with ``git archive`` into a temporary
 directory and put first on PYTHONPATH, and the current readers on one thread (``stdlib-1cpu``,
-``adbc-1cpu``: the kernel table is otherwise read on a second thread).
+``adbc-1cpu``: the kernel table is otherwise read on a second thread). ``analyze`` and
+``before-analyze`` time the whole ``rightsize analyze EXPORT --format json`` instead (reader,
+analyzers and the JSON text; with the ADBC extra when installed): its peak RSS is the figure a
+user sees.
 
 Inputs: ``--source PATH`` (an nsys .sqlite), ``--kernels N`` (target kernel rows, default
 2,000,000; runtime rows follow, NVTX is capped at ``--nvtx``). Outputs: the figures on stdout.
 The source file is only read (copied); the large file is deleted afterwards unless ``--keep``.
 
-Run: ``python benchmarks/nsys_large.py [--kernels 2000000] [--repeat 3] [--before REF]``
+Run: ``python benchmarks/nsys_large.py [--kernels 2000000] [--repeat 3] [--before REF]``;
+keep the export and time it again with ``--keep`` then ``--reuse PATH``; the whole command before
+and after the memory work: ``--reuse PATH --before fd6a4b8 --readers before-analyze,analyze``
 (ADBC readers need ``pip install -e ".[fast-sqlite]"``).
 """
 
@@ -50,17 +55,23 @@ if sys.argv[2].endswith("-1cpu"):  # the current reader without its second threa
     nsys_module._cpus = lambda: 1
 if "stdlib" in sys.argv[2]:
     nsys_adbc.available = lambda: False
-elif not nsys_adbc.available():
+elif not nsys_adbc.available() and not sys.argv[2].endswith("analyze"):
     sys.exit("adbc-driver-sqlite is not installed (pip install rightsize[fast-sqlite])")
 t1, c1 = time.perf_counter(), os.times()
-trace = read_nsys(sys.argv[1])
+if sys.argv[2].endswith("analyze"):  # `rightsize analyze EXPORT --format json`, reader included
+    from rightsize.pipeline import analyze_paths
+    text = json.dumps(analyze_paths([sys.argv[1]]), indent=1, allow_nan=False)
+    rows = {"kernels": 0, "transfers": 0, "runtime": 0, "cpu_ops": 0, "kernel_time_ns": 0}
+else:
+    trace = read_nsys(sys.argv[1])
+    rows = {"kernels": trace.kernels.height, "transfers": trace.transfers.height,
+            "runtime": trace.runtime.height, "cpu_ops": trace.cpu_ops.height,
+            "kernel_time_ns": int(trace.kernels["dur_ns"].sum())}
 t2, c2 = time.perf_counter(), os.times()
 print(json.dumps({
     "import_s": t1 - t0, "read_s": t2 - t1,
     "cpu_s": (c2.user - c1.user) + (c2.system - c1.system),
-    "kernels": trace.kernels.height, "transfers": trace.transfers.height,
-    "runtime": trace.runtime.height, "cpu_ops": trace.cpu_ops.height,
-    "kernel_time_ns": int(trace.kernels["dur_ns"].sum()),
+    **rows,
     "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
 }))
 """
@@ -147,11 +158,13 @@ def report(runs: dict[str, list[dict]], size_mib: float) -> None:
         rss = max(r["peak_rss_mib"] for r in rs)
         medians[reader] = (read_s, cpu_s)
         r0 = rs[0]
-        print(f"{reader:<13} read_nsys median {read_s:6.2f} s = {size_mib / read_s:4.0f} MiB/s; "
+        what = "analyze" if reader.endswith("analyze") else "read_nsys"
+        rows = "" if what == "analyze" else (
+            f"; rows: kernels={r0['kernels']:,} transfers={r0['transfers']:,} "
+            f"runtime={r0['runtime']:,} cpu_ops={r0['cpu_ops']:,}")
+        print(f"{reader:<14} {what} median {read_s:6.2f} s = {size_mib / read_s:4.0f} MiB/s; "
               f"CPU {cpu_s:6.2f} s = {size_mib / cpu_s:4.0f} MiB per CPU-s; peak RSS "
-              f"{rss:5.0f} MiB ({rss / size_mib:.2f}x the file); rows: kernels="
-              f"{r0['kernels']:,} transfers={r0['transfers']:,} runtime={r0['runtime']:,} "
-              f"cpu_ops={r0['cpu_ops']:,}")
+              f"{rss:5.0f} MiB ({rss / size_mib:.2f}x the file){rows}")
     for reader in ("stdlib", "adbc"):
         if reader in medians and f"before-{reader}" in medians:
             (a, ca), (b, cb) = medians[f"before-{reader}"], medians[reader]
@@ -204,7 +217,7 @@ def main() -> None:
         for reader, rs in runs.items():
             result = run_reader(big, reader, tmp)
             rs.append(result)
-            print(f"  {reader:<13} read_nsys {result['read_s']:6.2f} s, CPU {result['cpu_s']:6.2f}"
+            print(f"  {reader:<14} {result['read_s']:6.2f} s, CPU {result['cpu_s']:6.2f}"
                   f" s, process {result['wall_s']:6.2f} s, peak RSS "
                   f"{result['peak_rss_mib']:6.0f} MiB", flush=True)
     print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")

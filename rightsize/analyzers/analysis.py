@@ -117,9 +117,7 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
     prim_kernels = trace.kernels.filter(pl.col("device") == primary) if primary is not None \
         else trace.kernels.clear()
     notes += _kernel_notes(trace, primary)
-    hta_rows = hta.kept_rows(trace)
-    temporal = hta.temporal_breakdown(trace, rows=hta_rows)
-    idle = tuple(hta.idle_breakdown(trace, rows=hta_rows))
+    temporal, idle = _hta(trace)
     memory = tuple(kernels.memory_peaks(trace.memory))  # computed once, used three times
     match = _device_match(trace, primary, context.catalog)
     if match is not None and match.gpu is None:
@@ -163,6 +161,13 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
         if window else None,
         self_ops=self_ops(trace),
     )
+
+
+def _hta(trace: Trace) -> tuple[hta.Temporal | None, tuple[hta.StreamIdle, ...]]:
+    """HTA's temporal and idle breakdowns from one set of kept rows, freed on return (a row
+    per kernel, copy and runtime call: not to be held through the rest of the analysis)."""
+    rows = hta.kept_rows(trace)
+    return hta.temporal_breakdown(trace, rows=rows), tuple(hta.idle_breakdown(trace, rows=rows))
 
 
 def _steps(trace: Trace, context: Context, notes: list[str]) -> Steps:

@@ -6,7 +6,12 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from rightsize.analyzers.metrics.precision import kernel_precision, name_precision, precision_mix
+from rightsize.analyzers.metrics.precision import (
+    kernel_precision,
+    name_precision,
+    precision_mix,
+    with_precision,
+)
 
 
 @pytest.mark.parametrize(("name", "want"), [
@@ -53,6 +58,19 @@ def test_mix_is_time_weighted_and_leaves_collectives_out():
         ("gemm", "bf16", 300e-6), ("gemm", "fp32", 100e-6), ("elementwise", "bf16", 50e-6),
         ("other", None, 50e-6)]
     assert precision_mix(work.clear()).workload is None
+
+
+def test_with_precision_per_row_keeps_order_and_columns():
+    # Keyed per distinct (name, op dtype) through categoricals: the same answer as row by row,
+    # nulls matched as keys, rows in their order, only kernel_precision added.
+    names = ["sm80_xmma_gemm_f32f32_tn", "mystery", "sm80_xmma_gemm_f32f32_tn", None, "mystery"]
+    ops = ["fp32", None, None, "bf16", "fp16"]
+    work = pl.DataFrame({"name": names, "dur_ns": [1, 2, 3, 4, 5], "precision": ops})
+    out = with_precision(work, "Ampere (GA100)")
+    assert out.columns == ["name", "dur_ns", "precision", "kernel_precision"]
+    assert out["dur_ns"].to_list() == [1, 2, 3, 4, 5]
+    assert out["kernel_precision"].to_list() == ["tf32", None, None, "bf16", "fp16"]
+    assert with_precision(work.drop("precision"))["kernel_precision"].to_list() == [None] * 5
 
 
 @pytest.mark.parametrize(("trace", "workload", "share"), [

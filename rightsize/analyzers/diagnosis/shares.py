@@ -59,6 +59,8 @@ def gpu_shares(trace: Trace, steps: Steps, work: pl.DataFrame,
                device: int) -> dict[str, iv.Intervals]:
     """Exclusive intervals per share on one GPU (``work``: classified kernels of the device)."""
     window = iv.union(iv.of(steps.start_ns, steps.end_ns))
+    # The filters below copy every column they keep: keep only the three they read.
+    work = work.select("ts_ns", "dur_ns", "work")
     t = trace.transfers.filter(pl.col("device") == device)
     dev_mem = t.filter((pl.col("kind") == "memset") | pl.col("direction").is_in(["DtoD"]))
     link = t.filter(pl.col("direction").is_in(["HtoD", "DtoH", "PtoP", "HtoH"]))

@@ -48,6 +48,9 @@ def kernel_work(work: pl.DataFrame, steps: int,
     need = {"name", "dur_ns", "work"}
     if work.height == 0 or steps <= 0 or not need <= set(work.columns):
         return ()
+    # Filters and joins copy every column they keep: keep only the ones read here.
+    work = work.select(c for c in ("name", "dur_ns", "work", "precision", "flops", "bytes", "op",
+                                   "external_id", "group", "ts_ns") if c in work.columns)
     w = with_precision(work, architecture).filter(
         pl.col("work") != WorkClass.COMMUNICATION.value)
     for col, dtype in (("flops", pl.Float64), ("bytes", pl.Float64), ("op", pl.String),
