@@ -88,13 +88,33 @@ def test_without_the_extra_the_reader_says_none(tmp_path):
 
 
 @pytest.mark.shared
+@pytest.mark.skipif(not nsys_adbc.available(), reason="rightsize[fast-sqlite] not installed")
 def test_kernels_on_a_second_thread_change_nothing(monkeypatch):
     files = exports()
     if not files:
         pytest.skip("no shared exports")
+    monkeypatch.setattr(nsys_module, "_cpus", lambda: 2)
+    pools = []
+    real_pool = nsys_module.ThreadPoolExecutor
+    monkeypatch.setattr(nsys_module, "ThreadPoolExecutor",
+                        lambda **kw: pools.append(kw) or real_pool(**kw))
     threaded = read_nsys(files[-1])
+    assert pools == [{"max_workers": 1}]  # the kernel table went to the second thread
     monkeypatch.setattr(nsys_module, "_cpus", lambda: 1)
     _assert_same_frames(threaded, read_nsys(files[-1]))
+    assert len(pools) == 1  # one CPU: no second thread
+
+
+def test_standard_library_path_reads_on_one_thread(tmp_path, monkeypatch):
+    # SQLite's text becomes Python strings under the GIL there: a second thread cost 15%.
+    monkeypatch.setattr(nsys_adbc, "available", lambda: False)
+    monkeypatch.setattr(nsys_module, "_cpus", lambda: 2)
+
+    def no_pool(**kw):
+        raise AssertionError("the standard-library path started a thread")
+    monkeypatch.setattr(nsys_module, "ThreadPoolExecutor", no_pool)
+    trace = read_nsys(make_export(tmp_path / "h.sqlite", enums=True))
+    assert trace.kernels.height > 0
 
 
 @pytest.mark.shared
