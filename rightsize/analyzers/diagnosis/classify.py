@@ -60,8 +60,12 @@ def op_cost_table(ops: pl.DataFrame) -> tuple[pl.DataFrame, tuple[roofline.Shape
                                        "input_types": pl.String, "concrete_inputs": pl.String,
                                        "flops": pl.Float64, "bytes": pl.Float64,
                                        "precision": pl.String}, orient="row")
+    # Only rows that can match join on the four text keys: an id, recorded shapes (every table
+    # row has them) and a modelled op name (a quarter of k170's ops; the join halves).
     costs = (
-        ops.filter(pl.col("external_id").is_not_null())
+        ops.select("external_id", *cols)
+        .filter(pl.col("external_id").is_not_null() & pl.col("input_dims").is_not_null()
+                & pl.col("name").is_in(table["name"].unique().implode()))
         .join(table, on=cols, how="inner", nulls_equal=True)
         .select("external_id", op="name", flops="flops", bytes="bytes", precision="precision")
         .unique("external_id", keep="last")
