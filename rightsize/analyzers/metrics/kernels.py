@@ -69,8 +69,10 @@ def tensor_cores(kernels: pl.DataFrame) -> TensorCores:
     total = int(kernels["dur_ns"].sum()) if kernels.height else 0
     if total <= 0:
         return TensorCores(None, None)
-    plugin = cast(int, kernels.filter(name_flag(kernels, TB_PLUGIN_TC))["dur_ns"].sum())
-    ext = cast(int, kernels.filter(name_flag(kernels, TB_PLUGIN_TC + MODERN_TC))["dur_ns"].sum())
+    # one pass: time per distinct name, then both name tests on the names alone
+    per_name = kernels.group_by("name").agg(pl.col("dur_ns").sum())
+    plugin = cast(int, per_name.filter(_contains_any(TB_PLUGIN_TC))["dur_ns"].sum())
+    ext = cast(int, per_name.filter(_contains_any(TB_PLUGIN_TC + MODERN_TC))["dur_ns"].sum())
     return TensorCores(100.0 * plugin / total, 100.0 * ext / total)
 
 
