@@ -93,15 +93,17 @@ def top_kernels(kernels: pl.DataFrame, k: int = 20) -> pl.DataFrame:
 
 def top_ops(trace: Trace, k: int = 20) -> pl.DataFrame:
     """Host ops by the GPU time of the kernels they launched, with their host time."""
-    ops = trace.cpu_ops.filter(pl.col("cat") == "cpu_op")
+    # Filters, sorts and joins copy every column they keep: only the ones read here go in.
+    ops = (trace.cpu_ops.select("name", "ts_ns", "dur_ns", "external_id", "cat")
+           .filter(pl.col("cat") == "cpu_op"))
     host = ops.group_by("name").agg(calls=pl.len(), host_ns=pl.col("dur_ns").sum())
     # One op per external id: the innermost (latest-starting) op that carries it.
     owner = (
-        ops.filter(pl.col("external_id").is_not_null())
+        ops.select("external_id", "ts_ns", "name").filter(pl.col("external_id").is_not_null())
         .sort("ts_ns").group_by("external_id").agg(op=pl.col("name").last())
     )
     gpu = (
-        trace.kernels.join(owner, on="external_id", how="inner")
+        trace.kernels.select("external_id", "dur_ns").join(owner, on="external_id", how="inner")
         .group_by("op").agg(gpu_ns=pl.col("dur_ns").sum(), kernels=pl.len())
         .rename({"op": "name"})
     )
