@@ -292,8 +292,8 @@ def _workload(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,
         current_memory_bytes=_device_prop(trace, device, "memory_bytes"),
         flops_per_step=flops, bytes_per_step=bytes_, samples_per_step=samples_per_step,
         bound=diag.bound.value if diag.bound else None,
-        training=bool(trace.cpu_ops.filter(pl.col("name").str.starts_with("Optimizer.step")
-                                           | pl.col("name").str.contains("Backward")).height),
+        training=bool(trace.cpu_ops.select((pl.col("name").str.starts_with("Optimizer.step")
+                                            | pl.col("name").str.contains("Backward")).any()).item()),
     )
 
 

@@ -42,21 +42,26 @@ def _strip_params(name: str) -> str:
     return name
 
 
+_OPEN, _CLOSE = "<([{", ">)]}"
+_TOKENS = {sep: re.compile(r"[<(\[{>)\]}]|" + re.escape(sep)) for sep in (" ", "::", ",")}
+
+
 def _split_top(text: str, sep: str) -> list[str]:
-    """Split on ``sep`` outside <>, () and [] brackets."""
-    parts, depth, start, i = [], 0, 0, 0
-    while i < len(text):
-        ch = text[i]
-        if ch in "<([{":
+    """Split on ``sep`` outside <>, () and [] brackets (only brackets and separators are
+    visited: a regex finds them, no Python step per character)."""
+    if not any(ch in text for ch in _OPEN + _CLOSE):
+        return text.split(sep)
+    tokens = _TOKENS.get(sep) or re.compile(r"[<(\[{>)\]}]|" + re.escape(sep))
+    parts, depth, start = [], 0, 0
+    for m in tokens.finditer(text):
+        ch = m.group()
+        if ch in _OPEN:
             depth += 1
-        elif ch in ">)]}":
+        elif ch in _CLOSE:
             depth = max(depth - 1, 0)
-        elif depth == 0 and text.startswith(sep, i):
-            parts.append(text[start:i])
-            i += len(sep)
-            start = i
-            continue
-        i += 1
+        elif depth == 0:
+            parts.append(text[start:m.start()])
+            start = m.end()
     parts.append(text[start:])
     return parts
 

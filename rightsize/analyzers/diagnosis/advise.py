@@ -137,4 +137,4 @@ def sync_pct(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, step_ns: int) -> floa
 
 
 def data_parallel_ops(cpu_ops: pl.DataFrame) -> int:
-    return cpu_ops.filter(pl.col("name").str.contains(DATA_PARALLEL)).height
+    return int(cpu_ops.select(pl.col("name").str.contains(DATA_PARALLEL).sum()).item())

@@ -55,7 +55,7 @@ def _spans(df: pl.DataFrame) -> iv.Intervals:
 
 def launches(trace: Trace) -> int:
     """Kernel launch calls in the trace (a GPU job, whether or not its kernels were recorded)."""
-    return int(trace.runtime.filter(pl.col("name").str.contains(LAUNCH_CALLS)).height)
+    return int(trace.runtime.select(pl.col("name").str.contains(LAUNCH_CALLS).sum()).item())
 
 
 def check(trace: Trace, steps: Steps, work: pl.DataFrame | None, idle_pct: float,

@@ -42,17 +42,21 @@ def _span(df: pl.DataFrame) -> iv.Intervals:
 
 
 def _host_busy(trace: Trace) -> iv.Intervals:
-    ops = trace.cpu_ops.filter(pl.col("cat").is_in(["cpu_op", "python_function"]))
+    # the columns read are selected before each filter (a filter copies every column it keeps)
+    ops = trace.cpu_ops.select("ts_ns", "dur_ns", "cat").filter(
+        pl.col("cat").is_in(["cpu_op", "python_function"]))
     return _span(pl.concat([ops.select("ts_ns", "dur_ns"), trace.runtime.select("ts_ns", "dur_ns")]))
 
 
 def _dataloader(trace: Trace) -> iv.Intervals:
-    return _span(trace.cpu_ops.filter(pl.col("name").str.contains(DATALOADER)))
+    return _span(trace.cpu_ops.select("ts_ns", "dur_ns", "name")
+                 .filter(pl.col("name").str.contains(DATALOADER)))
 
 
 def _comm_host(trace: Trace) -> iv.Intervals:
-    return _span(trace.cpu_ops.filter(pl.col("name").str.contains(COMM_OP) |
-                                      (pl.col("name") == "record_param_comms")))
+    return _span(trace.cpu_ops.select("ts_ns", "dur_ns", "name")
+                 .filter(pl.col("name").str.contains(COMM_OP)
+                         | (pl.col("name") == "record_param_comms")))
 
 
 def gpu_shares(trace: Trace, steps: Steps, work: pl.DataFrame,

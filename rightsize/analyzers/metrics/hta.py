@@ -134,7 +134,10 @@ def temporal_breakdown(trace: Trace, drop_last_step: bool = True,
         return None
     span = int(cast(int, k["end"].max())) - int(cast(int, k["ts"].min()))
     busy = _union_us(k)
-    compute = _union_us(k.filter(~pl.col("name").str.contains(NOT_COMPUTE)))
+    # the regex once per distinct name (its ``.*`` alternatives cost 0.4 µs a row)
+    names = k["name"].unique()
+    not_compute = names.filter(names.str.contains(NOT_COMPUTE)).implode()
+    compute = _union_us(k.filter(~pl.col("name").is_in(not_compute)))
     idle = span - busy
     return Temporal(span_us=span, idle_us=idle, compute_us=compute, non_compute_us=busy - compute)
 

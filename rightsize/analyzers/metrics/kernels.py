@@ -69,8 +69,10 @@ def tensor_cores(kernels: pl.DataFrame) -> TensorCores:
     total = int(kernels["dur_ns"].sum()) if kernels.height else 0
     if total <= 0:
         return TensorCores(None, None)
-    plugin = cast(int, kernels.filter(name_flag(kernels, TB_PLUGIN_TC))["dur_ns"].sum())
-    ext = cast(int, kernels.filter(name_flag(kernels, TB_PLUGIN_TC + MODERN_TC))["dur_ns"].sum())
+    # one pass: time per distinct name, then both name tests on the names alone
+    per_name = kernels.group_by("name").agg(pl.col("dur_ns").sum())
+    plugin = cast(int, per_name.filter(_contains_any(TB_PLUGIN_TC))["dur_ns"].sum())
+    ext = cast(int, per_name.filter(_contains_any(TB_PLUGIN_TC + MODERN_TC))["dur_ns"].sum())
     return TensorCores(100.0 * plugin / total, 100.0 * ext / total)
 
 
@@ -91,15 +93,17 @@ def top_kernels(kernels: pl.DataFrame, k: int = 20) -> pl.DataFrame:
 
 def top_ops(trace: Trace, k: int = 20) -> pl.DataFrame:
     """Host ops by the GPU time of the kernels they launched, with their host time."""
-    ops = trace.cpu_ops.filter(pl.col("cat") == "cpu_op")
+    # Filters, sorts and joins copy every column they keep: only the ones read here go in.
+    ops = (trace.cpu_ops.select("name", "ts_ns", "dur_ns", "external_id", "cat")
+           .filter(pl.col("cat") == "cpu_op"))
     host = ops.group_by("name").agg(calls=pl.len(), host_ns=pl.col("dur_ns").sum())
     # One op per external id: the innermost (latest-starting) op that carries it.
     owner = (
-        ops.filter(pl.col("external_id").is_not_null())
+        ops.select("external_id", "ts_ns", "name").filter(pl.col("external_id").is_not_null())
         .sort("ts_ns").group_by("external_id").agg(op=pl.col("name").last())
     )
     gpu = (
-        trace.kernels.join(owner, on="external_id", how="inner")
+        trace.kernels.select("external_id", "dur_ns").join(owner, on="external_id", how="inner")
         .group_by("op").agg(gpu_ns=pl.col("dur_ns").sum(), kernels=pl.len())
         .rename({"op": "name"})
     )

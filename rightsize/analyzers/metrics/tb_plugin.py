@@ -83,7 +83,8 @@ def _span(df: pl.DataFrame) -> iv.Intervals:
 
 def role_frames(trace: Trace, options: BreakdownOptions) -> dict[str, pl.DataFrame]:
     """The events behind each role (before priority subtraction)."""
-    ops = trace.cpu_ops
+    # Filters copy every column they keep: only the ones read here go in.
+    ops = trace.cpu_ops.select("ts_ns", "dur_ns", "name", "cat", "external_id")
     if options.plugin_comm_rules:
         comm_ops = ops.filter(pl.col("name").is_in(list(PLUGIN_COMM_OPS)))
         comm_ids = comm_ops["external_id"].drop_nulls().implode()
@@ -97,7 +98,7 @@ def role_frames(trace: Trace, options: BreakdownOptions) -> dict[str, pl.DataFra
         )
         comm_host = comm_ops.filter(pl.col("cat").is_in(["cpu_op", "user_annotation"]))
     is_comm_kernel = is_comm_kernel.fill_null(False)
-    kernels = trace.kernels
+    kernels = trace.kernels.select("ts_ns", "dur_ns", "name", "external_id")
     runtime = trace.runtime
     if options.legacy_runtime_only and not trace.meta.legacy_names:
         runtime = runtime.clear()
