@@ -45,7 +45,8 @@ def _nodes(trace: Trace) -> pl.DataFrame:
                     thread=pl.struct("pid", "tid").rank("dense").cast(pl.Int64),
                     is_op=pl.col("cat") == "cpu_op")
             .with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns"))
-            .sort(["thread", "ts_ns", "end_ns"], descending=[False, False, True])
+            .sort(["thread", "ts_ns", "end_ns"], descending=[False, False, True],
+                  maintain_order=True)  # ties (same thread, start, end) nest in file order
             .with_row_index("row"))
 
 
@@ -101,13 +102,13 @@ def self_ops(trace: Trace, k: int = TOP_SELF_OPS) -> pl.DataFrame:
                           module_row=pl.Series(module)).filter(pl.col("is_op"))
     rows = rows.join(_gpu(trace, rows), on="row", how="left").with_columns(
         pl.col("gpu_ns").fill_null(0), pl.col("kernels").fill_null(0))
-    g = (rows.sort("self_ns", descending=True).group_by("key").agg(
+    g = (rows.sort("self_ns", descending=True, maintain_order=True).group_by("key").agg(
         pl.col("row").first(), pl.col("name").first(), calls=pl.len(),
         self_ns=pl.col("self_ns").sum(), host_ns=pl.col("dur_ns").sum(),
         gpu_ns=pl.col("gpu_ns").sum(), kernels=pl.col("kernels").sum(),
         module_row=pl.col("module_row").filter(pl.col("module_row") >= 0).first()))
     order = ["gpu_ns", "self_ns"] if trace.kernels.height else ["self_ns"]
-    top = g.sort([*order, "name"], descending=[True] * len(order) + [False]).head(k)
+    top = g.sort([*order, "name", "row"], descending=[True] * len(order) + [False, False]).head(k)
     names = n["name"]
     paths = [_path(int(r), parent, is_op, names) for r in top["row"].to_list()]
     mods = [None if m is None else str(names[m])[len(MODULE_PREFIX):]
