@@ -246,5 +246,4 @@ def col(cols: Iterable[str], name: str, default: str = "NULL") -> str:
 
 def pick(cols: Iterable[str], name: str, alias: str | None = None, default: str = "NULL") -> str:
     """``"name" AS alias`` when the column exists, else ``default AS alias`` (select by name)."""
-    alias = alias or name
-    return f'"{name}" AS {alias}' if name in set(cols) else f"{default} AS {alias}"
+    return f"{col(cols, name, default)} AS {alias or name}"
