@@ -20,7 +20,9 @@ import gzip
 import importlib
 import json
 import math
+import os
 import zlib
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -97,20 +99,22 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
     cats: set[str] = set()
     n_events = 0
     # Splitting (bytes/numpy, holds the GIL) and parsing + partitioning (polars, releases it)
-    # overlap: batch N is parsed on a worker thread while batch N+1 is split. At most two
+    # overlap: while batch N+1 is split, up to two earlier batches are parsed on worker
+    # threads (:func:`_parse_threads`). Results are collected in file order; at most three
     # batches are held at once.
     parse = _Parser()
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending: tuple[Future[Parsed], Batch] | None = None
+    workers = _parse_threads()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque[tuple[Future[Parsed], Batch]] = deque()
         for batch in scan.batches():
-            if pending is not None:
-                n_events += _collect(_result(scan, parse, *pending), parts, cats)
-            pending = (pool.submit(parse, batch.ndjson), batch)
+            if len(pending) == workers:
+                n_events += _collect(_result(scan, parse, *pending.popleft()), parts, cats)
+            pending.append((pool.submit(parse, batch.ndjson), batch))
             if progress is not None:
                 progress(scan.bytes_read, n_events)
-        if pending is not None:
-            n_events += _collect(_result(scan, parse, *pending), parts, cats)
-        pending = batch = None  # type: ignore[assignment]  # free the last batch's bytes
+        batch = None  # type: ignore[assignment]  # free the last batch's bytes once parsed
+        while pending:
+            n_events += _collect(_result(scan, parse, *pending.popleft()), parts, cats)
     envelope = _envelope(path, scan.envelope)
     if n_events == 0:
         raise InputError(path, "the trace has no events (traceEvents is empty)")
@@ -121,6 +125,14 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
                                "(no known 'ph'/'cat' with a time)")
     _check_required(path, frames)
     return Trace(meta=meta, **frames)
+
+
+def _parse_threads() -> int:
+    """Parser threads: two where two CPUs are usable (measured on a 2-core machine, the
+    splitter on the main thread then no longer waits for one parser), else one."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    cpus = len(affinity(0)) if affinity else os.cpu_count() or 1
+    return 2 if cpus > 1 else 1
 
 
 def _envelope(path: Path, raw: bytes) -> dict[str, Any]:
@@ -171,13 +183,13 @@ Parsed = tuple[dict[str, pl.DataFrame], set[str], int]  # frames, categories, ev
 
 
 class _Parser:
-    """Parses one batch at a time (on the worker thread; the fallback on the main thread runs
-    while no batch is in flight).
+    """Parses batches on the worker threads (and a rejected fast-path batch, split again, on
+    the main thread).
 
     Whole-microsecond times (older Kineto) are tried as Int64 first: no number text to convert
     and no second pass for the exact text (:func:`_raw_field`). The first batch polars refuses
     that way (float or quoted times, an arg of another type) turns it off for the rest of the
-    trace, so a trace with float times pays one failed read at most. Likewise the first batch
+    trace, so a trace with float times pays a failed read for at most one batch per thread. Likewise the first batch
     with 2021 category names is read a second time with the legacy arg spellings, and every
     later batch with those directly."""
 
@@ -186,12 +198,15 @@ class _Parser:
         self.legacy = False
 
     def __call__(self, ndjson: bytes) -> Parsed:
-        if self.legacy:
+        # Two threads may parse at once: each decides from the flags as it read them (the
+        # flags only ever turn one way, so a stale value costs a second read, never a wrong one).
+        legacy = self.legacy
+        if legacy:
             events = pl.read_ndjson(ndjson, schema=kf.event_schema(legacy=True, typed=False))
         else:
             events = self._read(ndjson)
         cats = {c for c in events["cat"].unique().to_list() if c is not None}
-        if cats & kf.LEGACY_CATS and not self.legacy:  # 2021 trace: read with the legacy args
+        if cats & kf.LEGACY_CATS and not legacy:  # 2021 trace: read with the legacy args
             self.legacy = True
             events = pl.read_ndjson(ndjson, schema=kf.event_schema(legacy=True, typed=False))
         if events["ts"].dtype == pl.String and _rounded_by_float(events["ts"]):
