@@ -23,9 +23,10 @@ import numpy as np
 
 from rightsize.traces import limits
 
-# Read size: bounds memory (8 MiB: a fifth less peak RSS than 16 MiB at the same CPU time on a
-# 175 MB trace), large enough for numpy to pay off.
-CHUNK_BYTES = 8 * 1024 * 1024
+# Read size: bounds memory (a parse holds several times its batch while it runs, and the Kineto
+# reader parses two batches at once: 4 MiB reads peak at 190 MiB on a 35 MB trace and 266 MiB on
+# 175 MB, 8 MiB ones at 244 and 316), large enough for numpy to pay off.
+CHUNK_BYTES = 4 * 1024 * 1024
 
 _QUOTE, _BACKSLASH = 0x22, 0x5C
 _OPEN = (0x7B, 0x5B)  # { [
