@@ -98,18 +98,26 @@ def self_ops(trace: Trace, k: int = TOP_SELF_OPS) -> pl.DataFrame:
     taken = np.bincount(parent[child], weights=np.maximum(inside, 0), minlength=n.height)
     self_ns = np.maximum(n["dur_ns"].to_numpy() - taken.astype(np.int64), 0)
     key, module = _paths(n, depth, parent, is_op)
-    rows = n.with_columns(self_ns=pl.Series(self_ns), key=pl.Series(key),
-                          module_row=pl.Series(module)).filter(pl.col("is_op"))
-    rows = rows.join(_gpu(trace, rows), on="row", how="left").with_columns(
+    # Only integer columns from here on (a row per op: at 5 GB of trace, every extra copy of
+    # a column is tens of MB); names come back for the top rows only.
+    rows = n.select("row", "ts_ns", "dur_ns", "external_id", "is_op").with_columns(
+        self_ns=pl.Series(self_ns), key=pl.Series(key), module_row=pl.Series(module),
+    ).filter(pl.col("is_op")).drop("is_op")
+    gpu = _gpu(trace, rows)
+    rows = rows.drop("ts_ns", "external_id").join(gpu, on="row", how="left").with_columns(
         pl.col("gpu_ns").fill_null(0), pl.col("kernels").fill_null(0))
+    del gpu
     g = (rows.sort("self_ns", descending=True, maintain_order=True).group_by("key").agg(
-        pl.col("row").first(), pl.col("name").first(), calls=pl.len(),
+        pl.col("row").first(), calls=pl.len(),
         self_ns=pl.col("self_ns").sum(), host_ns=pl.col("dur_ns").sum(),
         gpu_ns=pl.col("gpu_ns").sum(), kernels=pl.col("kernels").sum(),
         module_row=pl.col("module_row").filter(pl.col("module_row") >= 0).first()))
+    del rows
+    names = n["name"]
+    # a path's op is the same in every row of its group (the key hashes the path's names)
+    g = g.with_columns(name=names.gather(g["row"]))
     order = ["gpu_ns", "self_ns"] if trace.kernels.height else ["self_ns"]
     top = g.sort([*order, "name", "row"], descending=[True] * len(order) + [False, False]).head(k)
-    names = n["name"]
     paths = [_path(int(r), parent, is_op, names) for r in top["row"].to_list()]
     mods = [None if m is None else str(names[m])[len(MODULE_PREFIX):]
             for m in top["module_row"].to_list()]
