@@ -76,13 +76,11 @@ def tune_allocator() -> None:
     if not sys.platform.startswith("linux"):
         return
     import ctypes
-    import ctypes.util
 
-    name = ctypes.util.find_library("c")
-    if not name:
-        return
     try:
-        libc = ctypes.CDLL(name)
+        # The process's own symbols, libc's among them: ctypes.util.find_library("c") would
+        # run ldconfig in a subprocess (~7 ms) to name the library already loaded.
+        libc = ctypes.CDLL(None)
         libc.mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD
     except (OSError, AttributeError):  # not glibc (musl has no mallopt): keep the defaults
         return
