@@ -51,3 +51,22 @@ def test_module_and_error_boundary(tmp_path):
                          capture_output=True, text=True, timeout=120, check=False)
     assert res.returncode == 1
     assert res.stderr == f"rightsize: error: {tmp_path / 'nope'}: no such file or directory\n"
+
+
+NUMPY_LEAN = """
+import os, sys
+from rightsize.cli.output import import_numpy_lean
+import_numpy_lean()
+print('numpy' in sys.modules, os.environ.get('OPENBLAS_NUM_THREADS'))
+"""
+
+
+def test_numpy_imported_with_the_environment_unchanged():
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    res = subprocess.run([sys.executable, "-c", NUMPY_LEAN], env=env, capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert res.stdout == "True None\n"  # imported; the variable was set for the import only
+    res = subprocess.run([sys.executable, "-c", NUMPY_LEAN],
+                         env=dict(env, OPENBLAS_NUM_THREADS="3"), capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert res.stdout == "True 3\n"  # the user's own setting is kept
