@@ -75,7 +75,10 @@ def import_numpy_lean() -> None:
     The variable is set for the import only, so a job rightsize starts inherits the user's
     environment unchanged; a value the user set is kept.
     """
-    if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
+    if "numpy" in sys.modules:
+        return
+    if "OPENBLAS_NUM_THREADS" in os.environ:
+        import numpy  # noqa: F401
         return
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     try:
