@@ -77,14 +77,14 @@ def import_numpy_lean() -> None:
     """
     if "numpy" in sys.modules:
         return
-    if "OPENBLAS_NUM_THREADS" in os.environ:
-        import numpy  # noqa: F401
-        return
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    ours = "OPENBLAS_NUM_THREADS" not in os.environ
+    if ours:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
     try:
         import numpy  # noqa: F401
     finally:
-        del os.environ["OPENBLAS_NUM_THREADS"]
+        if ours:
+            del os.environ["OPENBLAS_NUM_THREADS"]
 
 
 def tune_allocator() -> None:
