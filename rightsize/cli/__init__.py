@@ -81,11 +81,13 @@ def _quiet_exit(code: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: the one place that turns errors into exit codes."""
     # Start-up creates ~100k long-lived objects (polars, numpy, dataclass methods): at the
-    # default threshold (700) that is ~130 collections, ~30 ms of a short command. Frames live
-    # in Arrow/numpy buffers, not in cyclic Python objects, so collecting less often costs no
-    # memory worth counting (mypy's command line does the same). Only this process: a job that
-    # `rightsize run` starts keeps its interpreter's defaults.
-    gc.set_threshold(50_000, 10, 10)
+    # default threshold (700) that is ~130 collections, ~30 ms of a short command; at 50k it
+    # was still one collection in the middle of the imports (~12 ms, 66 objects freed). At
+    # 150k a short command collects nothing. Frames live in Arrow/numpy buffers, not in cyclic
+    # Python objects, so collecting less often costs no memory worth counting (mypy's command
+    # line does the same). Only this process: a job that `rightsize run` starts keeps its
+    # interpreter's defaults.
+    gc.set_threshold(150_000, 10, 10)
     try:
         with compiled_dataclasses():  # ~60 ms less start-up, see rightsize.dataclass_cache
             code = cli.main(args=argv, prog_name="rightsize", standalone_mode=False)
