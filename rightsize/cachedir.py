@@ -8,13 +8,18 @@ any layer may ask.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 CACHE_ENV = "RIGHTSIZE_CACHE_DIR"
 
 
 def cache_root() -> Path | None:
     """The directory rightsize may keep caches in, or None when turned off or unknown."""
+    from pathlib import Path  # not at import: `rightsize --help` needs none of this
+
     configured = os.environ.get(CACHE_ENV)
     if configured is not None:
         return Path(configured) if configured else None
