@@ -23,6 +23,7 @@ ends with ``os._exit``, as ``rightsize`` itself now does (see ``rightsize.cli.en
 
     python benchmarks/fixed_cost.py /work/shared
     python benchmarks/fixed_cost.py /work/shared --repeat 15 --before /tmp/base
+    python benchmarks/fixed_cost.py /work/shared --before /tmp/t/b68d0d4 --before /tmp/t/c682717
 """
 
 from __future__ import annotations
@@ -111,13 +112,16 @@ def main() -> None:
     ap.add_argument("--trace", default=TRACE, help=f"relative to SHARED (default {TRACE})")
     ap.add_argument("--repeat", type=int, default=9)
     ap.add_argument("--json", action="store_true", help="--format json -o FILE instead of text")
-    ap.add_argument("--before", type=Path, help="another tree to run alternately")
+    ap.add_argument("--before", type=Path, action="append",
+                    help="another tree to run alternately (repeatable: one column per tree)")
     ap.add_argument("--top", type=int, default=12, help="importtime entries to print")
     args = ap.parse_args()
     trace = args.shared / args.trace
     trees: dict[str, Path | None] = {"this tree": None}
     if args.before:
-        trees = {"before": args.before.resolve(), "after": None}
+        named = len(args.before) > 1  # several: each by its directory name
+        trees = {(p.name if named else "before"): p.resolve() for p in args.before}
+        trees["after"] = None
     with tempfile.TemporaryDirectory(prefix="rightsize-fixed-") as tmp:
         work = Path(tmp)
         cmd = command(trace, work, args.json)
@@ -141,9 +145,10 @@ def main() -> None:
         for name, rs in runs.items():
             wall = statistics.median(r[0] for r in rs)
             medians[name] = cpu = statistics.median(r[1] for r in rs)
-            print(f"{name:>11}: median of {len(rs)}: wall {wall:.3f} s, CPU (user+sys) {cpu:.3f} s")
-        if args.before:
-            print(f"CPU after / before: {medians['after'] / medians['before']:.2f}")
+            print(f"{name:>14}: median of {len(rs)}: wall {wall:.3f} s, CPU (user+sys) {cpu:.3f} s")
+        for name in trees:
+            if name != "after" and args.before:
+                print(f"CPU after / {name}: {medians['after'] / medians[name]:.2f}")
         print("\n".join(importtime_top(cmd, envs[list(trees)[-1]], work, args.top)))
 
 
