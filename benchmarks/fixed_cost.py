@@ -12,10 +12,18 @@ the same machine load, and the ratio is printed.
 Bytecode: the children get ``PYTHONPYCACHEPREFIX`` (a temporary directory) and no
 ``PYTHONDONTWRITEBYTECODE``, and one warm-up run per tree fills it, as a pip install would have
 (otherwise every run recompiles rightsize's modules from source, ~0.1 s); it also fills
-rightsize's compiled-template cache (``rightsize/reports/template_cache.py``).
+rightsize's caches (``RIGHTSIZE_CACHE_DIR``, a temporary directory per tree): compiled report
+templates (``rightsize/reports/template_cache.py``) and compiled dataclass methods
+(``rightsize/dataclass_cache.py``), as the user's second run would find them.
+
+Two floors: ``floor`` is ``python -c 'import polars, numpy, click, jinja2'`` as it is, with the
+interpreter's teardown at exit; ``floor, lean`` imports the same with one OpenBLAS thread and
+ends with ``os._exit``, as ``rightsize`` itself now does (see ``rightsize.cli.entry`` and
+``import_numpy_lean``): what no change to rightsize can remove.
 
     python benchmarks/fixed_cost.py /work/shared
     python benchmarks/fixed_cost.py /work/shared --repeat 15 --before /tmp/base
+    python benchmarks/fixed_cost.py /work/shared --before /tmp/t/b68d0d4 --before /tmp/t/c682717
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import time
 from pathlib import Path
 
 FLOOR = "import polars, numpy, click, jinja2"
+LEAN_FLOOR = FLOOR + "; import os; os._exit(0)"
 TRACE = "traces/kineto/tracelens-h100-gaunernst_bert-small-uncased__1016001.json.gz"
 
 
@@ -41,7 +50,8 @@ def unpacked_mb(trace: Path) -> float:
 
 
 def child_env(pycache: Path, tree: Path | None) -> dict[str, str]:
-    env = dict(os.environ, PYTHONPYCACHEPREFIX=str(pycache))
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=str(pycache),
+               RIGHTSIZE_CACHE_DIR=str(pycache.with_name(pycache.name + "-cache")))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.pop("PYTHONPATH", None)
     if tree is not None:
@@ -102,13 +112,16 @@ def main() -> None:
     ap.add_argument("--trace", default=TRACE, help=f"relative to SHARED (default {TRACE})")
     ap.add_argument("--repeat", type=int, default=9)
     ap.add_argument("--json", action="store_true", help="--format json -o FILE instead of text")
-    ap.add_argument("--before", type=Path, help="another tree to run alternately")
+    ap.add_argument("--before", type=Path, action="append",
+                    help="another tree to run alternately (repeatable: one column per tree)")
     ap.add_argument("--top", type=int, default=12, help="importtime entries to print")
     args = ap.parse_args()
     trace = args.shared / args.trace
     trees: dict[str, Path | None] = {"this tree": None}
     if args.before:
-        trees = {"before": args.before.resolve(), "after": None}
+        named = len(args.before) > 1  # several: each by its directory name
+        trees = {(p.name if named else "before"): p.resolve() for p in args.before}
+        trees["after"] = None
     with tempfile.TemporaryDirectory(prefix="rightsize-fixed-") as tmp:
         work = Path(tmp)
         cmd = command(trace, work, args.json)
@@ -116,6 +129,8 @@ def main() -> None:
         contenders = {name: (cmd, envs[name]) for name in trees}
         # What no change to rightsize can remove: the interpreter and the libraries it needs.
         contenders["floor"] = ([sys.executable, "-c", FLOOR], envs[list(trees)[-1]])
+        contenders["floor, lean"] = ([sys.executable, "-c", LEAN_FLOOR],
+                                     dict(envs[list(trees)[-1]], OPENBLAS_NUM_THREADS="1"))
         runs = measure(contenders, work, args.repeat)
         print(
             f"trace {trace.name} ({trace.stat().st_size / 1e6:.2f} MB on disk, "
@@ -123,16 +138,17 @@ def main() -> None:
         )
         print(
             f"command: rightsize analyze TRACE --force{' --format json -o F' if args.json else ''}"
-            f"; floor: python -c {FLOOR!r}"
+            f"; floor: python -c {FLOOR!r} (lean: one OpenBLAS thread, os._exit)"
         )
         print(f"load average when the runs ended: {os.getloadavg()[0]:.2f}")
         medians = {}
         for name, rs in runs.items():
             wall = statistics.median(r[0] for r in rs)
             medians[name] = cpu = statistics.median(r[1] for r in rs)
-            print(f"{name:>9}: median of {len(rs)}: wall {wall:.3f} s, CPU (user+sys) {cpu:.3f} s")
-        if args.before:
-            print(f"CPU after / before: {medians['after'] / medians['before']:.2f}")
+            print(f"{name:>14}: median of {len(rs)}: wall {wall:.3f} s, CPU (user+sys) {cpu:.3f} s")
+        for name in trees:
+            if name != "after" and args.before:
+                print(f"CPU after / {name}: {medians['after'] / medians[name]:.2f}")
         print("\n".join(importtime_top(cmd, envs[list(trees)[-1]], work, args.top)))
 
 

@@ -1,6 +1,6 @@
 """``python -m rightsize`` is the same as the ``rightsize`` console script."""
 
-from rightsize.cli import main
+from rightsize.cli import entry
 
 if __name__ == "__main__":
-    main()
+    entry()

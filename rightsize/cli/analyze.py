@@ -15,7 +15,7 @@ from rightsize.cli.common import (
     no_color_option,
     write_html_report,
 )
-from rightsize.cli.output import Progress, note_interrupted, tune_allocator
+from rightsize.cli.output import Progress, import_numpy_lean, note_interrupted, tune_allocator
 
 
 @click.command()
@@ -72,6 +72,7 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
       rightsize analyze traces/ --format json -o analysis.json
       rightsize analyze report1.sqlite ncu.csv --target-step-ms 50
     """
+    import_numpy_lean()  # first, before an analyzer imports it
     from rightsize.analyzers.sizing.projection import Constraints
     from rightsize.pipeline import Options, analyze_document
 

@@ -8,24 +8,22 @@ recompiled, never served stale. The directory is per Jinja2 and Python version, 
 names carry a digest of the environment settings that change the generated code (autoescape,
 whitespace control), so two setups never share an entry.
 
-Where: ``$RIGHTSIZE_CACHE_DIR`` when set (an empty value turns the cache off), else
-``$XDG_CACHE_HOME/rightsize`` or ``~/.cache/rightsize``. A directory that cannot be created or
-written just means no cache: the page is still rendered from the freshly compiled template.
+Where: :func:`rightsize.cachedir.cache_root` (``$RIGHTSIZE_CACHE_DIR``, else the XDG cache
+directory), under ``templates/``. A directory that cannot be created or written just means no
+cache: the page is still rendered from the freshly compiled template.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import jinja2
 from jinja2.bccache import Bucket
 
-CACHE_ENV = "RIGHTSIZE_CACHE_DIR"
+from rightsize.cachedir import cache_root
 
 
 class TolerantFileCache(jinja2.FileSystemBytecodeCache):
@@ -38,17 +36,6 @@ class TolerantFileCache(jinja2.FileSystemBytecodeCache):
             # Read-only or full disk: this run already has the compiled template; the next run
             # compiles it again. Nothing is lost but time.
             return
-
-
-def cache_root() -> Path | None:
-    """The directory rightsize may keep caches in, or None when turned off or unknown."""
-    configured = os.environ.get(CACHE_ENV)
-    if configured is not None:
-        return Path(configured) if configured else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    if base.startswith("~"):  # no home directory to expand to
-        return None
-    return Path(base) / "rightsize"
 
 
 def bytecode_cache(settings: Mapping[str, Any]) -> jinja2.BytecodeCache | None:

@@ -10,12 +10,14 @@ parallelism and the interconnect that count needs. Pure; no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rightsize.analyzers.sizing.estimator import Mode, Recompute, Setup, estimate, with_gpus
-from rightsize.analyzers.sizing.model_shape import ModelShape
+from rightsize.analyzers.sizing.run_setup import Mode, Recompute, Setup
 from rightsize.catalog import Catalog, Gpu
 from rightsize.vocab import Precision
+
+if TYPE_CHECKING:
+    from rightsize.analyzers.sizing.model_shape import ModelShape
 
 # Powers of two: how data/tensor parallel groups are laid out on 8-GPU nodes.
 GPU_COUNTS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
@@ -75,6 +77,10 @@ def place(shape: ModelShape | None, setup: Setup, catalog: Catalog,
           headroom_fraction: float = 0.10, params: int | None = None) -> tuple[Placement, ...]:
     """Per GPU, the smallest count that holds ``setup`` with headroom (or, when the setup
     already names ``gpus`` > 1, whether that count fits)."""
+    # Imported here: sizing a measured trace needs only the parallelism words of this
+    # module, not the memory estimator (five modules, ~4 ms of every `rightsize analyze`).
+    from rightsize.analyzers.sizing.estimator import estimate, with_gpus
+
     training = setup.mode is not Mode.INFERENCE
     counts = (setup.gpus,) if setup.gpus > 1 else GPU_COUNTS
     cache = {n: estimate(shape, with_gpus(setup, n), params).total_bytes for n in counts}

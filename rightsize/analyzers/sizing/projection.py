@@ -21,7 +21,6 @@ import math
 from collections.abc import Mapping
 from typing import cast
 
-from rightsize.analyzers.sizing.estimator import ASSUMPTIONS as MEMORY_ASSUMPTIONS
 from rightsize.analyzers.sizing.kernels_projection import project_kernels_ms
 from rightsize.analyzers.sizing.model import (
     FIXED_SHARES,
@@ -48,6 +47,7 @@ from rightsize.analyzers.sizing.rates import (
     load_rates,
     peak_flops,
 )
+from rightsize.analyzers.sizing.run_setup import ASSUMPTIONS as MEMORY_ASSUMPTIONS
 from rightsize.catalog import Catalog, Gpu
 from rightsize.vocab import Precision, Share
 
