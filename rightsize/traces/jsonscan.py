@@ -228,6 +228,9 @@ class Scan:
                 first = bytes(self._head).lstrip()[:1]
                 if first and first not in b"{[":
                     raise ScanError("not JSON (a trace starts with '{' or '[')")
+            at = _key_array(bytes(self._head), max(0, start - len(_KEY)), self._nesting_cap)
+            if at is not None and at < self._envelope_cap:  # found without the byte loop
+                return self._cut_head(at, 2) + 1
             # Byte-by-byte only over the head, which is small (metadata keys before the array).
             for i in range(start, len(self._head)):
                 c = self._head[i]
@@ -246,11 +249,7 @@ class Scan:
                     if depth > self._nesting_cap:
                         raise _over(limits.NESTING)
                     if c == 0x5B and self._is_event_array(i, depth):
-                        rest = bytes(self._head[i + 1:])
-                        del self._head[i + 1:]
-                        self.bytes_read -= len(rest)  # read again through _Prepend
-                        self._stream = _Prepend(rest, self._stream)
-                        return depth + 1
+                        return self._cut_head(i, depth) + 1
                 elif c in _CLOSE:
                     depth -= 1
                     if depth == 0:
@@ -258,6 +257,14 @@ class Scan:
             scanned += len(data)
             if scanned > self._envelope_cap:
                 raise _over(limits.ENVELOPE_BYTES)
+
+    def _cut_head(self, i: int, depth: int) -> int:
+        """The head ends at the array's "[" (at ``i``); what was read after it is read again."""
+        rest = bytes(self._head[i + 1:])
+        del self._head[i + 1:]
+        self.bytes_read -= len(rest)  # read again through _Prepend
+        self._stream = _Prepend(rest, self._stream)
+        return depth
 
     def _is_event_array(self, i: int, depth_after: int) -> bool:
         if depth_after == 1:  # the JSON Array Format: the document itself is the event list
@@ -318,6 +325,42 @@ class Scan:
         if end >= 0:
             return True, bytes(body), buf[end:]
         return False, bytes(body), buf[last:]
+
+
+_KEY = b'"traceEvents"'
+_SPACE = b" \t\r\n"
+
+
+def _key_array(head: bytes, start: int, nesting_cap: int) -> int | None:
+    """Where the ``traceEvents`` array starts ("[" position), when its key is a key of the top
+    object (outside any string, at depth 1, nothing closed the object before it) and the head
+    up to it stays within the nesting cap; None otherwise (the byte loop decides, and raises).
+    The key is looked for from ``start`` on (the bytes read last)."""
+    i = head.find(_KEY, start)
+    if i < 0 or head.lstrip(_SPACE)[:1] != b"{":
+        return None
+    j = i + len(_KEY)
+    while j < len(head) and head[j] in _SPACE:
+        j += 1
+    if head[j:j + 1] != b":":
+        return None
+    j += 1
+    while j < len(head) and head[j] in _SPACE:
+        j += 1
+    if head[j:j + 1] != b"[":
+        return None
+    arr = np.frombuffer(head, dtype=np.uint8, count=i)
+    quotes = _real_quotes(arr)
+    if len(quotes) % 2:  # the key's quote is inside a string
+        return None
+    folded = arr & 0xDF
+    pos = np.flatnonzero((folded == 0x5B) | (folded == 0x5D))
+    pos = pos[(np.searchsorted(quotes, pos) & 1) == 0]
+    depth = np.cumsum(np.where(folded[pos] == 0x5D, -1, 1), dtype=np.int64)
+    if len(depth) == 0 or depth[-1] != 1 or depth[1:].min(initial=1) < 1 \
+            or depth.max() + 1 > nesting_cap:
+        return None
+    return j
 
 
 def _real_quotes(arr: np.ndarray) -> np.ndarray:

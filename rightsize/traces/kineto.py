@@ -101,20 +101,30 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
     # Splitting (bytes/numpy, holds the GIL) and parsing + partitioning (polars, releases it)
     # overlap: while batch N+1 is split, up to two earlier batches are parsed on worker
     # threads (:func:`_parse_threads`). Results are collected in file order; at most three
-    # batches are held at once.
+    # batches are held at once. The threads start with the second batch: a trace of one batch
+    # (a few MB) is parsed here, without paying for them.
     parse = _Parser()
     workers = _parse_threads()
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        pending: deque[tuple[Future[Parsed], Batch]] = deque()
+    pool: ThreadPoolExecutor | None = None
+    pending: deque[tuple[Future[Parsed] | None, Batch]] = deque()
+    try:
         for batch in scan.batches():
+            if pool is None and pending:
+                pool = ThreadPoolExecutor(max_workers=workers)
+                first = pending.pop()[1]
+                pending.append((pool.submit(parse, first.ndjson), first))
+                del first
             if len(pending) == workers:
                 n_events += _collect(_result(scan, parse, *pending.popleft()), parts, cats)
-            pending.append((pool.submit(parse, batch.ndjson), batch))
+            pending.append((pool.submit(parse, batch.ndjson) if pool else None, batch))
             if progress is not None:
                 progress(scan.bytes_read, n_events)
         batch = None  # type: ignore[assignment]  # free the last batch's bytes once parsed
         while pending:
             n_events += _collect(_result(scan, parse, *pending.popleft()), parts, cats)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
     envelope = _envelope(path, scan.envelope)
     if n_events == 0:
         raise InputError(path, "the trace has no events (traceEvents is empty)")
@@ -248,10 +258,11 @@ def _raw_field(ndjson: bytes, key: str, height: int) -> pl.Series:
     return text.alias(key)
 
 
-def _result(scan: Scan, parse: _Parser, future: Future[Parsed], batch: Batch) -> Parsed:
-    """The parsed batch; a fast-path batch polars rejects is split again the careful way."""
+def _result(scan: Scan, parse: _Parser, future: Future[Parsed] | None, batch: Batch) -> Parsed:
+    """The parsed batch (parsed here when no thread has it); a fast-path batch polars rejects
+    is split again the careful way."""
     try:
-        return future.result()
+        return future.result() if future is not None else parse(batch.ndjson)
     except pl.exceptions.PolarsError:
         if batch.raw is None:
             raise

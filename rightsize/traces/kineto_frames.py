@@ -315,12 +315,14 @@ def _sorted_concat(chunks: list[pl.DataFrame]) -> pl.DataFrame:
     at a time: each column of the pieces is released once its sorted copy exists, so the peak
     is the frame plus one column of it, not the frame twice. Empties the pieces."""
     ts = pl.concat([c.get_column("ts_ns") for c in chunks], rechunk=False)
-    order = pl.DataFrame({"ts": ts}).with_row_index("i").sort("ts", maintain_order=True)["i"]
+    order: pl.Series | None = None
+    if ts.null_count() or not ts.is_sorted():  # in time order already: the sort is the identity
+        order = pl.DataFrame({"ts": ts}).with_row_index("i").sort("ts", maintain_order=True)["i"]
     del ts
     columns = []
     for col in chunks[0].columns:
         pieces = pl.concat([c.drop_in_place(col) for c in chunks], rechunk=False)
-        columns.append(pieces.gather(order))
+        columns.append(pieces.rechunk() if order is None else pieces.gather(order))
         del pieces
     return pl.DataFrame(columns)
 

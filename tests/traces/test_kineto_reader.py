@@ -215,3 +215,32 @@ def test_args_of_unexpected_types_fall_back_to_text(tmp_path):
     t = read_kineto(write(tmp_path, doc))
     assert t.kernels.select("device", "correlation", "blocks_per_sm").row(0) == (0, 12, 0.5)
     assert t.runtime["correlation"].to_list() == [12]
+
+
+@pytest.mark.parametrize("head,found", [
+    (b'{"schemaVersion": 1, "traceEvents": [', True),
+    (b'\xef\xbb\xbf{"traceEvents" :\n [', False),  # a BOM: the byte loop handles the head
+    (b'{"note": "a \\"traceEvents", "traceEvents": [', False),  # first match in a string
+    (b'{"m": {"traceEvents": [1]}, "x": [', False),  # a nested key, not the top object's
+    (b'{} {"traceEvents": [', False),  # the top object closed before
+    (b'[{"traceEvents": [', False),  # the array format
+])
+def test_event_array_key_found_without_the_byte_loop(head, found):
+    at = jsonscan._key_array(head, 0, nesting_cap=64)
+    assert (at == head.rindex(b"[")) if found else at is None
+
+
+_EVENT = b'{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}'
+
+
+@pytest.mark.parametrize("doc", [
+    b'{"note": "a \\"traceEvents", "traceEvents": [' + _EVENT + b"]}",
+    b'{"m": {"traceEvents": [1]}, "traceEvents": [' + _EVENT + b"]}",
+])
+def test_decoy_keys_before_the_event_array(doc):
+    scan = jsonscan.Scan(io.BytesIO(doc), chunk_bytes=16)  # the head arrives in pieces
+    events = b"".join(b.ndjson for b in scan.batches())
+    assert json.loads(events)["name"] == "a"
+    envelope = json.loads(scan.envelope)
+    assert envelope["traceEvents"] == []
+    assert "note" in envelope or envelope["m"] == {"traceEvents": [1]}
