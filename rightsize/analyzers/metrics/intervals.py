@@ -28,23 +28,42 @@ def of(starts: np.ndarray, ends: np.ndarray) -> Intervals:
 
 
 def union(iv: Intervals) -> Intervals:
-    """Merge overlapping or touching intervals; zero-length ones are dropped after merging."""
+    """Merge overlapping or touching intervals; zero-length ones are dropped after merging.
+
+    Lean on memory (millions of kernels): no sort when the starts already are in order (a
+    stable sort would keep that order), the running maximum is taken in place, and each
+    temporary goes as soon as it is used.
+    """
     starts, ends = iv
-    if len(starts) == 0:
+    n = len(starts)
+    if n == 0:
         return empty()
-    order = np.argsort(starts, kind="stable")
-    s = starts[order]
-    e = ends[order]
-    run_max = np.maximum.accumulate(e)
+    if bool(np.all(starts[1:] >= starts[:-1])):
+        s = np.asarray(starts)
+        run_max = np.maximum.accumulate(ends)
+    else:
+        order = np.argsort(starts, kind="stable")
+        s = starts[order]
+        run_max = ends[order]
+        del order
+        np.maximum.accumulate(run_max, out=run_max)
     # A new group starts where an interval begins after everything before it has ended.
-    new = np.empty(len(s), dtype=bool)
+    new = np.empty(n, dtype=bool)
     new[0] = True
-    new[1:] = s[1:] > run_max[:-1]
+    np.greater(s[1:], run_max[:-1], out=new[1:])
     group_starts = np.flatnonzero(new)
+    del new
     out_s = s[group_starts]
-    group_last = np.append(group_starts[1:] - 1, len(s) - 1)
+    del s
+    group_last = np.empty_like(group_starts)
+    group_last[:-1] = group_starts[1:] - 1
+    group_last[-1] = n - 1
+    del group_starts
     out_e = run_max[group_last]
+    del run_max, group_last
     keep = out_e > out_s
+    if keep.all():
+        return out_s, out_e
     return out_s[keep], out_e[keep]
 
 
