@@ -27,6 +27,15 @@ def of(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
 
 
+def from_durations(starts: np.ndarray, durations: np.ndarray) -> Intervals:
+    """``(starts, starts + durations)`` as int64 (not normalized), making one new array: the
+    ends (the starts are used as they are when already int64; nothing here writes to them)."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.array(durations, dtype=np.int64)
+    e += s
+    return s, e
+
+
 def union(iv: Intervals) -> Intervals:
     """Merge overlapping or touching intervals; zero-length ones are dropped after merging.
 
@@ -90,12 +99,19 @@ def intersect(a: Intervals, b: Intervals) -> Intervals:
     if counts.sum() == 0:
         return empty()
     ai = np.repeat(np.arange(len(a_s)), counts)
-    # index of each pair's b: lo[ai] + position within the run of that a
-    offsets = np.arange(len(ai)) - np.repeat(np.cumsum(counts) - counts, counts)
-    bi = lo[ai] + offsets
-    s = np.maximum(a_s[ai], b_s[bi])
-    e = np.minimum(a_e[ai], b_e[bi])
+    # index of each pair's b: lo[ai] + position within the run of that a, i.e. the pair's
+    # index + (lo - where the a's run starts). Temporaries are reused in place (millions of pairs).
+    bi = np.arange(len(ai))
+    bi += np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    s = a_s[ai]
+    np.maximum(s, b_s[bi], out=s)
+    e = a_e[ai]
+    del ai
+    np.minimum(e, b_e[bi], out=e)
+    del bi
     keep = e > s
+    if keep.all():
+        return s, e
     return s[keep], e[keep]
 
 

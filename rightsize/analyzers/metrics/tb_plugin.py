@@ -77,8 +77,7 @@ class DeviceMetrics:
 
 
 def _span(df: pl.DataFrame) -> iv.Intervals:
-    s = df["ts_ns"].to_numpy().astype(np.int64)
-    return iv.of(s, s + df["dur_ns"].to_numpy().astype(np.int64))
+    return iv.from_durations(df["ts_ns"].to_numpy(), df["dur_ns"].to_numpy())
 
 
 def role_frames(trace: Trace, options: BreakdownOptions) -> dict[str, pl.DataFrame]:
