@@ -126,6 +126,8 @@ def subtract(a: Intervals, b: Intervals) -> Intervals:
     gaps_s = np.concatenate([[lo], b[1]])
     gaps_e = np.concatenate([b[0], [hi]])
     keep = gaps_e > gaps_s
+    if keep.all():  # the usual case (only the outer gaps can be empty): no copies
+        return intersect(a, (gaps_s, gaps_e))
     return intersect(a, (gaps_s[keep], gaps_e[keep]))
 
 
