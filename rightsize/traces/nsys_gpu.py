@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from rightsize.traces.nsys_db import NsysDb, col, pick, time_ordered
+from rightsize.traces.nsys_db import NsysDb, col, owned, pick, time_ordered
 from rightsize.traces.schema import conform, empty
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -190,8 +190,8 @@ def read_kernels(db: NsysDb, offset_ns: int, devices: pl.DataFrame) -> pl.DataFr
         devices["device"], devices["sm_count"], default=None, return_dtype=pl.Int32()
     )
     out = raw.select(
-        "device", "stream", "correlation", "grid_blocks", "block_threads",
-        "registers_per_thread", "shared_memory_bytes",
+        *owned("device", "stream", "correlation", "grid_blocks", "block_threads",
+               "registers_per_thread", "shared_memory_bytes"),
         name=pl.col("name_id").replace_strict(
             names["id"], names["value"], default=None, return_dtype=pl.String()
         ),

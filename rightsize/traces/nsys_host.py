@@ -20,7 +20,7 @@ from __future__ import annotations
 import polars as pl
 
 from rightsize.errors import InputError
-from rightsize.traces.nsys_db import NsysDb, col, time_ordered
+from rightsize.traces.nsys_db import NsysDb, col, owned, time_ordered
 from rightsize.traces.schema import conform, empty
 
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -128,7 +128,7 @@ def read_runtime(db: NsysDb, offset_ns: int) -> pl.DataFrame:
     out = raw.select(
         *_pid_tid(raw["gtid"]),
         *_times(offset_ns),
-        "correlation",
+        *owned("correlation"),
         name=_lookup("name_id", names["id"], names["name"]),
         api=_lookup("name_id", names["id"], names["api"]).fill_null("driver"),  # no string
     )
