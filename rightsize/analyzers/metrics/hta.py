@@ -161,9 +161,16 @@ def idle_breakdown(
     rows = kept_rows(trace, drop_last_step) if rows is None else rows
     launch = rows.filter(~pl.col("is_gpu") & (pl.col("correlation") >= 0)).group_by(
         "correlation").agg(ts_runtime=pl.col("ts").min())
-    k = rows.filter(
+    gpu = rows.select(
         pl.col("is_gpu") & (pl.col("stream") != -1) & pl.col("kind").is_in(["kernel", "transfer"])
-    ).join(launch, on="correlation", how="left")
+    ).to_series()
+    # The columns used, and the launch time looked up (one start per correlation id), as the
+    # left join did, without copying every row once more (millions of kernels).
+    k = rows.select("ts", "end", "stream", "correlation").filter(gpu).with_columns(
+        ts_runtime=pl.col("correlation").replace_strict(
+            launch["correlation"], launch["ts_runtime"], default=None,
+            return_dtype=launch.schema["ts_runtime"])
+    )
     if k.height == 0:
         return []
     k = k.sort(["stream", "ts"], maintain_order=True).with_columns(

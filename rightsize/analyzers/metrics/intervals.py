@@ -172,12 +172,15 @@ def capped_sum_segments(
     if n == 0:
         z = np.zeros(0)
         return z.astype(np.int64), z.astype(np.int64), z
-    times = np.concatenate([starts, ends]).astype(np.int64)
+    times = np.concatenate([starts, ends]).astype(np.int64, copy=False)
     kinds = np.concatenate([np.zeros(n, dtype=np.int8), np.ones(n, dtype=np.int8)])
-    deltas = np.concatenate([values, -values]).astype(np.float64)
     order = np.lexsort((kinds, times))
+    del kinds  # each temporary goes as soon as it is used (2 endpoints per kernel)
     t = times[order]
-    running = np.cumsum(deltas[order])
+    del times
+    running = np.concatenate([values, -values]).astype(np.float64, copy=False)[order]
+    del order
+    np.cumsum(running, out=running)
     # Segment i spans [t[i], t[i+1]) with the value accumulated after endpoint i.
     seg_s = t[:-1]
     seg_e = t[1:]
