@@ -20,7 +20,9 @@ The source file is only read (copied); the large file is deleted afterwards unle
 
 Run: ``python benchmarks/nsys_large.py [--kernels 2000000] [--repeat 3] [--before REF]``;
 keep the export and time it again with ``--keep`` then ``--reuse PATH``; the whole command before
-and after the memory work: ``--reuse PATH --before fd6a4b8 --readers before-analyze,analyze``
+and after the memory work: ``--reuse PATH --before fd6a4b8 --readers before-analyze,analyze``;
+the frames/reader/analysis memory round: ``--reuse PATH --before b68d0d4 --readers
+before-adbc,adbc,adbc-1cpu,before-analyze,analyze,before-stdlib,stdlib --repeat 3``
 (ADBC readers need ``pip install -e ".[fast-sqlite]"``).
 """
 

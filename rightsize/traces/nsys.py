@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -135,12 +136,22 @@ def _build(db: NsysDb, step_range: str | None) -> Trace:
     pool = ThreadPoolExecutor(max_workers=1) if db.fast is not None and _cpus() > 1 else None
     try:
         pending = pool.submit(_kernels_apart, db.path, offset, devices) if pool else None
-        transfers = nsys_gpu.read_transfers(db, offset)
-        runtime = nsys_host.read_runtime(db, offset)
-        cpu_ops = nsys_host.read_nvtx_ranges(db, offset)
+        readers: dict[str, Callable[[], pl.DataFrame]] = {
+            "kernels": lambda: nsys_gpu.read_kernels(db, offset, devices),
+            "runtime": lambda: nsys_host.read_runtime(db, offset),
+            "cpu_ops": lambda: nsys_host.read_nvtx_ranges(db, offset),
+            "transfers": lambda: nsys_gpu.read_transfers(db, offset),
+        }
+        # On one thread the biggest tables go first: the memory their reads freed is reused by
+        # the smaller ones (the allocators keep freed pages a while; 404 MiB export: peak RSS
+        # 929 -> 828 MiB against transfers, runtime, NVTX, kernels). Beside the kernel thread
+        # the small transfers table goes first, so that the two big reads peak apart.
+        order = ("transfers", "runtime", "cpu_ops") if pending else tuple(readers)
+        got = {name: readers[name]() for name in order}
         syncs = nsys_host.read_syncs(db, offset)
         windows = nsys_host.read_windows(db, offset)
-        kernels = pending.result() if pending else nsys_gpu.read_kernels(db, offset, devices)
+        kernels = pending.result() if pending is not None else got["kernels"]
+        transfers, runtime, cpu_ops = got["transfers"], got["runtime"], got["cpu_ops"]
     finally:
         if pool:
             pool.shutdown(wait=True)

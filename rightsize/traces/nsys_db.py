@@ -233,6 +233,17 @@ def time_ordered(df: pl.DataFrame) -> pl.DataFrame:
     return df.sort("start", maintain_order=True)
 
 
+def owned(*names: str) -> list[pl.Expr]:
+    """The named integer columns as copies in polars' own memory (``x + 0``, the same values
+    and nulls: polars has no explicit deep copy).
+
+    A table that ADBC hands over is one Arrow batch, and its memory is freed only when its
+    last column goes: copying the columns a reader keeps lets the ones it does not keep (start,
+    end, string ids) go with the batch, instead of living as long as the trace.
+    """
+    return [(pl.col(n) + 0).alias(n) for n in names]
+
+
 def one_line(exc: BaseException) -> str:
     """An exception's message on one line (SQLite and polars messages can span lines)."""
     text = " ".join(str(exc).split())

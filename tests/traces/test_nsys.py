@@ -314,3 +314,34 @@ def test_step_range_with_regex_characters(tmp_path: Path) -> None:
     steps = read_nsys(path, step_range="ProfilerStep#").steps
     assert steps["step"].to_list() == [7, 8]
     assert read_nsys(path, step_range="ProfilerStep#7").steps["step"].to_list() == [0]
+
+
+def test_owned_copies_keep_values_and_nulls() -> None:
+    from rightsize.traces.nsys_db import owned
+
+    df = pl.DataFrame({"a": [1, None, -(1 << 62)], "b": [7, 8, None]},
+                      schema={"a": pl.Int64, "b": pl.Int32})
+    out = df.select(*owned("a", "b"))
+    assert out.schema == df.schema
+    assert out.to_dict(as_series=False) == {"a": [1, None, -(1 << 62)], "b": [7, 8, None]}
+
+
+def test_constant_columns_become_literals_with_the_same_values() -> None:
+    from rightsize.traces.nsys_host import _constant
+
+    df = pl.DataFrame({"pid": ["42"] * 4, "tid": ["1", "2", "1", None], "x": [1, 2, 3, 4]})
+    out = _constant(df, "pid", "tid")
+    assert out.equals(df)  # pid is one scalar now; tid (two values and a null) is untouched
+    assert _constant(df.clear(), "pid").equals(df.clear())
+
+
+@pytest.mark.parametrize("name", NSYS_FILES)
+def test_pid_tid_equal_the_global_id_formula(name: str) -> None:
+    """pid/tid (mapped per distinct globalTid, a constant one kept as a literal) against SQL."""
+    path = shared_path("traces", "nsys", name)
+    runtime = read_nsys(path).runtime
+    with sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT CAST((globalTid >> 24) & 16777215 AS TEXT), "
+            "CAST(globalTid & 16777215 AS TEXT) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchall()
+    assert set(runtime.select("pid", "tid").unique().iter_rows()) == set(rows)

@@ -49,8 +49,7 @@ class Capture:
 
 
 def _spans(df: pl.DataFrame) -> iv.Intervals:
-    s = df["ts_ns"].to_numpy().astype(np.int64)
-    return iv.union(iv.of(s, s + df["dur_ns"].to_numpy().astype(np.int64)))
+    return iv.union(iv.from_durations(df["ts_ns"].to_numpy(), df["dur_ns"].to_numpy()))
 
 
 def launches(trace: Trace) -> int:

@@ -94,8 +94,14 @@ def classify_kernels(
     keys = pl.DataFrame({"name": names,
                          "key": [normalize_kernel_name(n) for n in names]},
                         schema={"name": pl.String, "key": pl.String})
-    keys = keys.with_columns(group=group, name_work=by_name)
-    k = kernels.join(keys, on="name", how="left")
+    keys = keys.with_columns(group=group, name_work=by_name).drop_nulls("name")
+    # Looked up column by column: a join would copy every kernel column once more (millions of
+    # rows); a null or unknown name gets nulls, as from the left join.
+    k = kernels.with_columns(
+        pl.col("name").replace_strict(keys["name"], keys[c], default=None,
+                                      return_dtype=keys.schema[c]).alias(c)
+        for c in ("key", "group", "name_work")
+    )
     k = k.with_columns(pl.coalesce("group", "key").alias("group"))
     # 1. Nsight Compute per kernel.
     k = k.with_columns(ncu_work=pl.lit(None, pl.String))
@@ -118,7 +124,11 @@ def classify_kernels(
         ).drop("start_ns", "end_ns")
     # 3. Roofline of the launching op.
     costs = op_costs(ops) if costs is None else costs
-    k = k.join(costs, on="external_id", how="left")
+    if costs.height == 0 or k["external_id"].null_count() == k.height:  # nothing can match
+        k = k.with_columns(pl.lit(None, dtype=t).alias(c)
+                           for c, t in costs.schema.items() if c != "external_id")
+    else:
+        k = k.join(costs, on="external_id", how="left")
     if ridge is not None and costs.height:
         precisions = [p for p in costs["precision"].unique().to_list()]
         ridge_of = pl.DataFrame({"precision": precisions,

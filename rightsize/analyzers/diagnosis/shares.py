@@ -24,7 +24,6 @@ threshold, and gaps while Python runs (:func:`cpu_work`).
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
 from rightsize.analyzers.diagnosis import roofline
@@ -37,8 +36,7 @@ from rightsize.vocab import Signal
 
 
 def _span(df: pl.DataFrame) -> iv.Intervals:
-    s = df["ts_ns"].to_numpy().astype(np.int64)
-    return iv.union(iv.of(s, s + df["dur_ns"].to_numpy().astype(np.int64)))
+    return iv.union(iv.from_durations(df["ts_ns"].to_numpy(), df["dur_ns"].to_numpy()))
 
 
 def _host_busy(trace: Trace) -> iv.Intervals:

@@ -186,8 +186,7 @@ def utilization(trace: Trace, steps: Steps, device: int | None,
     if device is None:
         return out
     k = trace.kernels.filter(pl.col("device") == device)
-    s0 = k["ts_ns"].to_numpy().astype(np.int64)
-    busy = iv.union(iv.of(s0, s0 + k["dur_ns"].to_numpy().astype(np.int64)))
+    busy = iv.union(iv.from_durations(k["ts_ns"].to_numpy(), k["dur_ns"].to_numpy()))
     per = iv.per_window(busy, steps.start_ns, steps.end_ns) / np.maximum(steps.dur_ns, 1) * 100
     out["trace"] = {"gpu_busy_pct_mean": float(iv.total(iv.clip(busy, int(steps.start_ns[0]),
                                                                  int(steps.end_ns[-1])))

@@ -27,24 +27,52 @@ def of(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
 
 
+def from_durations(starts: np.ndarray, durations: np.ndarray) -> Intervals:
+    """``(starts, starts + durations)`` as int64 (not normalized), making one new array: the
+    ends (the starts are used as they are when already int64; nothing here writes to them)."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.array(durations, dtype=np.int64)
+    e += s
+    return s, e
+
+
 def union(iv: Intervals) -> Intervals:
-    """Merge overlapping or touching intervals; zero-length ones are dropped after merging."""
+    """Merge overlapping or touching intervals; zero-length ones are dropped after merging.
+
+    Lean on memory (millions of kernels): no sort when the starts already are in order (a
+    stable sort would keep that order), the running maximum is taken in place, and each
+    temporary goes as soon as it is used.
+    """
     starts, ends = iv
-    if len(starts) == 0:
+    n = len(starts)
+    if n == 0:
         return empty()
-    order = np.argsort(starts, kind="stable")
-    s = starts[order]
-    e = ends[order]
-    run_max = np.maximum.accumulate(e)
+    if bool(np.all(starts[1:] >= starts[:-1])):
+        s = np.asarray(starts)
+        run_max = np.maximum.accumulate(ends)
+    else:
+        order = np.argsort(starts, kind="stable")
+        s = starts[order]
+        run_max = ends[order]
+        del order
+        np.maximum.accumulate(run_max, out=run_max)
     # A new group starts where an interval begins after everything before it has ended.
-    new = np.empty(len(s), dtype=bool)
+    new = np.empty(n, dtype=bool)
     new[0] = True
-    new[1:] = s[1:] > run_max[:-1]
+    np.greater(s[1:], run_max[:-1], out=new[1:])
     group_starts = np.flatnonzero(new)
+    del new
     out_s = s[group_starts]
-    group_last = np.append(group_starts[1:] - 1, len(s) - 1)
+    del s
+    group_last = np.empty_like(group_starts)
+    group_last[:-1] = group_starts[1:] - 1
+    group_last[-1] = n - 1
+    del group_starts
     out_e = run_max[group_last]
+    del run_max, group_last
     keep = out_e > out_s
+    if keep.all():
+        return out_s, out_e
     return out_s[keep], out_e[keep]
 
 
@@ -71,12 +99,19 @@ def intersect(a: Intervals, b: Intervals) -> Intervals:
     if counts.sum() == 0:
         return empty()
     ai = np.repeat(np.arange(len(a_s)), counts)
-    # index of each pair's b: lo[ai] + position within the run of that a
-    offsets = np.arange(len(ai)) - np.repeat(np.cumsum(counts) - counts, counts)
-    bi = lo[ai] + offsets
-    s = np.maximum(a_s[ai], b_s[bi])
-    e = np.minimum(a_e[ai], b_e[bi])
+    # index of each pair's b: lo[ai] + position within the run of that a, i.e. the pair's
+    # index + (lo - where the a's run starts). Temporaries are reused in place (millions of pairs).
+    bi = np.arange(len(ai))
+    bi += np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    s = a_s[ai]
+    np.maximum(s, b_s[bi], out=s)
+    e = a_e[ai]
+    del ai
+    np.minimum(e, b_e[bi], out=e)
+    del bi
     keep = e > s
+    if keep.all():
+        return s, e
     return s[keep], e[keep]
 
 
@@ -91,6 +126,8 @@ def subtract(a: Intervals, b: Intervals) -> Intervals:
     gaps_s = np.concatenate([[lo], b[1]])
     gaps_e = np.concatenate([b[0], [hi]])
     keep = gaps_e > gaps_s
+    if keep.all():  # the usual case (only the outer gaps can be empty): no copies
+        return intersect(a, (gaps_s, gaps_e))
     return intersect(a, (gaps_s[keep], gaps_e[keep]))
 
 
@@ -135,12 +172,15 @@ def capped_sum_segments(
     if n == 0:
         z = np.zeros(0)
         return z.astype(np.int64), z.astype(np.int64), z
-    times = np.concatenate([starts, ends]).astype(np.int64)
+    times = np.concatenate([starts, ends]).astype(np.int64, copy=False)
     kinds = np.concatenate([np.zeros(n, dtype=np.int8), np.ones(n, dtype=np.int8)])
-    deltas = np.concatenate([values, -values]).astype(np.float64)
     order = np.lexsort((kinds, times))
+    del kinds  # each temporary goes as soon as it is used (2 endpoints per kernel)
     t = times[order]
-    running = np.cumsum(deltas[order])
+    del times
+    running = np.concatenate([values, -values]).astype(np.float64, copy=False)[order]
+    del order
+    np.cumsum(running, out=running)
     # Segment i spans [t[i], t[i+1]) with the value accumulated after endpoint i.
     seg_s = t[:-1]
     seg_e = t[1:]

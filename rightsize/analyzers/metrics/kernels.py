@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
-import numpy as np
 import polars as pl
 
 from rightsize.analyzers.metrics import intervals as iv
@@ -176,8 +175,8 @@ class Communication:
 def communication(kernels: pl.DataFrame, w0: int, w1: int) -> Communication:
     is_comm = pl.col("name").str.contains(COMM_KERNEL)
     def spans(df: pl.DataFrame) -> iv.Intervals:
-        s = df["ts_ns"].to_numpy().astype(np.int64)
-        return iv.clip(iv.union(iv.of(s, s + df["dur_ns"].to_numpy().astype(np.int64))), w0, w1)
+        busy = iv.from_durations(df["ts_ns"].to_numpy(), df["dur_ns"].to_numpy())
+        return iv.clip(iv.union(busy), w0, w1)
     comm = spans(kernels.filter(is_comm))
     comp = spans(kernels.filter(~is_comm))
     c = iv.total(comm)

@@ -77,8 +77,7 @@ class DeviceMetrics:
 
 
 def _span(df: pl.DataFrame) -> iv.Intervals:
-    s = df["ts_ns"].to_numpy().astype(np.int64)
-    return iv.of(s, s + df["dur_ns"].to_numpy().astype(np.int64))
+    return iv.from_durations(df["ts_ns"].to_numpy(), df["dur_ns"].to_numpy())
 
 
 def role_frames(trace: Trace, options: BreakdownOptions) -> dict[str, pl.DataFrame]:
@@ -178,12 +177,13 @@ def device_metrics(trace: Trace, steps: Steps) -> list[DeviceMetrics]:
 
 
 def _sm_efficiency(k: pl.DataFrame, w0: int, w1: int) -> float | None:
-    k = k.filter(pl.col("blocks_per_sm") > 0)
+    # the columns read, selected before the filter (a filter copies every column it keeps)
+    k = k.select("ts_ns", "dur_ns", "blocks_per_sm").filter(pl.col("blocks_per_sm") > 0)
     if k.height == 0 or w1 <= w0:
         return None
-    s = k["ts_ns"].to_numpy().astype(np.int64)
     seg_s, seg_e, val = iv.capped_sum_segments(
-        s, s + k["dur_ns"].to_numpy().astype(np.int64), k["blocks_per_sm"].to_numpy()
+        *iv.from_durations(k["ts_ns"].to_numpy(), k["dur_ns"].to_numpy()),
+        k["blocks_per_sm"].to_numpy(),
     )
     cs = np.maximum(seg_s, w0)
     ce = np.minimum(seg_e, w1)
@@ -194,7 +194,7 @@ def _sm_efficiency(k: pl.DataFrame, w0: int, w1: int) -> float | None:
 
 
 def _occupancy(k: pl.DataFrame, w0: int, w1: int) -> float | None:
-    k = k.filter(pl.col("occupancy_pct") >= 0)
+    k = k.select("ts_ns", "dur_ns", "occupancy_pct").filter(pl.col("occupancy_pct") >= 0)
     if k.height == 0:
         return None
     s = k["ts_ns"].to_numpy().astype(np.int64)

@@ -45,8 +45,7 @@ def timeline(kernels: pl.DataFrame, w0: int, w1: int, samples: pl.DataFrame | No
     n = max(1, min(max_buckets, (w1 - w0) // 1000))  # buckets of at least 1 µs
     bucket = -(-(w1 - w0) // n)  # ceil
     edges = w0 + bucket * np.arange(n + 1, dtype=np.int64)
-    s = kernels["ts_ns"].to_numpy().astype(np.int64)
-    busy = iv.union(iv.of(s, s + kernels["dur_ns"].to_numpy().astype(np.int64)))
+    busy = iv.union(iv.from_durations(kernels["ts_ns"].to_numpy(), kernels["dur_ns"].to_numpy()))
     per = iv.per_window(busy, edges[:-1], edges[1:]) * 100.0 / bucket
     nvml = None
     if samples is not None and samples.height and "gpu_util_pct" in samples.columns:
