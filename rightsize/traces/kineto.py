@@ -20,7 +20,6 @@ import gzip
 import importlib
 import json
 import math
-import os
 import zlib
 from collections import deque
 from collections.abc import Callable
@@ -140,9 +139,7 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
 def _parse_threads() -> int:
     """Parser threads: two where two CPUs are usable (measured on a 2-core machine, the
     splitter on the main thread then no longer waits for one parser), else one."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    cpus = len(affinity(0)) if affinity else os.cpu_count() or 1
-    return 2 if cpus > 1 else 1
+    return 2 if limits.usable_cpus() > 1 else 1
 
 
 def _envelope(path: Path, raw: bytes) -> dict[str, Any]:

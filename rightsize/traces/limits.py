@@ -4,8 +4,8 @@ Each cap is far above what real traces need (the figures are in ``docs/limits.md
 raised with an environment variable. Exceeding one is a one-line :class:`LimitError` that names
 the cap and the variable, never a slow march into swap.
 
-Inputs: the environment. Outputs: :func:`cap` (the current value of a cap) and
-:class:`LimitError`.
+Inputs: the environment. Outputs: :func:`cap` (the current value of a cap),
+:class:`LimitError`, and :func:`usable_cpus` (how many threads a reader may keep busy).
 """
 
 from __future__ import annotations
@@ -131,3 +131,9 @@ def check_regular(path: Path, stdin_hint: bool = True) -> None:
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         hint = "; to read standard input, pass '-'" if stdin_hint else ""
         raise InputError(path, f"not a regular file (a pipe, device or socket){hint}")
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the platform has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1

@@ -18,7 +18,6 @@ epoch ns (``meta.profiler["clock"] == "utc_epoch_ns"``), else it stays session-r
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +27,7 @@ from typing import Any
 import polars as pl
 
 from rightsize.errors import InputError
-from rightsize.traces import nsys_gpu, nsys_host
+from rightsize.traces import limits, nsys_gpu, nsys_host
 from rightsize.traces.nsys_db import NsysDb, is_nsys_sqlite, one_line, open_nsys
 from rightsize.traces.samples import conform_samples, empty_samples
 from rightsize.traces.schema import Trace, TraceMeta, empty
@@ -111,9 +110,7 @@ def _profiler_meta(db: NsysDb, start_ns: int | None, dropped: list[str]) -> dict
     return meta
 
 
-def _cpus() -> int:
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity else os.cpu_count() or 1
+_cpus = limits.usable_cpus  # a module attribute, so that tests can pretend another count
 
 
 def _kernels_apart(path: Path, offset: int, devices: pl.DataFrame) -> pl.DataFrame:
