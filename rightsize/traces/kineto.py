@@ -196,9 +196,9 @@ class _Parser:
     Whole-microsecond times (older Kineto) are tried as Int64 first: no number text to convert
     and no second pass for the exact text (:func:`_raw_field`). The first batch polars refuses
     that way (float or quoted times, an arg of another type) turns it off for the rest of the
-    trace, so a trace with float times pays a failed read for at most one batch per thread. Likewise the first batch
-    with 2021 category names is read a second time with the legacy arg spellings, and every
-    later batch with those directly."""
+    trace, so a trace with float times pays a failed read for at most one batch per thread.
+    Likewise the first batch with 2021 category names is read a second time with the legacy
+    arg spellings, and every later batch with those directly."""
 
     def __init__(self) -> None:
         self.int_times = True
