@@ -244,6 +244,12 @@ def owned(*names: str) -> list[pl.Expr]:
     return [(pl.col(n) + 0).alias(n) for n in names]
 
 
+def lookup(column: str, keys: pl.Series, values: pl.Series) -> pl.Expr:
+    """``column`` mapped through ``keys`` -> ``values`` (null when absent), as a left join
+    would, but column by column: a join copies every column of the frame once more."""
+    return pl.col(column).replace_strict(keys, values, default=None, return_dtype=values.dtype)
+
+
 def one_line(exc: BaseException) -> str:
     """An exception's message on one line (SQLite and polars messages can span lines)."""
     text = " ".join(str(exc).split())

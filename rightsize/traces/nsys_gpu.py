@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from rightsize.traces.nsys_db import NsysDb, col, owned, pick, time_ordered
+from rightsize.traces.nsys_db import NsysDb, col, lookup, owned, pick, time_ordered
 from rightsize.traces.schema import conform, empty
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -186,15 +186,11 @@ def read_kernels(db: NsysDb, offset_ns: int, devices: pl.DataFrame) -> pl.DataFr
     # column: a join would copy every column of the 2-million-row frame once more.
     raw = time_ordered(raw)
     names = db.strings(raw["name_id"])
-    sms = pl.col("device").replace_strict(
-        devices["device"], devices["sm_count"], default=None, return_dtype=pl.Int32()
-    )
+    sms = lookup("device", devices["device"], devices["sm_count"].cast(pl.Int32()))
     out = raw.select(
         *owned("device", "stream", "correlation", "grid_blocks", "block_threads",
                "registers_per_thread", "shared_memory_bytes"),
-        name=pl.col("name_id").replace_strict(
-            names["id"], names["value"], default=None, return_dtype=pl.String()
-        ),
+        name=lookup("name_id", names["id"], names["value"].cast(pl.String())),
         ts_ns=pl.col("start") + offset_ns,
         dur_ns=(pl.col("end") - pl.col("start")).clip(lower_bound=0),
         blocks_per_sm=pl.when(sms > 0).then(pl.col("grid_blocks") / sms),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import polars as pl
 
 from rightsize.errors import InputError
-from rightsize.traces.nsys_db import NsysDb, col, owned, time_ordered
+from rightsize.traces.nsys_db import NsysDb, col, lookup, owned, time_ordered
 from rightsize.traces.schema import conform, empty
 
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -63,7 +63,7 @@ def _pid_tid(gtid: pl.Series) -> list[pl.Expr]:
     ids = gtid.unique().drop_nulls()
     pid = ((ids // (1 << 24)) % (1 << 24)).cast(pl.String())
     tid = (ids % (1 << 24)).cast(pl.String())
-    return [_lookup("gtid", ids, pid).alias("pid"), _lookup("gtid", ids, tid).alias("tid")]
+    return [lookup("gtid", ids, pid).alias("pid"), lookup("gtid", ids, tid).alias("tid")]
 
 
 def _constant(df: pl.DataFrame, *names: str) -> pl.DataFrame:
@@ -79,11 +79,6 @@ def _constant(df: pl.DataFrame, *names: str) -> pl.DataFrame:
         for n in names
         if df[n].null_count() == 0 and df[n].n_unique() == 1
     )
-
-
-def _lookup(column: str, keys: pl.Series, values: pl.Series) -> pl.Expr:
-    """``column`` mapped through ``keys`` -> ``values`` (null when absent), as a left join would."""
-    return pl.col(column).replace_strict(keys, values, default=None, return_dtype=values.dtype)
 
 
 def _times(offset_ns: int) -> list[pl.Expr]:
@@ -129,8 +124,8 @@ def read_runtime(db: NsysDb, offset_ns: int) -> pl.DataFrame:
         *_pid_tid(raw["gtid"]),
         *_times(offset_ns),
         *owned("correlation"),
-        name=_lookup("name_id", names["id"], names["name"]),
-        api=_lookup("name_id", names["id"], names["api"]).fill_null("driver"),  # no string
+        name=lookup("name_id", names["id"], names["name"]),
+        api=lookup("name_id", names["id"], names["api"]).fill_null("driver"),  # no string
     )
     return conform("runtime", _constant(out, "pid", "tid"))
 
@@ -153,12 +148,12 @@ def read_nvtx_ranges(db: NsysDb, offset_ns: int) -> pl.DataFrame:
     ], where)
     raw = time_ordered(raw)
     names = db.strings(raw["text_id"])
-    interned = _lookup("text_id", names["id"], names["value"])
+    interned = lookup("text_id", names["id"], names["value"])
     # Each row's text mapped to its distinct value: the rows then point into one small buffer
     # (1.7M ranges of 188 names: 27 MiB instead of 127). coalesce would write every string
     # anew, so it is used only when rows have either kind of name.
     texts = raw["text"].drop_nulls().unique()
-    by_text = _lookup("text", texts, texts)
+    by_text = lookup("text", texts, texts)
     if raw["text_id"].null_count() == raw.height:
         name = by_text
     elif texts.is_empty():

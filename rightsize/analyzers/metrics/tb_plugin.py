@@ -197,8 +197,7 @@ def _occupancy(k: pl.DataFrame, w0: int, w1: int) -> float | None:
     k = k.select("ts_ns", "dur_ns", "occupancy_pct").filter(pl.col("occupancy_pct") >= 0)
     if k.height == 0:
         return None
-    s = k["ts_ns"].to_numpy().astype(np.int64)
-    e = s + k["dur_ns"].to_numpy().astype(np.int64)
+    s, e = iv.from_durations(k["ts_ns"].to_numpy(), k["dur_ns"].to_numpy())
     dur = np.minimum(e, w1) - np.maximum(s, w0)
     inside = dur > 0
     total = float(dur[inside].sum())
