@@ -18,6 +18,7 @@ signatures and error types.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -286,8 +287,10 @@ class NvmlSampler:
         out = {}
         for i, (_, col, scale) in enumerate(ids):
             metric = request.metrics[i]
-            ok = metric.nvmlReturn == nvml.NVML_SUCCESS
-            out[col] = float(metric.value) * scale if ok else None
+            value = float(metric.value) * scale if metric.nvmlReturn == nvml.NVML_SUCCESS else None
+            # An H100 (driver 580) answers NVML_SUCCESS with NaN for DRAM_BW_UTIL on about one
+            # tick in twenty: a missing sample, not a number.
+            out[col] = value if value is not None and math.isfinite(value) else None
         return out
 
     def close(self) -> None:

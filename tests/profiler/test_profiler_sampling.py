@@ -43,6 +43,9 @@ GPM_VALUES = {  # metric id -> value the fake reports
     pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 50.0,
     pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: 60.0,
     pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: 2.0,  # MiB/s
+    # NVML_SUCCESS with NaN: what an H100 (driver 580.159) gave for DRAM_BW_UTIL on 0-8 of
+    # ~120 ticks of each GPU run recorded into samples/runs
+    pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: float("nan"),
 }
 
 
@@ -250,6 +253,7 @@ def test_inventory_and_samples_with_units() -> None:
     assert gpm["gpm_tensor_util_pct"] == 50.0 and gpm["gpm_dram_bw_util_pct"] == 60.0
     assert gpm["gpm_pcie_tx_bytes_per_s"] == 2.0 * 2**20  # MiB/s -> bytes/s
     assert gpm["gpm_graphics_util_pct"] is None  # the fake says NOT_SUPPORTED for it
+    assert gpm["gpm_pcie_rx_bytes_per_s"] is None  # NaN with NVML_SUCCESS: missing
     t4_row = second[1]
     assert t4_row["pcie_tx_bytes_per_s"] is None and t4_row["job_mem_used_bytes"] == 0
     assert "gpm_sm_util_pct" not in t4_row
