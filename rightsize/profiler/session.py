@@ -28,6 +28,7 @@ from rightsize.profiler.nvml import NvmlSampler, NvmlStatus
 from rightsize.profiler.sampler import Sampler, SamplerResult
 from rightsize.rundir import (
     ANALYSIS,
+    MANIFEST,
     PROCS_DIR,
     SCHEDULE_DEFAULTS,
     TRACES_DIR,
@@ -304,6 +305,10 @@ def describe(result: RunResult) -> list[str]:
         lines.append(f"  traces:   none ({prof.get('reason')})")
     samples = ", ".join(m["files"]["samples"]) or "none"
     lines.append(f"  samples:  {samples}")
+    notes = list(dict.fromkeys(n for p in prof.get("processes") or [] for n in p.get("notes") or []))
+    lines += [f"  note:     {n}" for n in notes[:3]]
+    if len(notes) > 3:
+        lines.append(f"  note:     {len(notes) - 3} more in {d / MANIFEST}")
     nvml = m["collectors"]["nvml"]
     if nvml["status"] != "collected":
         lines.append(f"  GPU:      not sampled ({nvml['reason']})")

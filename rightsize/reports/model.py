@@ -180,9 +180,12 @@ def capture_warnings(doc: Document, manifest: Mapping[str, Any] | None) -> tuple
     ended = [p for p in procs if any(str(n).startswith(("profiler stopped at", "trace cut by"))
                                      for n in p.get("notes") or [])]
     if ended or any(p.get("state") == "cut" for p in procs):
+        fix = ("a job that runs longer after the time window opens, or --window-delay-s 0"
+               if any(p.get("step_detection") == "time" for p in procs)
+               else "fewer --active steps (or a longer job)")
         out.append("The job ended while the profiler was recording: the last recorded step may "
-                   "be cut short and is averaged into the step time. Rerun with fewer --active "
-                   "steps (or a longer job) for clean steps.")
+                   f"be cut short and is averaged into the step time. Rerun with {fix} for "
+                   "clean steps.")
     d = doc.diagnosis
     if d is not None and d.bound == "inconclusive":
         out.append("The capture is inconclusive: no share of the step stands out enough for a "

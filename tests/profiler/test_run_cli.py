@@ -100,6 +100,33 @@ def test_inference_sample_uses_the_time_window(tmp_path: Path) -> None:
     assert len(names) >= 2 and names[0] == "ProfilerStep#0"
 
 
+SHORT_INFERENCE = """
+import time, torch
+m = torch.nn.Linear(8, 8)
+x = torch.randn(2, 8)
+m(x)
+time.sleep(0.3)
+m(x)  # opens the time window (--window-delay-s 0.2); the job ends inside it
+"""
+
+
+def test_a_time_window_cut_by_the_exit_says_why_and_what_to_change(tmp_path: Path) -> None:
+    # Seen on an H100: CUPTI's first start took most of a 4 s job, and the trace held one call.
+    (tmp_path / "short.py").write_text(SHORT_INFERENCE)
+    res = rightsize_run("--out", "run", "--no-report", "--window-delay-s", "0.2",
+                        "--window-s", "5", "short.py", cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    (proc,) = read_manifest(tmp_path / "run")["collectors"]["profiler"]["processes"]
+    (note,) = proc["notes"]
+    assert note.startswith("profiler stopped at exit after 0 steps: the job ended ")
+    assert " s into the 5 s time window (starting the profiler took " in note
+    assert note.endswith(" s longer, or rerun with --window-delay-s 0")
+    recorded = float(note.split("the job ended ")[1].split(" s ")[0])
+    assert f"so the trace holds 0 whole module call(s); let the job run {5 - recorded:.1f} s " \
+        "longer" in note
+    assert f"rightsize:   note:     {note}" in res.stderr.splitlines()
+
+
 def test_exit_status_of_the_script_is_returned(tmp_path: Path) -> None:
     (tmp_path / "three.py").write_text("import sys\nprint('bye')\nsys.exit(3)\n")
     res = rightsize_run("--out", "run", "three.py", cwd=tmp_path)

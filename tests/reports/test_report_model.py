@@ -155,3 +155,20 @@ def test_provenance_of_a_real_run_directory():
     assert ("torch", "2.13.0+cpu") in [(t.name, t.value) for t in m.provenance.tools]
     assert m.provenance.missing[0] == ("nvml: missing (NVML unavailable: NVML library not found "
                                        "(no NVIDIA driver on this machine))")
+
+
+@pytest.mark.parametrize(("detection", "fix"), [
+    ("optimizer", "Rerun with fewer --active steps (or a longer job) for clean steps."),
+    ("time", "Rerun with a job that runs longer after the time window opens, or "
+             "--window-delay-s 0 for clean steps."),
+])
+def test_a_job_ended_while_recording_gets_the_fix_of_its_step_detection(detection, fix):
+    from rightsize.reports.model import capture_warnings
+
+    manifest = {"collectors": {"profiler": {"processes": [
+        {"step_detection": detection, "state": "ended",
+         "notes": ["profiler stopped at exit after 0 steps"]}]}}}
+    warnings = capture_warnings(typed(real_doc()), manifest)
+    assert warnings[0].endswith(fix)
+    assert warnings[0].startswith("The job ended while the profiler was recording")
+    assert capture_warnings(typed(real_doc()), {"collectors": {}}) == ()

@@ -131,6 +131,7 @@ class State:
         self.skip_reason = skip_reason
         self.prof = None
         self.recording_since = 0.0  # time.monotonic() when self.prof started
+        self.start_took_s = 0.0  # how long its start took (with CUDA: CUPTI, often seconds)
         self.block = False  # inside rightsize.profile()
         self.done = False
         self.windows = 0
@@ -175,6 +176,7 @@ class State:
         )
         with signals_held(), quiet_stderr():
             self._spend_free_warning(prof.start)
+        self.start_took_s = time.monotonic() - self.recording_since
         self.prof = prof
 
     def step(self):
@@ -304,7 +306,7 @@ class State:
         self.join_exports()  # before the lock: a finishing export writes the record too
         with self.lock:
             if self.prof is not None:
-                self.note(f"profiler stopped at {why} after {self.steps} steps")
+                self.note(self._stopped_note(why))
                 try:
                     self.stop()
                 except Exception as exc:  # noqa: BLE001 - the job must not be harmed
@@ -314,6 +316,20 @@ class State:
                 self.note(self._why_no_window())
             self.write_record("ended")
         profiling_over()
+
+    def _stopped_note(self, why):
+        """The job ended while recording; in a time window with under two whole module calls,
+        why (the profiler's own start can take seconds with CUDA) and what to change."""
+        text = f"profiler stopped at {why} after {self.steps} steps"
+        if self.mode != "time" or self.steps >= 2:
+            return text
+        window = CONFIG["window_s"]
+        recorded = max(time.monotonic() - self.recording_since - self.start_took_s, 0.0)
+        short = max(window - recorded, 0.1)
+        return (f"{text}: the job ended {recorded:.1f} s into the {window:g} s time window "
+                f"(starting the profiler took {self.start_took_s:.1f} s), so the trace holds "
+                f"{self.steps} whole module call(s); let the job run {short:.1f} s longer, or "
+                f"rerun with --window-delay-s 0")
 
     def _why_no_window(self):
         """Why a job without an optimizer got no time window, with the flag that fixes it."""
