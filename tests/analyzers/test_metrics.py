@@ -88,6 +88,32 @@ def test_tensor_cores_plugin_list_vs_extended(trace):
     assert tc.extended_pct == pytest.approx(100 * 400 / 900)
 
 
+# Kernels of samples/train_compute.py (fp32 Linear layers) as torch 2.11 ran them on an H100
+H100_FP32 = {
+    "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_"
+    "alignc4_execute_kernel__5x_cublas": 300,  # CUDA-core FFMA: on the plugin's list (xmma_gemm)
+    "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x128_8x4_nt_align1>("
+    "cutlass_80_simt_sgemm_128x128_8x4_nt_align1::Params)": 200,
+    "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT": 400,  # a tensor-core GEMM
+    "void at::native::vectorized_elementwise_kernel<4>()": 100,
+}
+
+
+def test_fp32_cuda_core_gemms_are_not_tensor_core_kernels_in_the_extended_share():
+    import polars as pl
+
+    from rightsize.analyzers.diagnosis.advise import fp32_matmul_pct
+
+    df = pl.DataFrame({"name": list(H100_FP32), "dur_ns": list(H100_FP32.values())})
+    tc = kernels.tensor_cores(df)
+    assert tc.plugin_pct == 30.0  # the plugin's definition, kept as it is
+    assert tc.extended_pct == 40.0  # nvjet only
+    assert kernels.tensor_core_flag(df).to_list() == [False, False, True, False]
+    work = df.with_columns(work=pl.Series(["compute", "compute", "compute", "memory"]),
+                           precision=pl.Series(["fp32", "fp32", "fp32", "fp32"]))
+    assert fp32_matmul_pct(work) == 50.0  # both CUDA-core GEMMs: TF32 or bf16 would help
+
+
 def test_copies_memory_and_communication(trace):
     [c] = kernels.copies(trace.transfers).to_dicts()
     assert (c["direction"], c["host_memory"], c["count"], c["bytes"]) == ("HtoD", "pageable", 1, 10**6)

@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from rightsize.analyzers.diagnosis.classify import Ridge
-from rightsize.analyzers.metrics.kernels import MODERN_TC, TB_PLUGIN_TC, name_flag
+from rightsize.analyzers.metrics.kernels import tensor_core_flag
 from rightsize.catalog import Gpu
 from rightsize.vocab import Precision
 
@@ -115,11 +115,12 @@ def recommend(measures: dict[str, float | None], bound: str | None = None) -> li
 
 
 def fp32_matmul_pct(work: pl.DataFrame) -> float | None:
-    """Share of kernel time in fp32 compute kernels that are not on any tensor-core list."""
+    """Share of kernel time in fp32 compute kernels that are not tensor-core kernels (the
+    extended definition: on neither list, or an FP32 CUDA-core GEMM by its name)."""
     if work.height == 0 or "precision" not in work.columns:
         return None
     total = int(work["dur_ns"].sum())
-    tc = name_flag(work, TB_PLUGIN_TC + MODERN_TC)
+    tc = tensor_core_flag(work)
     fp32 = work.filter((pl.col("work") == "compute") & (pl.col("precision") == "fp32") & ~tc)
     return 100.0 * int(fp32["dur_ns"].sum()) / total if total else None
 

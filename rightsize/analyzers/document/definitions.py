@@ -32,7 +32,8 @@ _COMMON = {
     "tensor_core_kernel_pct": "share of the primary device's kernel time in kernels on the "
     "TensorBoard plugin's tensor-core name allowlist",
     "tensor_core_kernel_pct_extended": "as tensor_core_kernel_pct, with rightsize's list of "
-    "Hopper/Blackwell/AMD matrix kernels (nvjet, sm90_xmma, cutlass3x, flash, Cijk_...) added",
+    "Hopper/Blackwell/AMD matrix kernels (nvjet, sm90_xmma, cutlass3x, flash, Cijk_...) added "
+    "and FP32 CUDA-core GEMMs (names with _ffma_ or _simt_) taken out",
     "hta": "HolisticTraceAnalysis 0.5.0 temporal breakdown: whole-µs times (start rounded up, end "
     "down), last ProfilerStep dropped by launch time, shares of the GPU span (first start to "
     "last end of kernels, memcpy, memset)",

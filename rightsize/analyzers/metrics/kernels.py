@@ -5,7 +5,9 @@ dataclasses. Definitions:
 
 * **Tensor-core kernel share** (% of kernel time): the TensorBoard plugin's name allowlist
   (``TB_PLUGIN_TC``, from NVIDIA PyProf), and separately that list plus ``MODERN_TC``, names of
-  Hopper/Blackwell/AMD matrix kernels the plugin predates.
+  Hopper/Blackwell/AMD matrix kernels the plugin predates, less the kernels whose name says they
+  run FP32 FMAs on CUDA cores (``SIMT_MARKS``: cuBLAS's ``sm80_xmma_gemm_f32f32_..._ffma_...``,
+  which the plugin's ``xmma_gemm`` counts).
 * **Top kernels** by summed duration; **top ops** by the GPU time of the kernels they launched
   (kernel ``external_id`` = op ``external_id``) and their host time.
 * **Copies**: memcpy totals per direction and host memory kind; GB/s = bytes / busy ns.
@@ -43,6 +45,11 @@ MODERN_TC = (
     "Cijk_", "_MFMA", "mfma",  # AMD rocBLAS/hipBLASLt Tensile (MFMA) and composable-kernel names
 )
 
+# An "xmma" kernel that says "ffma" is cuBLAS's FP32 GEMM on CUDA cores: on an H100 (torch 2.11,
+# fp32 Linear layers) cuBLAS ran sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_..._ffma_... kernels, and
+# GPM's tensor activity stayed under 0.1% while they ran.
+SIMT_MARKS = ("_ffma_", "_simt_")
+
 
 def _contains_any(patterns: tuple[str, ...]) -> pl.Expr:
     """Does ``name`` contain any of ``patterns`` (literal substrings; null for a null name)?
@@ -53,17 +60,22 @@ def _contains_any(patterns: tuple[str, ...]) -> pl.Expr:
     return pl.col("name").str.contains_any(list(patterns))
 
 
-def name_flag(df: pl.DataFrame, patterns: tuple[str, ...]) -> pl.Series:
-    """Per row: does the name contain any of ``patterns``? (matched once per distinct name)"""
+def _matrix_unit() -> pl.Expr:
+    """On the extended tensor-core lists and not an FP32 CUDA-core kernel by its name."""
+    return _contains_any(TB_PLUGIN_TC + MODERN_TC) & ~_contains_any(SIMT_MARKS)
+
+
+def tensor_core_flag(df: pl.DataFrame) -> pl.Series:
+    """Per row: a matrix-unit kernel by the extended definition? (matched once per name)"""
     names = df.select(pl.col("name").unique())
-    flags = names.with_columns(flag=_contains_any(patterns))
+    flags = names.with_columns(flag=_matrix_unit())
     return df.select("name").join(flags, on="name", how="left", maintain_order="left")["flag"]
 
 
 @dataclass(frozen=True, slots=True)
 class TensorCores:
     plugin_pct: float | None  # share of kernel time in TB_PLUGIN_TC kernels
-    extended_pct: float | None  # share in TB_PLUGIN_TC or MODERN_TC kernels
+    extended_pct: float | None  # share in TB_PLUGIN_TC or MODERN_TC kernels, less SIMT_MARKS
 
 
 def tensor_cores(kernels: pl.DataFrame) -> TensorCores:
@@ -73,7 +85,7 @@ def tensor_cores(kernels: pl.DataFrame) -> TensorCores:
     # one pass: time per distinct name, then both name tests on the names alone
     per_name = kernels.group_by("name").agg(pl.col("dur_ns").sum())
     plugin = cast(int, per_name.filter(_contains_any(TB_PLUGIN_TC))["dur_ns"].sum())
-    ext = cast(int, per_name.filter(_contains_any(TB_PLUGIN_TC + MODERN_TC))["dur_ns"].sum())
+    ext = cast(int, per_name.filter(_matrix_unit())["dur_ns"].sum())
     return TensorCores(100.0 * plugin / total, 100.0 * ext / total)
 
 
