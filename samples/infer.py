@@ -1,7 +1,8 @@
 """Inference without an optimizer: a small MLP classifier in ``torch.inference_mode`` for
 ``--seconds`` of wall time, so ``rightsize run`` uses its time-based window.
 
-On a GPU run ``--device cuda --scale 8``.
+On a GPU run ``--device cuda --scale 8 --seconds 10``: with CUDA the profiler's first start
+(CUPTI) takes seconds, and a 4 s job ends before the 2 s window has recorded two calls.
 """
 
 import argparse

@@ -41,7 +41,7 @@ memory.total,power.draw,clocks.sm,clocks.mem,temperature.gpu,pcie.link.gen.curre
 pcie.link.width.current --format=csv -lms 100 > "$out/exports/nvidia-smi-query-gpu.csv" &
 smi=$!
 
-record() {  # record NAME SCRIPT ARGS...
+record() {  # record NAME [RUN OPTIONS] SCRIPT ARGS...
     local name=$1
     shift
     echo "== rightsize run $name: $*"
@@ -52,12 +52,16 @@ record() {  # record NAME SCRIPT ARGS...
 
 record train_compute samples/train_compute.py --device cuda --scale 8
 record train_memory samples/train_memory.py --device cuda --scale 256
+# 30 traced steps at 20 ms sampling: NVML/GPM samples inside the trace window (3 steps of 18 ms
+# fall between two 100 ms samples)
+record train_memory_long --active 30 --sample-interval-s 0.02 samples/train_memory.py \
+    --device cuda --scale 256 --steps 40
 record train_pcie samples/train_pcie.py --device cuda --scale 16
 record train_pcie_pinned samples/train_pcie.py --device cuda --scale 16 --pin
 record train_dataloader samples/train_dataloader.py --device cuda
 record train_host samples/train_host.py --device cuda
 record train_cnn samples/train_cnn.py --device cuda --scale 4
-record infer samples/infer.py --device cuda --scale 8
+record infer samples/infer.py --device cuda --scale 8 --seconds 10
 kill $smi
 
 echo "== ncu --csv (speed of light, occupancy, roofline) of the first 40 kernels"
