@@ -25,6 +25,12 @@ from types import ModuleType
 from typing import Any, cast
 
 KIB_BYTES = 1024  # nvmlDeviceGetPcieThroughput reports KB/s
+# NVML's GPM documentation: the two nvmlGpmSampleGet calls of a pair "should be greater than
+# 100ms" apart "due to the internal sample refresh rate". On an H100 (driver 580.159), pairs of
+# nominally 100 ms ticks gave values on 121 of 122 ticks; pairs 50 ms apart gave zeros (and NaN
+# for DRAM_BW_UTIL) on every other tick. A pair is taken at 90 ms or more, so that 100 ms ticks
+# a little early still pair; faster ticks leave GPM null until 90 ms have passed.
+GPM_MIN_INTERVAL_NS = 90_000_000
 MIB_BYTES = 1024 * 1024  # GPM PCIe metrics are MiB/s
 
 # GPM metric id (nvidia-smi dmon --gpm-metrics) -> (GPU_SAMPLES column, scale to its unit)
@@ -104,7 +110,7 @@ class NvmlSampler:
         self._env = env
         self._handles: list[tuple[int, str, Any]] = []  # (index, uuid, handle)
         self._gpm: dict[int, list[Any]] = {}  # index -> [previous sample, current sample]
-        self._gpm_primed: set[int] = set()
+        self._gpm_taken_ns: dict[int, int] = {}  # index -> when its previous sample was taken
         self._skip: set[tuple[int, str]] = set()
         self._initialized = False
         self.unsupported: dict[str, str] = {}  # "gpu0.power_w" -> why it is null
@@ -209,7 +215,7 @@ class NvmlSampler:
                     {"t_ns": t_ns, "gpu_index": index, "pid": pid, "gpu_mem_used_bytes": b}
                     for pid, b in procs
                 ]
-            row.update(self._sample_gpm(index, handle))
+            row.update(self._sample_gpm(index, handle, t_ns))
             gpu_rows.append(row)
         return gpu_rows, proc_rows
 
@@ -262,18 +268,21 @@ class NvmlSampler:
             return None
         return [(int(p.pid), p.usedGpuMemory) for p in procs if int(p.pid) in job_pids]
 
-    def _sample_gpm(self, index: int, handle: Any) -> dict:
+    def _sample_gpm(self, index: int, handle: Any, t_ns: int) -> dict:
         samples = self._gpm.get(index)
         if samples is None or (index, "gpm_sample") in self._skip:
             return {}
+        since_ns = self._gpm_taken_ns.get(index)
+        if since_ns is not None and t_ns - since_ns < GPM_MIN_INTERVAL_NS:
+            return {}  # too soon: the counters may not have refreshed since the last sample
         nvml = cast(ModuleType, self._nvml)  # set by open()
         previous, current = samples
         if self._opt(nvml.nvmlGpmSampleGet, handle, current, key=(index, "gpm_sample")) is None:
             return {}
-        samples.reverse()  # this sample is the next tick's "previous"
-        if index not in self._gpm_primed:
-            self._gpm_primed.add(index)
-            return {}
+        samples.reverse()  # this sample is the next pair's "previous"
+        self._gpm_taken_ns[index] = t_ns
+        if since_ns is None:
+            return {}  # the first sample: a pair needs two
         ids = [(getattr(nvml, name), col, scale) for name, (col, scale) in GPM_METRICS.items()]
         request = nvml.c_nvmlGpmMetricsGet_t()
         request.version = nvml.NVML_GPM_METRICS_GET_VERSION
@@ -284,13 +293,16 @@ class NvmlSampler:
             request.metrics[i].metricId = metric_id
         if self._opt(nvml.nvmlGpmMetricsGet, request, key=(index, "gpm_metrics")) is None:
             return {}
-        out = {}
+        out: dict[str, Any] = {}
         for i, (_, col, scale) in enumerate(ids):
             metric = request.metrics[i]
-            value = float(metric.value) * scale if metric.nvmlReturn == nvml.NVML_SUCCESS else None
-            # An H100 (driver 580) answers NVML_SUCCESS with NaN for DRAM_BW_UTIL on about one
-            # tick in twenty: a missing sample, not a number.
-            out[col] = value if value is not None and math.isfinite(value) else None
+            ok = metric.nvmlReturn == nvml.NVML_SUCCESS
+            out[col] = float(metric.value) * scale if ok else None
+        if any(v is not None and not math.isfinite(v) for v in out.values()):
+            # NVML_SUCCESS with NaN (seen for DRAM_BW_UTIL on an H100): the counters had not
+            # refreshed between the two samples, and the other metrics of the pair read 0.
+            return {}
+        out["gpm_from_ns"] = since_ns
         return out
 
     def close(self) -> None:

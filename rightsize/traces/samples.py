@@ -66,8 +66,11 @@ GPU_SAMPLES: dict[str, pl.DataType] = {
     # the driver does not report per-process memory (containers without the host pid namespace).
     "job_mem_used_bytes": pl.Int64(),
     # GPM (GPU Performance Monitoring, Hopper and newer; nvidia-smi dmon --gpm-metrics ID):
-    # nvmlGpmMetricsGet over two nvmlGpmSampleGet samples one tick apart. Null where
-    # nvmlGpmQueryDeviceSupport says unsupported.
+    # nvmlGpmMetricsGet over two nvmlGpmSampleGet samples at least GPM_MIN_INTERVAL_NS apart
+    # (NVML: "greater than 100ms due to the internal sample refresh rate"), so at ticks under
+    # 100 ms apart some rows have none. Null where nvmlGpmQueryDeviceSupport says unsupported.
+    # The values average the time from gpm_from_ns (the pair's first sample) to t_ns.
+    "gpm_from_ns": pl.Int64(),
     # GPM 1 NVML_GPM_METRIC_GRAPHICS_UTIL; DCGM_FI_PROF_GR_ENGINE_ACTIVE x100
     "gpm_graphics_util_pct": pl.Float64(),
     "gpm_sm_util_pct": pl.Float64(),  # GPM 2 NVML_GPM_METRIC_SM_UTIL; DCGM_FI_PROF_SM_ACTIVE x100

@@ -125,20 +125,56 @@ def test_ncu_signal_decides_first():
     assert d.bound is Bound.COMPUTE and d.confidence == 0.7  # ncu 1.0 x one step 0.7
 
 
+MS = 1000  # FrameBuilder times are in microseconds
+
+
 def test_counters_signal_and_nvml_side_by_side():
-    b = base().kernel(GEMM, 100, 800, corr=1).op("aten::mm", 0, 1000)
-    t0 = 0
+    b = FrameBuilder()
+    b.step(1, 0, 2000 * MS)
+    b.kernel(GEMM, 100 * MS, 1600 * MS, corr=1).op("aten::mm", 0, 1000)
+    # utilization.gpu changes at every sample, 300 ms apart: a 300 ms driver period, so a value
+    # counts from 600 ms into the step (t - 2 periods) to its end; a GPM value counts when the
+    # time since the row before lies inside the step
+    t_ms = [100, 400, 700, 1000, 1300, 1600, 1900, 2200]
     samples = pl.DataFrame({
-        "t_ns": [t0 + 200_000, t0 + 600_000], "gpu_index": [0, 0],
-        "gpu_util_pct": [100.0, 40.0], "gpm_sm_util_pct": [90.0, 80.0],
-        "gpm_tensor_util_pct": [10.0, 20.0], "gpm_dram_bw_util_pct": [70.0, 60.0],
+        "t_ns": [t * 1_000_000 for t in t_ms], "gpu_index": [0] * 8,
+        "gpu_util_pct": [0.0, 50.0, 100.0, 90.0, 100.0, 80.0, 30.0, 0.0],
+        "gpm_sm_util_pct": [5.0, 90.0, 90.0, 80.0, 80.0, 70.0, 40.0, 0.0],
+        "gpm_tensor_util_pct": [0.0, 10.0, 20.0, 10.0, 20.0, 10.0, 20.0, 0.0],
+        "gpm_dram_bw_util_pct": [0.0, 70.0, 60.0, 70.0, 60.0, 70.0, 60.0, 0.0],
     })
     d, work = run(b, samples=samples)
     assert work.select("work", "signal").row(0) == ("memory", "counters")
     nv = d.utilization["nvml"]
-    assert (nv["samples"], nv["gpu_util_pct_mean"], nv["gpu_util_pct_peak"]) == (2, 70.0, 100.0)
+    assert (nv["samples"], nv["gpm_samples"], nv["utilization_period_ms"]) == (5, 6, 300.0)
+    assert (nv["gpu_util_pct_mean"], nv["gpu_util_pct_peak"]) == (80.0, 100.0)
+    assert nv["gpm_sm_util_pct_mean"] == pytest.approx(75.0)  # 90 90 80 80 70 40
     assert d.utilization["trace"]["gpu_busy_pct_mean"] == 80.0
-    assert any("NVML utilization.gpu 70.0%" in e for e in d.evidence)
+    assert "NVML utilization.gpu 80.0% (peak 100%, 5 samples averaging step time only) vs " \
+        "80.0% of the step with a kernel running in the trace" in d.evidence
+
+
+def test_steps_recorded_back_to_back_are_one_window_for_the_counters():
+    # An H100 inference window: 341 steps with microsecond gaps between them.
+    b = FrameBuilder()
+    for n in range(20):  # 100 ms steps, 5 us apart
+        b.step(n, n * 100 * MS + 5, 100 * MS - 5)
+        b.kernel(GEMM, n * 100 * MS + 10, 80 * MS, corr=n + 1)
+    samples = pl.DataFrame({"t_ns": [500_000_000, 1_000_000_000, 1_500_000_000],
+                            "gpu_index": [0] * 3, "gpu_util_pct": [80.0] * 3})
+    d, _ = run(b, samples=samples)
+    assert d.utilization["nvml"]["samples"] == 3  # each averages time across several steps
+
+
+def test_counter_samples_of_a_short_window_do_not_count():
+    # Seen on an H100: 3 steps of 10.6 ms held one utilization.gpu sample (1%, the time before
+    # the window) against 99.4% busy in the trace, and the evidence called them in disagreement.
+    b = base().kernel(GEMM, 100, 800, corr=1).op("aten::mm", 0, 1000)
+    samples = pl.DataFrame({"t_ns": [600_000], "gpu_index": [0], "gpu_util_pct": [1.0],
+                            "gpm_sm_util_pct": [19.9], "gpm_from_ns": [-99_400_000]})
+    d, _ = run(b, samples=samples)
+    assert d.utilization["nvml"] == {"samples": 0}
+    assert not any("NVML" in e for e in d.evidence)
 
 
 def test_cpu_only_trace_splits_host_op_self_time():
@@ -243,10 +279,15 @@ def test_gpu_job_without_recorded_kernels_is_a_gpu_diagnosis():
 
 
 def test_nvml_and_trace_disagreeing_is_inconclusive():
-    b = base().kernel(GEMM, 100, 800, corr=1).op("aten::mm", 0, 1000)
-    samples = pl.DataFrame({"t_ns": [100_000 * i for i in range(1, 6)], "gpu_index": [0] * 5,
-                            "gpu_util_pct": [20.0] * 5})
+    b = FrameBuilder()
+    b.step(1, 0, 2000 * MS)
+    b.kernel(GEMM, 100 * MS, 1600 * MS, corr=1).op("aten::mm", 0, 1000)
+    # a constant value: the documented shortest driver period (1/6 s) is assumed, so samples
+    # from 333 ms into the step to its end count: 400, 600, ..., 2000 ms
+    samples = pl.DataFrame({"t_ns": [200_000_000 * i for i in range(1, 11)], "gpu_index": [0] * 10,
+                            "gpu_util_pct": [20.0] * 10})
     d, _ = run(b, samples=samples)
+    assert d.utilization["nvml"]["samples"] == 9
     assert d.bound is Bound.INCONCLUSIVE
     e = d.evidence_items[0]
     assert (e.share, e.value, e.threshold) == ("utilization", 60.0, 30.0)

@@ -43,9 +43,6 @@ GPM_VALUES = {  # metric id -> value the fake reports
     pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 50.0,
     pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: 60.0,
     pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: 2.0,  # MiB/s
-    # NVML_SUCCESS with NaN: what an H100 (driver 580.159) gave for DRAM_BW_UTIL on 0-8 of
-    # ~120 ticks of each GPU run recorded into samples/runs
-    pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: float("nan"),
 }
 
 
@@ -231,7 +228,7 @@ def test_inventory_and_samples_with_units() -> None:
     assert h100.pci_bus_id == "00000000:01:00.0"
 
     first, procs = sampler.sample(1_000, job_pids={4242, 4243})
-    second, _ = sampler.sample(2_000, job_pids={4242, 4243})
+    second, _ = sampler.sample(1_000 + 100 * MS, job_pids={4242, 4243})
     row = first[0]
     assert set(row) <= set(GPU_SAMPLES)
     assert row["t_ns"] == 1_000 and row["source"] == "nvml" and row["gpu_uuid"] == "GPU-h100"
@@ -253,7 +250,7 @@ def test_inventory_and_samples_with_units() -> None:
     assert gpm["gpm_tensor_util_pct"] == 50.0 and gpm["gpm_dram_bw_util_pct"] == 60.0
     assert gpm["gpm_pcie_tx_bytes_per_s"] == 2.0 * 2**20  # MiB/s -> bytes/s
     assert gpm["gpm_graphics_util_pct"] is None  # the fake says NOT_SUPPORTED for it
-    assert gpm["gpm_pcie_rx_bytes_per_s"] is None  # NaN with NVML_SUCCESS: missing
+    assert gpm["gpm_from_ns"] == 1_000  # the pair's first sample
     t4_row = second[1]
     assert t4_row["pcie_tx_bytes_per_s"] is None and t4_row["job_mem_used_bytes"] == 0
     assert "gpm_sm_util_pct" not in t4_row
@@ -278,7 +275,10 @@ def test_no_visible_gpu_is_unavailable() -> None:
     assert (status.available, status.reason) == (False, "NVML sees no GPU visible to the job")
 
 
-def test_sampler_writes_parts_then_one_file_per_kind(tmp_path: Path) -> None:
+def test_sampler_writes_parts_then_one_file_per_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("rightsize.profiler.nvml.GPM_MIN_INTERVAL_NS", 0)  # ticks 10 ms apart
     (tmp_path / "procs").mkdir()
     nvml = NvmlSampler(FakeNvml([dict(H100, procs=[(os.getpid(), 5 * 2**30)])]), env={})
     nvml.open()
@@ -324,6 +324,39 @@ def test_a_failing_collector_is_dropped_and_recorded(tmp_path: Path) -> None:
     assert result.errors == {"nvml": "NVMLError_GpuIsLost: GPU is lost"}
     assert warnings == ["nvml sampling stopped: NVMLError_GpuIsLost: GPU is lost"]
     assert result.rows["host"] >= 2 and result.files == ("samples/host.parquet",)
+
+
+MS = 1_000_000
+
+
+def _gpm_rows(sampler: NvmlSampler, ticks_ms: list[int]) -> list[dict]:
+    return [sampler.sample(t * MS, job_pids=set())[0][0] for t in ticks_ms]
+
+
+def test_gpm_pairs_are_at_least_90_ms_apart() -> None:
+    # An H100 sampled every 50 ms gave zeros (NaN for DRAM bandwidth) on every other tick:
+    # GPM counters refresh about every 100 ms (NVML: pairs "greater than 100ms" apart).
+    sampler = NvmlSampler(FakeNvml([H100]), env={})
+    sampler.open()
+    rows = _gpm_rows(sampler, [0, 50, 100, 150, 200, 289, 380])
+    assert [r.get("gpm_sm_util_pct") for r in rows] == [None, None, 75.0, None, 75.0, None, 75.0]
+    assert [r.get("gpm_from_ns") for r in rows] == [None, None, 0, None, 100 * MS, None,
+                                                    200 * MS]  # fmt: skip
+    sampler.close()
+
+
+def test_a_gpm_pair_with_a_nan_metric_is_no_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What an H100 (driver 580.159) answered when the counters had not refreshed: NVML_SUCCESS,
+    # DRAM_BW_UTIL NaN and the other metrics 0. The pair is dropped, not averaged in as idle.
+    monkeypatch.setitem(GPM_VALUES, pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL, float("nan"))
+    sampler = NvmlSampler(FakeNvml([H100]), env={})
+    sampler.open()
+    rows = _gpm_rows(sampler, [0, 100, 200])
+    assert not any(k.startswith("gpm_") for r in rows for k in r)
+    monkeypatch.setitem(GPM_VALUES, pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL, 60.0)
+    (row,) = _gpm_rows(sampler, [300])
+    assert (row["gpm_dram_bw_util_pct"], row["gpm_from_ns"]) == (60.0, 200 * MS)
+    sampler.close()
 
 
 @pytest.mark.gpu

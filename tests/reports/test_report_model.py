@@ -159,8 +159,8 @@ def test_provenance_of_a_real_run_directory():
 
 @pytest.mark.parametrize(("detection", "fix"), [
     ("optimizer", "Rerun with fewer --active steps (or a longer job) for clean steps."),
-    ("time", "Rerun with a job that runs longer after the time window opens, or "
-             "--window-delay-s 0 for clean steps."),
+    ("time", ("Rerun with a job that runs longer after the time window opens, or "
+              "--window-delay-s 0 for clean steps.")),
 ])
 def test_a_job_ended_while_recording_gets_the_fix_of_its_step_detection(detection, fix):
     from rightsize.reports.model import capture_warnings

@@ -151,9 +151,11 @@ def _utilization(util: dict[str, Any], th: DiagnosisThresholds) -> list[Evidence
     if not (trace_u and nvml and "gpu_util_pct_mean" in nvml):
         return []
     gap = nvml["gpu_util_pct_mean"] - trace_u["gpu_busy_pct_mean"]
+    n = nvml.get("samples", 0)
     note = (f"NVML utilization.gpu {nvml['gpu_util_pct_mean']:.1f}% (peak "
-            f"{nvml['gpu_util_pct_peak']:.0f}%) vs {trace_u['gpu_busy_pct_mean']:.1f}% of "
-            f"the step with a kernel running in the trace")
+            f"{nvml['gpu_util_pct_peak']:.0f}%, {n} sample{'s' if n != 1 else ''} averaging "
+            f"step time only) vs {trace_u['gpu_busy_pct_mean']:.1f}% of the step with a kernel "
+            "running in the trace")
     if abs(gap) > th.disagreement_pct:
         note += (" - they disagree: NVML counts a sample period busy when any kernel ran in "
                  "it, and samples at its own rate")

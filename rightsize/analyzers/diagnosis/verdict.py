@@ -179,9 +179,60 @@ def _verdict(shares: dict[str, float], signal_pct: dict[str, float],
     return Bound(ranked[0]), level * margin * quality, busy
 
 
+# nvmlDeviceGetUtilizationRates (nvidia-smi utilization.gpu/.memory, DCGM_FI_DEV_GPU_UTIL):
+# "percent of time over the past sample period"; "the sample period may be between 1 second
+# and 1/6 second depending on the product". An H100 (driver 580.159) changed its value every
+# ~200 ms and reported each period about 80 ms after it ended.
+UTIL_PERIOD_NS = (166_666_667, 1_000_000_000)
+
+
+def util_period_ns(samples: pl.DataFrame) -> int:
+    """The driver's averaging period of utilization.gpu, from the shortest time between two
+    changes of its value, within the documented 1/6 s to 1 s (1/6 s when it never changes
+    twice)."""
+    lo, hi = UTIL_PERIOD_NS
+    if "gpu_util_pct" not in samples.columns:
+        return lo
+    s = samples.filter(pl.col("gpu_util_pct").is_not_null())
+    changed = s.filter(pl.col("gpu_util_pct") != pl.col("gpu_util_pct").shift(1))["t_ns"]
+    if changed.len() < 2:
+        return lo
+    return int(min(max(int(changed.diff().drop_nulls().min()), lo), hi))  # type: ignore[arg-type]
+
+
+# Steps a profiler records back to back leave gaps of microseconds between them (an H100
+# inference window: 341 steps, 341 intervals): shorter gaps than this join one window.
+STEP_GAP_NS = 10_000_000
+
+
+def _merged(windows: tuple[np.ndarray, np.ndarray], gap_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """Join consecutive (sorted, disjoint) intervals separated by less than ``gap_ns``."""
+    starts, ends = windows
+    if len(starts) < 2:
+        return windows
+    new = np.concatenate([[True], starts[1:] - ends[:-1] >= gap_ns])
+    first = np.flatnonzero(new)
+    last = np.concatenate([first[1:] - 1, [len(starts) - 1]])
+    return starts[first], ends[last]
+
+
+def _within(windows: tuple[np.ndarray, np.ndarray], start: pl.Expr, end: pl.Expr) -> pl.Expr:
+    """Does [start, end] lie inside one of the (merged) step windows?"""
+    inside = pl.lit(False)
+    for a, b in zip(windows[0].tolist(), windows[1].tolist(), strict=True):
+        inside = inside | ((start >= a) & (end <= b))
+    return inside
+
+
 def utilization(trace: Trace, steps: Steps, device: int | None,
                 samples: pl.DataFrame | None) -> dict[str, Any]:
-    """Peak and mean utilization over the step windows: trace-derived and NVML/GPM side by side."""
+    """Peak and mean utilization over the step windows: trace-derived and NVML/GPM side by side.
+
+    A counter sample counts only when the time it averages lies inside a window: GPM values
+    (and DCGM profiling fields) from their pair's first sample, ``gpm_from_ns`` (else the row
+    before) to ``t_ns``; utilization.gpu from two driver periods before ``t_ns`` (a period,
+    and up to a period until it is reported) to ``t_ns``. ``samples`` counts the
+    utilization.gpu rows, ``gpm_samples`` the GPM rows."""
     out: dict[str, Any] = {"trace": None, "nvml": None}
     if device is None:
         return out
@@ -195,19 +246,25 @@ def utilization(trace: Trace, steps: Steps, device: int | None,
                     "gpu_busy_pct_peak_step": float(per.max())}
     if samples is None or samples.height == 0:
         return out
-    w = samples.filter(pl.col("gpu_index") == device)
-    inside = pl.lit(False)
-    for a, b in zip(steps.start_ns.tolist(), steps.end_ns.tolist(), strict=True):
-        inside = inside | ((pl.col("t_ns") >= a) & (pl.col("t_ns") < b))
-    w = w.filter(inside)
-    if w.height == 0:
+    w = samples.filter(pl.col("gpu_index") == device).sort("t_ns")
+    windows = _merged(iv.union(iv.of(steps.start_ns, steps.end_ns)), STEP_GAP_NS)
+    period = util_period_ns(w)
+    # utilization.gpu at t averages one driver period that ended up to a period before t
+    util = w.filter(_within(windows, pl.col("t_ns") - 2 * period, pl.col("t_ns")))
+    # GPM / DCGM profiling fields average the time since the pair's first sample
+    first = pl.col("gpm_from_ns") if "gpm_from_ns" in w.columns else pl.lit(None, pl.Int64)
+    since = pl.coalesce(first, pl.col("t_ns").shift(1))
+    gpm = w.filter(_within(windows, since, pl.col("t_ns")))
+    if util.height == 0 and gpm.height == 0:
         out["nvml"] = {"samples": 0}
         return out
-    nv: dict[str, Any] = {"samples": w.height}
+    nv: dict[str, Any] = {"samples": util.height, "gpm_samples": gpm.height,
+                          "utilization_period_ms": round(period / 1e6, 1)}
     for col in ("gpu_util_pct", "mem_util_pct", "gpm_sm_util_pct", "gpm_sm_occupancy_pct",
                 "gpm_tensor_util_pct", "gpm_dram_bw_util_pct"):
-        if col in w.columns and w[col].null_count() < w.height:
-            nv[col.replace("_pct", "_pct_mean")] = float(w[col].mean())  # type: ignore[arg-type]
-            nv[col.replace("_pct", "_pct_peak")] = float(w[col].max())  # type: ignore[arg-type]
+        rows = gpm if col.startswith("gpm_") else util
+        if col in rows.columns and rows[col].null_count() < rows.height:
+            nv[col.replace("_pct", "_pct_mean")] = float(rows[col].mean())  # type: ignore[arg-type]
+            nv[col.replace("_pct", "_pct_peak")] = float(rows[col].max())  # type: ignore[arg-type]
     out["nvml"] = nv
     return out

@@ -41,10 +41,14 @@ class TraceUtilization:
 
 @dataclass(frozen=True, slots=True)
 class NvmlUtilization:
-    """NVML / GPM / DCGM samples inside the step windows: mean and peak of each counter that
-    was sampled (a counter never sampled has no key)."""
+    """NVML / GPM / DCGM samples whose averaged time lies inside the step windows: mean and
+    peak of each counter that was sampled (a counter never sampled has no key). ``samples``
+    counts utilization.gpu rows, ``gpm_samples`` GPM rows; ``utilization_period_ms`` is the
+    driver's averaging period assumed for utilization.gpu (1/6 s to 1 s)."""
 
     samples: int
+    gpm_samples: int | None = _opt()
+    utilization_period_ms: float | None = _opt()
     gpu_util_pct_mean: float | None = _opt()
     gpu_util_pct_peak: float | None = _opt()
     mem_util_pct_mean: float | None = _opt()
