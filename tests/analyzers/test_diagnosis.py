@@ -243,7 +243,27 @@ def test_mostly_unrecorded_step_is_inconclusive():
     assert d.bound is Bound.INCONCLUSIVE and d.confidence is None
     first = d.evidence_items[0]
     assert (first.share, first.value, first.threshold) == ("coverage", 40.0, 50.0)
-    assert "profile steady-state steps, e.g. steps 10-15" in first.text
+    # host ops are in the trace: the empty time is the job's own waiting, not a missing record
+    assert first.text.endswith(
+        "; the host side is recorded, so the job spent that time outside PyTorch ops: sleeping, "
+        "waiting for input or requests, I/O, or Python that calls no op; record Python "
+        "functions too (with_stack=True; rightsize run --with-stack) to see which, or profile "
+        "a part of the job that keeps the device busy")
+
+
+@pytest.mark.parametrize(("extra", "ending"), [
+    (None, "record the host side too (activities=[CPU, CUDA]) and profile steady-state steps, "
+           "e.g. steps 10-15 with torch.profiler.schedule(wait=1, warmup=9, active=5)"),
+    ("python_function", "I/O (no recorded Python function covers it either); profile a part of "
+                        "the job that keeps the device busy, or size for the work it has"),
+])
+def test_what_to_record_follows_what_the_trace_holds(extra, ending):
+    b = base().kernel(GEMM, 0, 300, corr=1)
+    if extra:
+        b.op("aten::mm", 300, 100).x(extra, "infer.py(30): main", 300, 100)
+    d, _ = run(b)
+    assert d.bound is Bound.INCONCLUSIVE
+    assert d.evidence_items[0].text.endswith(ending)
 
 
 def test_too_few_kernels_is_inconclusive_at_the_default_threshold():

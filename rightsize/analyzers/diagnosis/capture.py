@@ -46,6 +46,8 @@ class Capture:
     startup_pct: float  # of the step time: start-up work (see the module docstring)
     startup_top: tuple[tuple[str, float], ...]  # (name, ms inside the steps), largest first
     launches_without_kernels: int  # GPU launch calls in a trace that recorded no kernel
+    host_recorded: bool = True  # the trace holds host ops (activities included CPU)
+    python_recorded: bool = False  # ... and Python functions (with_stack=True)
 
 
 def _spans(df: pl.DataFrame) -> iv.Intervals:
@@ -87,4 +89,6 @@ def check(trace: Trace, steps: Steps, work: pl.DataFrame | None, idle_pct: float
         startup_top=tuple(top[:3]),
         launches_without_kernels=launches(trace) if on_gpu and work is not None
         and work.height == 0 else 0,
+        host_recorded=bool((trace.cpu_ops["cat"] == "cpu_op").any()),
+        python_recorded=bool((trace.cpu_ops["cat"] == "python_function").any()),
     )

@@ -38,6 +38,22 @@ class Evidence:
                 "text": self.text}
 
 
+def _unrecorded_advice(c: Capture) -> str:
+    """What to record when most of the step has nothing recorded, by what the trace holds."""
+    if not c.host_recorded:
+        return f"record the host side too (activities=[CPU, CUDA]) and {STEADY}"
+    # Seen on an H100: an inference loop that sleeps 5 ms between requests, recorded by
+    # rightsize run (host ops on): 93% of each step had nothing recorded.
+    waiting = ("the host side is recorded, so the job spent that time outside PyTorch ops: "
+               "sleeping, waiting for input or requests, I/O")
+    if not c.python_recorded:
+        return (f"{waiting}, or Python that calls no op; record Python functions too "
+                "(with_stack=True; rightsize run --with-stack) to see which, or profile a part "
+                "of the job that keeps the device busy")
+    return (f"{waiting} (no recorded Python function covers it either); profile a part of the "
+            "job that keeps the device busy, or size for the work it has")
+
+
 def inconclusive_reasons(c: Capture, util: dict[str, Any],
                          th: DiagnosisThresholds) -> list[Evidence]:
     """Why the capture cannot support a verdict (empty: it can)."""
@@ -53,8 +69,8 @@ def inconclusive_reasons(c: Capture, util: dict[str, Any],
             "coverage", c.recorded_pct, th.min_recorded_pct,
             f"inconclusive: {100 - c.recorded_pct:.1f}% of the step has nothing recorded (device "
             f"idle, no host op, runtime call or Python function): recorded activity covers "
-            f"{c.recorded_pct:.1f}%, below the {th.min_recorded_pct:.0f}% a verdict needs; record "
-            f"the host side too (activities=[CPU, CUDA]) and {STEADY}"))
+            f"{c.recorded_pct:.1f}%, below the {th.min_recorded_pct:.0f}% a verdict needs; "
+            + _unrecorded_advice(c)))
     if c.startup_pct >= th.startup_pct:
         top = ", ".join(f"{n} {ms:,.0f} ms" for n, ms in c.startup_top)
         out.append(Evidence(
