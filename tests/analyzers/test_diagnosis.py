@@ -266,6 +266,26 @@ def test_what_to_record_follows_what_the_trace_holds(extra, ending):
     assert d.evidence_items[0].text.endswith(ending)
 
 
+def test_a_blocking_python_call_is_waiting_not_host_work():
+    # samples/infer.py recorded with --with-stack: main() spans the step, time.sleep most of it;
+    # counting main() as host work read 97% framework overhead, a confident host-bound verdict.
+    b = base().kernel(GEMM, 0, 300, corr=1).op("aten::mm", 300, 100)
+    b.x("python_function", "infer.py(30): main", 0, 1000)
+    b.x("python_function", "<built-in function sleep>", 400, 550)
+    b.x("python_function", "<built-in method acquire of _thread.lock object at 0x7f>", 950, 40)
+    d, _ = run(b)
+    assert shares(d) == {"compute": 30.0, "host": 11.0, "idle": 59.0}
+    assert d.bound is Bound.INCONCLUSIVE
+    assert d.evidence_items[0].text == (
+        "inconclusive: 59.0% of the step has no work recorded (device idle, host idle or in a "
+        "blocking call): recorded activity covers 41.0%, below the 50% a verdict needs; the job "
+        "waits in blocking calls (sleep, locks, select, sockets) for 59.0% of the step, so the "
+        "device has no work then; profile a part of the job that keeps the device busy, or size "
+        "for the work it has")
+    assert any(e.endswith("idle with nothing recorded or waiting (59.0% in sleep, locks, "
+                          "select) 59.0%") for e in d.evidence)
+
+
 def test_too_few_kernels_is_inconclusive_at_the_default_threshold():
     b = base().op("aten::mm", 0, 1000)
     for i in range(19):

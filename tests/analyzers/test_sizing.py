@@ -95,9 +95,9 @@ def test_host_bound_says_what_helps():
 def test_a_step_mostly_unrecorded_is_waiting_not_launch_overhead():
     s = project(work({"compute": 2, "host": 5, "idle": 93}), catalog_of(BIG, MID))
     assert "98% of each step the GPU waits, 93% with nothing recorded on the host (the job " \
-        "sleeping, waiting for input or requests, or in I/O), which a bigger GPU will not " \
-        "shrink: give the GPU more work per step (larger batches, batched requests) or a " \
-        "smaller GPU" in s.reason
+        "waiting - asleep, for input or requests, in I/O - or host work the trace did not " \
+        "record), which a bigger GPU will not shrink: give the GPU more work per step (larger " \
+        "batches, batched requests) or a smaller GPU" in s.reason
     assert "CUDA graphs" not in s.reason
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from rightsize.analyzers.diagnosis.shares import waiting
 from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.steps import Steps
 from rightsize.traces.schema import Trace
@@ -48,6 +49,7 @@ class Capture:
     launches_without_kernels: int  # GPU launch calls in a trace that recorded no kernel
     host_recorded: bool = True  # the trace holds host ops (activities included CPU)
     python_recorded: bool = False  # ... and Python functions (with_stack=True)
+    waiting_pct: float = 0.0  # of the step time: the host in a blocking Python call (shares)
 
 
 def _spans(df: pl.DataFrame) -> iv.Intervals:
@@ -91,4 +93,6 @@ def check(trace: Trace, steps: Steps, work: pl.DataFrame | None, idle_pct: float
         and work.height == 0 else 0,
         host_recorded=bool((trace.cpu_ops["cat"] == "cpu_op").any()),
         python_recorded=bool((trace.cpu_ops["cat"] == "python_function").any()),
+        waiting_pct=100.0 * iv.total(iv.intersect(window, waiting(trace))) / step_ns
+        if step_ns else 0.0,
     )

@@ -13,7 +13,11 @@ window, in this order:
 * ``pcie``: host<->device and peer copies not hidden under kernels;
 * ``dataloader``: GPU idle while the data loader's ``__next__`` runs;
 * ``host``: GPU idle while the CPU runs ops, Python or launch/sync calls;
-* ``idle``: GPU idle with nothing recorded on the host.
+* ``idle``: GPU idle with nothing recorded on the host, or the host waiting in a blocking call
+  that Python-function recording (``with_stack=True``) shows (:data:`WAIT_CALLS`: sleep,
+  select/poll, lock acquire, socket receive/accept). Without this, the enclosing Python frames
+  (``main``) would count a loop's ``time.sleep`` as host work: an inference loop sleeping 5 ms
+  between requests, recorded with ``--with-stack``, read as 97% framework overhead.
 
 CPU-only traces (no GPU activity): the same shares over host ops' own (self) time: an ATen op's
 own time is work, compute-bound when its roofline intensity is above the assumed CPU ridge point
@@ -39,11 +43,26 @@ def _span(df: pl.DataFrame) -> iv.Intervals:
     return iv.union(iv.from_durations(df["ts_ns"].to_numpy(), df["dur_ns"].to_numpy()))
 
 
+# Python's blocking calls as the profiler's Python tracer names them ("<built-in function
+# sleep>", "<built-in method acquire of _thread.lock object at 0x...>", ...).
+WAIT_CALLS = (r"^<built-in (?:function|method) (?:sleep|select|poll|epoll_wait|acquire|wait|"
+              r"waitpid|recv|recv_into|recvfrom|recvmsg|accept)\b")
+
+
+def waiting(trace: Trace) -> iv.Intervals:
+    """Time the host spent in a blocking Python call (:data:`WAIT_CALLS`)."""
+    calls = trace.cpu_ops.select("ts_ns", "dur_ns", "cat", "name").filter(
+        (pl.col("cat") == "python_function") & pl.col("name").str.contains(WAIT_CALLS))
+    return _span(calls)
+
+
 def _host_busy(trace: Trace) -> iv.Intervals:
     # the columns read are selected before each filter (a filter copies every column it keeps)
     ops = trace.cpu_ops.select("ts_ns", "dur_ns", "cat").filter(
         pl.col("cat").is_in(["cpu_op", "python_function"]))
-    return _span(pl.concat([ops.select("ts_ns", "dur_ns"), trace.runtime.select("ts_ns", "dur_ns")]))
+    busy = _span(pl.concat([ops.select("ts_ns", "dur_ns"),
+                            trace.runtime.select("ts_ns", "dur_ns")]))
+    return iv.subtract(busy, waiting(trace))
 
 
 def _dataloader(trace: Trace) -> iv.Intervals:

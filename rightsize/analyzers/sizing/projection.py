@@ -355,9 +355,10 @@ def _stall_words(shares: Mapping[str, float], step_ms: float) -> str:
         # Seen on an H100: an inference loop sleeping 5 ms between requests, 93% of its steps
         # with nothing recorded; launch-overhead advice would not touch that.
         return (f"{host / step_ms:.0%} of each step the GPU waits, {idle / step_ms:.0%} with"
-                " nothing recorded on the host (the job sleeping, waiting for input or"
-                " requests, or in I/O), which a bigger GPU will not shrink: give the GPU more"
-                " work per step (larger batches, batched requests) or a smaller GPU")
+                " nothing recorded on the host (the job waiting - asleep, for input or"
+                " requests, in I/O - or host work the trace did not record), which a bigger"
+                " GPU will not shrink: give the GPU more work per step (larger batches,"
+                " batched requests) or a smaller GPU")
     return (f"{host / step_ms:.0%} of each step is host/launch overhead (the GPU waits for the"
             " CPU), which a bigger GPU will not shrink: use larger batches, CUDA graphs or"
             " torch.compile(mode='reduce-overhead'), and avoid .item()/synchronize in the loop")
