@@ -252,10 +252,10 @@ def test_mostly_unrecorded_step_is_inconclusive():
 
 
 @pytest.mark.parametrize(("extra", "ending"), [
-    (None, "record the host side too (activities=[CPU, CUDA]) and profile steady-state steps, "
-           "e.g. steps 10-15 with torch.profiler.schedule(wait=1, warmup=9, active=5)"),
-    ("python_function", "I/O (no recorded Python function covers it either); profile a part of "
-                        "the job that keeps the device busy, or size for the work it has"),
+    (None, ("record the host side too (activities=[CPU, CUDA]) and profile steady-state "
+            "steps, e.g. steps 10-15 with torch.profiler.schedule(wait=1, warmup=9, active=5)")),
+    ("python_function", ("I/O (no recorded Python function covers it either); profile a part "
+                         "of the job that keeps the device busy, or size for the work it has")),
 ])
 def test_what_to_record_follows_what_the_trace_holds(extra, ending):
     b = base().kernel(GEMM, 0, 300, corr=1)

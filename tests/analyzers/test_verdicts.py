@@ -31,6 +31,73 @@ def test_sample_run_verdicts(run):
     assert sum(d["shares_pct"].values()) == pytest.approx(100.0, abs=0.05)
 
 
+# Recorded on an H100 (torch 2.11, CUDA 13.0) by samples/record_gpu.sh: each script shows its
+# bound on a real GPU, except infer, whose loop sleeps 5 ms between requests.
+GPU_VERDICTS = {  # run -> (bound, confidence, shares_pct rounded to 0.1, zeros left out)
+    "train_compute-h100": ("compute", 0.69, {"compute": 87.5, "memory": 11.9, "host": 0.6}),
+    "train_memory-h100": ("memory", 0.74, {"memory": 98.5, "host": 1.4, "idle": 0.1}),
+    "train_memory_long-h100": ("memory", 0.84, {"memory": 98.5, "host": 1.4, "idle": 0.1}),
+    "train_pcie-h100": ("pcie", 0.67, {"memory": 1.5, "pcie": 76.3, "host": 11.8, "idle": 10.3}),
+    "train_pcie_pinned-h100": ("pcie", 0.42,
+                               {"memory": 8.8, "pcie": 56.4, "host": 10.0, "idle": 24.9}),
+    "train_dataloader-h100": ("dataloader", 0.8,
+                              {"memory": 0.1, "dataloader": 91.8, "host": 4.2, "idle": 3.9}),
+    "train_host-h100": ("host", 0.66, {"memory": 1.8, "host": 73.6, "idle": 24.6}),
+    # at --scale 4 an H100 finishes the CNN's kernels faster than Python launches them
+    "train_cnn-h100": ("host", 0.54, {"compute": 13.1, "memory": 35.2, "host": 35.5,
+                                      "idle": 16.1}),
+    "infer-h100": ("inconclusive", None, {"compute": 1.1, "memory": 0.4, "host": 6.7,
+                                          "idle": 91.8}),
+}
+
+
+@pytest.mark.parametrize("run", sorted(GPU_VERDICTS))
+def test_gpu_sample_run_verdicts(run):
+    doc = analyze_paths([SAMPLES / "runs" / run])
+    d = doc["diagnosis"]
+    bound, confidence, pct = GPU_VERDICTS[run]
+    assert (d["device"], d["bound"], d["confidence"]) == ("gpu", bound, confidence)
+    assert {k: round(v, 1) for k, v in d["shares_pct"].items() if round(v, 1)} == pct
+    assert doc["sizing"]["current"] == "H100 SXM"
+    assert d["device_match"]["reported"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_fp32_cuda_core_gemms_on_an_h100_are_not_tensor_core_time():
+    m = analyze_paths([SAMPLES / "runs" / "train_compute-h100"])["metrics"]
+    # the plugin's list has "xmma_gemm": cuBLAS's sm80_xmma_gemm_..._ffma_ FP32 kernels count
+    assert round(m["tensor_core_kernel_pct"], 1) == 53.1
+    assert m["tensor_core_kernel_pct_extended"] == 0.0
+
+
+def test_nvml_and_gpm_over_thirty_steps_on_an_h100():
+    u = analyze_paths([SAMPLES / "runs" / "train_memory_long-h100"])["diagnosis"]["utilization"]
+    nv = u["nvml"]
+    assert (nv["samples"], nv["gpm_samples"], nv["utilization_period_ms"]) == (3, 10, 189.6)
+    assert (nv["gpu_util_pct_mean"], round(u["trace"]["gpu_busy_pct_mean"], 1)) == (100.0, 93.4)
+    assert round(nv["gpm_dram_bw_util_pct_mean"], 1) == 75.2
+    assert round(nv["gpm_sm_util_pct_mean"], 1) == 86.6
+
+
+def test_ncu_export_decides_the_split_of_the_h100_run():
+    doc = analyze_paths([SAMPLES / "runs" / "train_compute-h100",
+                         SAMPLES / "exports" / "h100" / "ncu-train_compute.csv"])
+    d = doc["diagnosis"]
+    assert (d["bound"], d["confidence"], d["signal_pct"]) == ("compute", 0.85, {"ncu": 100.0})
+    raw = analyze_paths([SAMPLES / "runs" / "train_memory-h100",
+                         SAMPLES / "exports" / "h100" / "ncu-raw-train_memory.csv"])["diagnosis"]
+    assert (raw["bound"], raw["confidence"]) == ("memory", 0.86)
+    assert raw["signal_pct"]["ncu"] == 84.18
+
+
+def test_a_sleeping_inference_loop_is_inconclusive_and_says_why():
+    doc = analyze_paths([SAMPLES / "runs" / "infer-h100"])
+    first = doc["diagnosis"]["evidence"][0]
+    assert first.startswith("inconclusive: 91.8% of the step has nothing recorded")
+    assert "the host side is recorded, so the job spent that time outside PyTorch ops" in first
+    assert "92% with nothing recorded on the host" in doc["sizing"]["reason"]
+    assert "CUDA graphs" not in doc["sizing"]["reason"]
+
+
 @pytest.mark.parametrize("name,bound", [
     ("kineto-tb_plugin-resnet50_num_workers_0-worker0.1623143089861.pt.trace.json.gz",
      "dataloader"),

@@ -11,7 +11,7 @@ import pytest
 from rightsize.errors import InputError
 from rightsize.traces.metrics_logs import looks_like_metrics_log, metrics_log_kind, read_metrics_log
 from rightsize.traces.samples import GPU_SAMPLES
-from tests.conftest import shared_path
+from tests.conftest import SAMPLES, shared_path
 
 MIB = 1024 * 1024
 PROM = "datadog-integrations-core-dcgm-tests-docker-serve-metrics.prom"
@@ -164,3 +164,12 @@ def test_bad_inputs(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="empty file"):
         read_metrics_log(empty)
     assert other.read_text() == "a,b,c\n1,2,3\n"
+
+
+def test_a_real_h100_nvidia_smi_log() -> None:
+    # samples/record_gpu.sh: nvidia-smi --query-gpu=... --format=csv -lms 100 during its runs
+    df = read_metrics_log(SAMPLES / "exports" / "h100" / "nvidia-smi-query-gpu.csv")
+    assert df.height == 1433 and set(df["source"]) == {"nvidia-smi"}
+    assert df["mem_total_bytes"][0] == 81559 * 2**20  # "81559 MiB"
+    assert (df["gpu_util_pct"].max(), df["power_w"].max()) == (100.0, 337.19)
+    assert df["t_ns"].is_sorted() and df["t_ns"].max() - df["t_ns"].min() == 144_744_000_000

@@ -49,7 +49,7 @@ class Capture:
     launches_without_kernels: int  # GPU launch calls in a trace that recorded no kernel
     host_recorded: bool = True  # the trace holds host ops (activities included CPU)
     python_recorded: bool = False  # ... and Python functions (with_stack=True)
-    waiting_pct: float = 0.0  # of the step time: the host in a blocking Python call (shares)
+    waiting_pct: float = 0.0  # of the step time: idle, the host in a blocking Python call
 
 
 def _spans(df: pl.DataFrame) -> iv.Intervals:
@@ -62,8 +62,9 @@ def launches(trace: Trace) -> int:
 
 
 def check(trace: Trace, steps: Steps, work: pl.DataFrame | None, idle_pct: float,
-          step_ns: int, on_gpu: bool) -> Capture:
-    """Facts about the capture; ``work``: the classified kernels (None for a CPU-only run)."""
+          step_ns: int, on_gpu: bool, idle: iv.Intervals | None = None) -> Capture:
+    """Facts about the capture; ``work``: the classified kernels (None for a CPU-only run);
+    ``idle``: the idle share's intervals (blocking calls are counted inside them)."""
     window = iv.union(iv.of(steps.start_ns, steps.end_ns))
     dur = steps.dur_ns.astype(np.float64)
     cv = float(dur.std() / dur.mean()) if len(dur) > 1 and dur.mean() > 0 else 0.0
@@ -93,6 +94,7 @@ def check(trace: Trace, steps: Steps, work: pl.DataFrame | None, idle_pct: float
         and work.height == 0 else 0,
         host_recorded=bool((trace.cpu_ops["cat"] == "cpu_op").any()),
         python_recorded=bool((trace.cpu_ops["cat"] == "python_function").any()),
-        waiting_pct=100.0 * iv.total(iv.intersect(window, waiting(trace))) / step_ns
+        waiting_pct=100.0 * iv.total(iv.intersect(window if idle is None else idle,
+                                                  waiting(trace))) / step_ns
         if step_ns else 0.0,
     )

@@ -50,7 +50,7 @@ def _unrecorded_advice(c: Capture) -> str:
         return (f"{waiting}, or Python that calls no op; record Python functions too "
                 "(with_stack=True; rightsize run --with-stack) to see which, or profile a part "
                 "of the job that keeps the device busy")
-    if c.waiting_pct > 0:
+    if round(c.waiting_pct, 1) > 0:
         return (f"the job waits in blocking calls (sleep, locks, select, sockets) for "
                 f"{c.waiting_pct:.1f}% of the step, so the device has no work then; profile a "
                 "part of the job that keeps the device busy, or size for the work it has")
@@ -69,14 +69,14 @@ def inconclusive_reasons(c: Capture, util: dict[str, Any],
             "GPU kernel recorded (a CUPTI range-profiler or host-only capture): the GPU side is "
             "unknown; record with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"))
     if 100.0 - c.recorded_pct >= 100.0 - th.min_recorded_pct:
+        what = ("has nothing recorded (device idle, no host op, runtime call or Python function)"
+                if round(c.waiting_pct, 1) <= 0 else
+                "has no work recorded (device idle, host idle or in a blocking call)")
         out.append(Evidence(
             "coverage", c.recorded_pct, th.min_recorded_pct,
-            f"inconclusive: {100 - c.recorded_pct:.1f}% of the step "
-            + ("has nothing recorded (device idle, no host op, runtime call or Python function)"
-               if c.waiting_pct <= 0 else "has no work recorded (device idle, host idle or in a "
-               "blocking call)")
-            + f": recorded activity covers {c.recorded_pct:.1f}%, below the "
-            f"{th.min_recorded_pct:.0f}% a verdict needs; " + _unrecorded_advice(c)))
+            f"inconclusive: {100 - c.recorded_pct:.1f}% of the step {what}: recorded activity "
+            f"covers {c.recorded_pct:.1f}%, below the {th.min_recorded_pct:.0f}% a verdict "
+            "needs; " + _unrecorded_advice(c)))
     if c.startup_pct >= th.startup_pct:
         top = ", ".join(f"{n} {ms:,.0f} ms" for n, ms in c.startup_top)
         out.append(Evidence(
@@ -125,7 +125,7 @@ def findings(shares: dict[str, float], busy: float, bound: Bound | None,
                            f"data-loader wait exposed {shares['dataloader']:.1f}% of the step"
                            f"{flag} the TensorBoard plugin's {th.dataloader_pct:.0f}% threshold)"))
     if shares["host"] + shares["idle"] > 0:
-        empty = ("nothing recorded" if c.waiting_pct <= 0 else
+        empty = ("nothing recorded" if round(c.waiting_pct, 1) <= 0 else
                  f"nothing recorded or waiting ({c.waiting_pct:.1f}% in sleep, locks, select)")
         text = (f"GPU idle while the host runs Python, ops and launches: {shares['host']:.1f}% "
                 f"of the step; idle with {empty} {shares['idle']:.1f}%" if on_gpu else

@@ -126,7 +126,7 @@ def diagnose(
     shares = {k: (100.0 * iv.total(parts[k]) / step_ns if step_ns else 0.0) for k in SHARES}
     signal_pct = _signal_pct(work)
     facts = capture.check(trace, steps, work if on_gpu else None, shares["idle"], step_ns,
-                          on_gpu)
+                          on_gpu, parts["idle"])
     util = utilization(trace, steps, device, samples)
     bound, confidence, busy = _verdict(shares, signal_pct, thresholds)
     reasons = inconclusive_reasons(facts, util, thresholds) if bound is not None else []
