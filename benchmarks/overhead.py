@@ -14,7 +14,7 @@ alternating, and reports medians:
   trace is exported on a background thread from there), against the median step of the same
   run (target: within 2x).
 
-Usage: python benchmarks/overhead.py [--runs 5] [--steps 150] [--width 256]
+Usage: python benchmarks/overhead.py [--runs 5] [--steps 150] [--width 256] [--device cuda]
 """
 
 from __future__ import annotations
@@ -30,21 +30,24 @@ from pathlib import Path
 
 TRAIN = """
 import json, sys, time, torch
-steps, width = int(sys.argv[1]), int(sys.argv[2])
+steps, width, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 torch.manual_seed(0)
 torch.set_num_threads(1)
 layer = torch.nn.TransformerEncoderLayer(width, nhead=4, dim_feedforward=4 * width,
                                          batch_first=True)
 model = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, num_layers=2),
-                            torch.nn.Linear(width, 10))
+                            torch.nn.Linear(width, 10)).to(device)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-x, y = torch.randn(16, 64, width), torch.randint(0, 10, (16,))
+x = torch.randn(16, 64, width, device=device)
+y = torch.randint(0, 10, (16,), device=device)
+sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 times = []
 for _ in range(steps):
     t0 = time.perf_counter()
     opt.zero_grad(set_to_none=True)
     torch.nn.functional.cross_entropy(model(x).mean(dim=1), y).backward()
     opt.step()
+    sync()  # a step's time includes its GPU work
     times.append(time.perf_counter() - t0)
 print("STEPS " + json.dumps(times))
 """
@@ -66,11 +69,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda (NVML sampled too)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "train.py").write_text(TRAIN)
-        job = ["train.py", str(args.steps), str(args.width)]
+        job = ["train.py", str(args.steps), str(args.width), args.device]
         results: dict[str, list[tuple[float, list[float]]]] = {"plain": [], "rightsize": []}
         for i in range(args.runs):
             results["plain"].append(one_run([sys.executable, *job], work))
@@ -91,7 +95,8 @@ def report(results: dict[str, list[tuple[float, list[float]]]], args: argparse.N
         "process wall time": lambda w, s: w,
         "step right after the window": lambda w, s: s[AFTER_WINDOW_STEP],
     }
-    print(f"rightsize run overhead: {args.runs} runs each, {args.steps} steps, width {args.width}")
+    print(f"rightsize run overhead: {args.runs} runs each, {args.steps} steps, width {args.width}, "
+          f"{args.device}")
     print(f"{'':42s} {'plain':>10s} {'rightsize':>10s} {'overhead':>9s}")
     for label, pick in rows.items():
         plain, wrapped = med("plain", pick), med("rightsize", pick)
