@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -56,9 +57,22 @@ FIRST_UNHOOKED_STEP = 8  # steps 0..6 are first step + wait 1 + warmup 1 + activ
 AFTER_WINDOW_STEP = 5  # the optimizer step that ends the active window (its trace is exported)
 
 
-def one_run(cmd: list[str], cwd: Path) -> tuple[float, list[float]]:
+# rightsize run options per variant: the whole thing, and each half alone
+VARIANTS = {
+    "rightsize": [],
+    "no-gpu-samples": ["--no-gpu-samples"],
+    "no-profiler": ["--no-profiler"],
+    "no-memory": ["--no-profile-memory", "--no-record-shapes", "--no-with-flops"],
+    "keep-cupti": [],  # TEARDOWN_CUPTI=0: CUPTI stays attached after the window
+}
+VARIANT_ENV = {"keep-cupti": {"TEARDOWN_CUPTI": "0"}}
+
+
+def one_run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None
+            ) -> tuple[float, list[float]]:
     t0 = time.perf_counter()
-    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=True)
+    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=True,
+                         env={**os.environ, **(env or {})})
     wall_s = time.perf_counter() - t0
     line = next(ln for ln in res.stdout.splitlines() if ln.startswith("STEPS "))
     return wall_s, json.loads(line[len("STEPS ") :])
@@ -70,20 +84,29 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--device", default="cpu", help="cpu, or cuda (NVML sampled too)")
+    parser.add_argument("--variants", default="rightsize",
+                        help=f"comma-separated, of {', '.join(VARIANTS)}: what runs the job "
+                        "besides plain python (alternating, one of each per run)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "train.py").write_text(TRAIN)
         job = ["train.py", str(args.steps), str(args.width), args.device]
-        results: dict[str, list[tuple[float, list[float]]]] = {"plain": [], "rightsize": []}
+        results: dict[str, list[tuple[float, list[float]]]] = {"plain": []}
         for i in range(args.runs):
             results["plain"].append(one_run([sys.executable, *job], work))
-            wrapped = [sys.executable, "-m", "rightsize", "run", "--no-report"]
-            results["rightsize"].append(one_run([*wrapped, "--out", f"run{i}", *job], work))
-    report(results, args)
+            for name in args.variants.split(","):
+                wrapped = [sys.executable, "-m", "rightsize", "run", "--no-report",
+                           *VARIANTS[name]]
+                out = ["--out", f"run-{name}-{i}"]
+                results.setdefault(name, []).append(
+                    one_run([*wrapped, *out, *job], work, VARIANT_ENV.get(name)))
+    for name in args.variants.split(","):
+        report(results, args, name)
 
 
-def report(results: dict[str, list[tuple[float, list[float]]]], args: argparse.Namespace) -> None:
+def report(results: dict[str, list[tuple[float, list[float]]]], args: argparse.Namespace,
+           variant: str = "rightsize") -> None:
     def med(kind: str, pick) -> float:
         return statistics.median(pick(wall, steps) for wall, steps in results[kind])
 
@@ -95,11 +118,11 @@ def report(results: dict[str, list[tuple[float, list[float]]]], args: argparse.N
         "process wall time": lambda w, s: w,
         "step right after the window": lambda w, s: s[AFTER_WINDOW_STEP],
     }
-    print(f"rightsize run overhead: {args.runs} runs each, {args.steps} steps, width {args.width}, "
-          f"{args.device}")
+    print(f"rightsize run overhead ({variant}): {args.runs} runs each, {args.steps} steps, "
+          f"width {args.width}, {args.device}")
     print(f"{'':42s} {'plain':>10s} {'rightsize':>10s} {'overhead':>9s}")
     for label, pick in rows.items():
-        plain, wrapped = med("plain", pick), med("rightsize", pick)
+        plain, wrapped = med("plain", pick), med(variant, pick)
         unit, scale = ("ms", 1e3) if "window" in label else ("s", 1.0)
         print(
             f"{label:42s} {plain * scale:8.2f}{unit:>2s} {wrapped * scale:8.2f}{unit:>2s} "
@@ -108,7 +131,7 @@ def report(results: dict[str, list[tuple[float, list[float]]]], args: argparse.N
 
 
     after = statistics.median(s[AFTER_WINDOW_STEP] / statistics.median(s[FIRST_UNHOOKED_STEP:])
-                              for _, s in results["rightsize"])
+                              for _, s in results[variant])
     print(f"step right after the window / median step under rightsize: {after:.2f}x "
           "(target <= 2x)")
 

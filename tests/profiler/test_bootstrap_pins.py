@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
+import types
 from pathlib import Path
 
 import pytest
@@ -45,3 +47,25 @@ def test_trace_names_are_one(state, rank, pid, window):
     name = state._trace_name(rank, pid, window)
     assert name == rundir.trace_name(rank, pid, window)
     assert rundir.parse_trace_name(name) == (rank, pid, window)
+
+
+@pytest.mark.parametrize(("cuda", "preset", "expected"), [
+    ("13.0", None, "1"),  # the H100 runs: CUPTI finalized when the window ends
+    ("12.6", None, "1"),
+    ("12.4", None, None),  # before 12.6 teardown could crash jobs with CUDA graphs
+    (None, None, None),  # a CPU build: no CUPTI
+    ("13.0", "0", "0"),  # the user's choice stands
+])
+def test_cupti_teardown_is_asked_for_from_cuda_12_6(monkeypatch, cuda, preset, expected):
+    monkeypatch.syspath_prepend(str(BOOTSTRAP.parent))
+    spec = importlib.util.spec_from_file_location("_rightsize_inject_pinned",
+                                                  BOOTSTRAP.parent / "_rightsize_inject.py")
+    inject = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(inject)
+    if preset is None:
+        monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+    else:
+        monkeypatch.setenv("TEARDOWN_CUPTI", preset)
+    fake_torch = types.SimpleNamespace(version=types.SimpleNamespace(cuda=cuda))
+    inject._teardown_cupti(fake_torch)
+    assert os.environ.get("TEARDOWN_CUPTI") == expected

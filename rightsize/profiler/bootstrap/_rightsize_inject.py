@@ -100,11 +100,28 @@ def _skip_reason():
     return None
 
 
+def _teardown_cupti(torch):
+    """Have Kineto finalize CUPTI when the window ends (``TEARDOWN_CUPTI=1``), unless the user
+    chose. Without it CUPTI stays attached and every later step pays for it: on an H100 (torch
+    2.11, CUDA 13.0) a transformer step ran 16-40% slower after the window than without
+    rightsize. Left alone before CUDA 12.6, where teardown could crash jobs using CUDA graphs
+    (pytorch#146604); torch's own CUDA-graph paths set it to 0 themselves."""
+    if "TEARDOWN_CUPTI" in os.environ:
+        return
+    try:
+        major, minor = (int(x) for x in str(torch.version.cuda).split(".")[:2])
+    except (AttributeError, TypeError, ValueError):
+        return  # a CPU build (cuda is None) or a ROCm one: no CUPTI
+    if (major, minor) >= (12, 6):
+        os.environ["TEARDOWN_CUPTI"] = "1"
+
+
 def _on_torch(torch):
     global _STATE
     try:
         _STATE = State(torch, _skip_reason() or (None if _CONFIG["profiler"] else "--no-profiler"))
         if _STATE.mode != "off":
+            _teardown_cupti(torch)
             _install_hooks(torch)
     except Exception as exc:  # noqa: BLE001 - the import of torch must succeed whatever happens
         warn(f"profiler disabled in pid {os.getpid()}: {exc!r}")
