@@ -292,9 +292,20 @@ def _workload(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,
         current_memory_bytes=_device_prop(trace, device, "memory_bytes"),
         flops_per_step=flops, bytes_per_step=bytes_, samples_per_step=samples_per_step,
         bound=diag.bound.value if diag.bound else None,
+        host_copy_gbs=_host_copy_gbs(trace, device),
         training=bool(trace.cpu_ops.select((pl.col("name").str.starts_with("Optimizer.step")
                                             | pl.col("name").str.contains("Backward")).any()).item()),
     )
+
+
+def _host_copy_gbs(trace: Trace, device: int | None) -> float | None:
+    """GB/s the device's host<->device copies achieved: bytes / their busy time."""
+    if device is None:
+        return None
+    m = trace.transfers.filter((pl.col("device") == device) & (pl.col("kind") == "memcpy")
+                               & pl.col("direction").is_in(["HtoD", "DtoH"]))
+    busy = int(m["dur_ns"].sum()) if m.height else 0
+    return float(m["bytes"].sum()) / busy if busy > 0 else None
 
 
 def _device_name(trace: Trace, device: int | None) -> str | None:

@@ -284,3 +284,28 @@ def test_slower_cheaper_candidate_says_so_first():
     assert s.reason.startswith(
         f"mid is 2.9x slower, 27% cheaper per step (290.0 ms projected, range"
         f" {290 - spread:.1f}-{290 + spread:.1f}, vs 100.0 ms now; prices seen 2026-01)")
+
+
+@pytest.mark.parametrize(("measured", "new_link", "ratio"), [
+    (54.0, 32.0, 2.0),  # pinned on an H100 (84% of gen 5): link-bound, scales with the link
+    (54.0, 128.0, 0.5),  # ... and shrinks on a faster one
+    (6.7, 32.0, 1.0),  # pageable on an H100: host-bound, an L4's gen 4 link carries 6.7 GB/s
+    (6.7, 16.0, 1.0),  # a T4's gen 3 link too (13.4 GB/s achievable)
+    (6.7, 4.0, 6.7 / (4.0 * 0.84)),  # a link slower than the host's staging slows it
+    (None, 32.0, 2.0),  # no copies measured: the link ratio, as before
+])
+def test_host_bound_copies_keep_their_rate_on_a_slower_link(measured, new_link, ratio):
+    from rightsize.analyzers.sizing.projection import pcie_ratio
+
+    assert pcie_ratio(measured, 64.0, new_link) == pytest.approx(ratio)
+
+
+def test_pcie_share_of_pageable_copies_is_not_doubled_on_a_gen4_card():
+    # samples/runs/train_pcie-h100: 76% of a 13.1 ms step in pageable copies at 6.7 GB/s
+    slow_link = gpu("slow", link=32, tf=1000, bw=3000)
+    cat = catalog_of(gpu("big", link=64, tf=1000, bw=3000), slow_link)
+    shares = {"memory": 1.0, "pcie": 10.0, "host": 2.0}
+    pageable = project(work(shares, host_copy_gbs=6.7), cat)
+    pinned = project(work(shares, host_copy_gbs=54.0), cat)
+    assert {c.gpu: c.projected_step_ms for c in pageable.candidates}["slow"] == 13.0
+    assert {c.gpu: c.projected_step_ms for c in pinned.candidates}["slow"] == 23.0

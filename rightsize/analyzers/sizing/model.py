@@ -74,6 +74,9 @@ class Workload:
     bound: str | None = None  # the diagnosis verdict (Bound value), when there is one
     kernels: tuple[KernelWork, ...] = ()  # per-step kernel work, for the per-kernel projection
     ranks: int = 1  # ranks of the measured job (world size); >1 with communication: see fabric
+    # GB/s the host<->device copies achieved (bytes / busy time of HtoD and DtoH memcpy): well
+    # below the link, they were bound by the host (pageable staging), not by the link
+    host_copy_gbs: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,9 +99,27 @@ def _split_ms(workload: Workload, current: Gpu | None, gpu: Gpu,
                   + shares.get(Share.MEMORY, 0.0)
                   * _ratio(current.memory_bandwidth_gbs * src[1].stream_fraction,
                            gpu.memory_bandwidth_gbs * dst[1].stream_fraction))
-    pcie = shares.get(Share.PCIE, 0.0) * _ratio(current.host_link_gbs_per_direction,
-                                                 gpu.host_link_gbs_per_direction)
+    pcie = shares.get(Share.PCIE, 0.0) * pcie_ratio(workload.host_copy_gbs,
+                                                    current.host_link_gbs_per_direction,
+                                                    gpu.host_link_gbs_per_direction)
     return fixed, gpu_ms + pcie
+
+
+# Copies at half the link or more were bound by it; below, by the host. On an H100 (PCIe gen 5
+# x16, 64 GB/s per direction): pinned copies 54.0 GB/s (84%), pageable 6.7 GB/s (10%).
+LINK_BOUND_FRACTION = 0.5
+LINK_ACHIEVABLE_FRACTION = 0.84  # of a link's nominal rate, by pinned copies (the H100 above)
+
+
+def pcie_ratio(measured_gbs: float | None, cur_link: float | None,
+               new_link: float | None) -> float:
+    """New / current time of the host<->device copies. Link-bound copies (at least
+    ``LINK_BOUND_FRACTION`` of the current link) scale with the link; host-bound ones (pageable
+    staging) keep their rate on any link that carries it, and slow down only where the new
+    link's achievable rate is lower still."""
+    if not (measured_gbs and cur_link and new_link) or measured_gbs >= LINK_BOUND_FRACTION * cur_link:
+        return _ratio(cur_link, new_link)
+    return measured_gbs / min(measured_gbs, new_link * LINK_ACHIEVABLE_FRACTION)
 
 
 def _needed_bytes(workload: Workload, constraints: Constraints) -> float | None:
