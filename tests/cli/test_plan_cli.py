@@ -117,7 +117,7 @@ def test_shared_qwen_h100_inference(tmp_path: Path) -> None:
     # but within its range of it: at risk, no longer a miss
     assert misses == ["A10", "A10G", "A40", "L4", "L40S", "RTX A6000"]
     ada = next(c for c in data["candidates"] if c["gpu"] == "RTX 6000 Ada")
-    assert (ada["step_ms"], ada["slo"]) == (95.0648, "at-risk")
+    assert (ada["step_ms"], ada["slo"]) == (95.0624, "at-risk")  # its copies: host-bound
     assert sorted(p.name for p in (tmp_path / "rightsize-plan").iterdir()) == \
         ["deployment.yaml", "hpa.yaml", "keda-scaledobject.yaml"]
 

@@ -254,7 +254,10 @@ def utilization(trace: Trace, steps: Steps, device: int | None,
     # GPM / DCGM profiling fields average the time since the pair's first sample
     first = pl.col("gpm_from_ns") if "gpm_from_ns" in w.columns else pl.lit(None, pl.Int64)
     since = pl.coalesce(first, pl.col("t_ns").shift(1))
-    gpm = w.filter(_within(windows, since, pl.col("t_ns")))
+    gpm_cols = [c for c in w.columns if c.startswith("gpm_") and c != "gpm_from_ns"]
+    has_gpm = pl.any_horizontal([pl.col(c).is_not_null() for c in gpm_cols]) if gpm_cols \
+        else pl.lit(False)
+    gpm = w.filter(_within(windows, since, pl.col("t_ns")) & has_gpm)
     if util.height == 0 and gpm.height == 0:
         out["nvml"] = {"samples": 0}
         return out
