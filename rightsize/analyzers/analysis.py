@@ -91,7 +91,8 @@ class RankAnalysis:
 @dataclass(frozen=True, slots=True)
 class Analysis:
     ranks: tuple[RankAnalysis, ...]
-    counters: Diagnosis | None = None  # from GPU samples alone, when there is no trace
+    # from GPU samples alone, or else from Nsight Compute rows alone, when there is no trace
+    counters: Diagnosis | None = None
     host: HostTimeline | None = None  # host samples of a run, with the profiled window
 
     @property
@@ -212,6 +213,9 @@ def analyze(traces: list[Trace], context: Context = Context()) -> Analysis:
     if not ranks and context.gpu_samples is not None:
         from rightsize.analyzers.diagnosis.counters import diagnose_counters
         counters = diagnose_counters(context.gpu_samples)
+    if not ranks and counters is None and context.ncu is not None:
+        from rightsize.analyzers.diagnosis.ncu_only import diagnose_ncu
+        counters = diagnose_ncu(context.ncu)
     first = max(ranks, key=lambda r: r.kernel_ns) if ranks else None
     window = (int(first.steps.start_ns[0]), int(first.steps.end_ns[-1])) \
         if first is not None and first.steps.count else None

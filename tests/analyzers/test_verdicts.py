@@ -200,3 +200,33 @@ def test_unrelated_traces_are_not_ranks_of_one_job(tmp_path):
         analyze_paths([shared_path("traces", "kineto", n) for n in (
             "hta-cpu_only-rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
             "hta-trace_filter-sampled_rank-0.json.gz")])
+
+
+@pytest.mark.parametrize(("export", "bound", "confidence", "pct"), [
+    ("ncu-train_compute.csv", "compute", 0.46, (92.7, 7.3)),
+    ("ncu-raw-train_memory.csv", "memory", 0.47, (2.8, 97.2)),
+])
+def test_an_ncu_export_alone_gets_a_capped_verdict(export, bound, confidence, pct):
+    d = analyze_paths([SAMPLES / "exports" / "h100" / export])["diagnosis"]
+    assert (d["device"], d["bound"], d["confidence"]) == ("ncu", bound, confidence)
+    assert (round(d["shares_pct"]["compute"], 1), round(d["shares_pct"]["memory"], 1)) == pct
+    assert d["shares_pct"]["host"] is None  # no timeline: the time between kernels is unknown
+    assert d["evidence"][0].startswith("diagnosed from Nsight Compute alone (40 profiled "
+                                       "launches of ")
+    assert d["evidence"][0].endswith("rightsize analyze TRACE NCU.csv")
+
+
+def test_latency_limited_ncu_kernels_are_inconclusive():
+    import polars as pl
+
+    from rightsize.analyzers.diagnosis.ncu_only import diagnose_ncu
+
+    rows = pl.DataFrame({"kernel_name_normalized": ["gemv", "gemv", "add"],
+                         "duration_ns": [400, 400, 200],
+                         "sm_throughput_pct": [30.0, 35.0, 10.0],
+                         "memory_throughput_pct": [40.0, 45.0, 85.0]})
+    d = diagnose_ncu(rows)
+    assert (d.bound.value, d.confidence) == ("inconclusive", None)
+    assert d.evidence[0].startswith("inconclusive: 80.0% of the kernel time is latency-limited")
+    d = diagnose_ncu(rows.with_columns(duration_ns=pl.Series([100, 100, 800])))
+    assert (d.bound.value, d.confidence) == ("memory", 0.4)  # 0.5 x (0.5 + 0.5 x 1) x 0.8
