@@ -117,8 +117,10 @@ def pcie_ratio(measured_gbs: float | None, cur_link: float | None,
     ``LINK_BOUND_FRACTION`` of the current link) scale with the link; host-bound ones (pageable
     staging) keep their rate on any link that carries it, and slow down only where the new
     link's achievable rate is lower still."""
-    if not (measured_gbs and cur_link and new_link) or measured_gbs >= LINK_BOUND_FRACTION * cur_link:
+    if not (measured_gbs and cur_link and new_link):
         return _ratio(cur_link, new_link)
+    if measured_gbs >= LINK_BOUND_FRACTION * cur_link:  # link-bound
+        return cur_link / new_link
     return measured_gbs / min(measured_gbs, new_link * LINK_ACHIEVABLE_FRACTION)
 
 
