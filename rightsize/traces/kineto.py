@@ -30,7 +30,7 @@ from typing import Any
 import polars as pl
 
 from rightsize.errors import InputError
-from rightsize.traces import jsonscan, limits
+from rightsize.traces import jsonscan, kineto_scan, limits
 from rightsize.traces import kineto_frames as kf
 from rightsize.traces.jsonscan import Batch, Scan, ScanError
 from rightsize.traces.schema import Trace, TraceMeta
@@ -208,15 +208,20 @@ class _Parser:
         # Two threads may parse at once: each decides from the flags as it read them (the
         # flags only ever turn one way, so a stale value costs a second read, never a wrong one).
         legacy = self.legacy
-        if legacy:
+        scanned = kineto_scan.read(ndjson, legacy)  # the compiled parser: exact time text
+        if scanned is not None:
+            events = scanned
+        elif legacy:
             events = pl.read_ndjson(ndjson, schema=kf.event_schema(legacy=True, typed=False))
         else:
             events = self._read(ndjson)
         cats = {c for c in events["cat"].unique().to_list() if c is not None}
         if cats & kf.LEGACY_CATS and not legacy:  # 2021 trace: read with the legacy args
             self.legacy = True
-            events = pl.read_ndjson(ndjson, schema=kf.event_schema(legacy=True, typed=False))
-        if events["ts"].dtype == pl.String and _rounded_by_float(events["ts"]):
+            scanned = kineto_scan.read(ndjson, True)
+            events = scanned if scanned is not None else pl.read_ndjson(
+                ndjson, schema=kf.event_schema(legacy=True, typed=False))
+        if scanned is None and events["ts"].dtype == pl.String and _rounded_by_float(events["ts"]):
             events = events.with_columns(ts=_raw_field(ndjson, "ts", events.height))
         return kf.split_events(events), cats, events.height
 

@@ -28,9 +28,9 @@ ARG_FIELDS = (
     "Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved",
 )
 LEGACY_ARG_FIELDS = ("external id", "theoretical occupancy %")  # 2021 spellings
-_INT_ARGS = {"External id", "external id", "correlation", "device", "stream", "bytes",
+INT_ARGS = {"External id", "external id", "correlation", "device", "stream", "bytes",
              "Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved"}
-_FLOAT_ARGS = {"blocks per SM", "est. achieved occupancy %", "theoretical occupancy %"}
+FLOAT_ARGS = {"blocks per SM", "est. achieved occupancy %", "theoretical occupancy %"}
 
 
 def event_schema(legacy: bool = False, typed: bool = True,
@@ -48,9 +48,9 @@ def event_schema(legacy: bool = False, typed: bool = True,
     fields = ARG_FIELDS + (LEGACY_ARG_FIELDS if legacy else ())
 
     def kind(f: str) -> pl.DataType:
-        if typed and f in _INT_ARGS:
+        if typed and f in INT_ARGS:
             return pl.Int64()
-        if typed and f in _FLOAT_ARGS:
+        if typed and f in FLOAT_ARGS:
             return pl.Float64()
         return S
     time = pl.Int64() if int_times else S

@@ -1,0 +1,713 @@
+/* Kineto event batches -> Arrow columns, in one pass over the bytes (optional accelerator).
+ *
+ * Role: rightsize.traces.kineto_scan calls parse() on each batch the splitter (jsonscan) makes:
+ * NDJSON, one Chrome-trace event per line. It fills the columns that polars' NDJSON reader
+ * fills with kineto_frames.event_schema(typed=False) -- the top-level fields and the named
+ * "args" fields, each as text -- and hands them to polars through the Arrow C data interface
+ * (one PyCapsule pair "arrow_schema"/"arrow_array" per column: no pyarrow, no Python object
+ * per event). polars adopts the buffers without copying them.
+ *
+ * Contract: the text is what polars' reader gives for the same event, or the exact text
+ * written in the file where that is what rightsize would end up reading anyway (timestamps:
+ * kineto._raw_field). Anything else -- invalid JSON or UTF-8, a lone surrogate, a duplicate
+ * key, an escaped key, a float or exponent where polars would print its own rounding, a nested
+ * object, a nesting deeper than MAX_DEPTH -- makes parse() return None, and the caller parses
+ * that batch with polars: same frames, same errors as without this module.
+ *
+ * Every read is bounds-checked against the end of the line; buffers grow geometrically and a
+ * failed allocation raises MemoryError.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_COLS 32
+#define MAX_DEPTH 64
+
+/* Arrow C data interface (https://arrow.apache.org/docs/format/CDataInterface.html). */
+#define ARROW_FLAG_NULLABLE 2
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+/* ---- growable buffers ---------------------------------------------------------------- */
+
+/* Column buffers are mapped pages on Linux: they go back to the system the moment polars
+ * releases a batch's columns (from malloc, glibc kept ~70 MiB of them as free heap after a
+ * 175 MB trace), and a mapping grows in place (mremap) without copying. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+} Buf;
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#define PAGE ((size_t)4096)
+
+static void buf_free(Buf *b) {
+    if (b->p) munmap(b->p, b->cap);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+static int buf_reserve(Buf *b, size_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 16 * PAGE;
+    while (cap < b->len + extra) cap *= 2;
+    void *p = b->p ? mremap(b->p, b->cap, cap, MREMAP_MAYMOVE)
+                   : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+#else
+static void buf_free(Buf *b) {
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+static int buf_reserve(Buf *b, size_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 65536;
+    while (cap < b->len + extra) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+#endif
+
+static inline int buf_put(Buf *b, const char *s, size_t n) {
+    if (buf_reserve(b, n)) return -1;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    return 0;
+}
+
+/* One text column: value bytes, int64 offsets, one validity byte per row (packed at export). */
+typedef struct {
+    Buf data;
+    Buf offs;  /* int64_t[rows + 1] */
+    Buf valid; /* uint8_t[rows] */
+    int64_t nulls;
+    int rule;  /* which numbers it takes as written: see RULE_* */
+} Col;
+
+enum { RULE_INT = 0, RULE_DECIMAL = 1 };
+
+/* Parse status: OK, or FALLBACK (polars decides), or NOMEM (exception set by the caller). */
+enum { OK = 0, FALLBACK = 1, NOMEM = 2 };
+
+typedef struct {
+    const char *key[MAX_COLS];
+    size_t keylen[MAX_COLS];
+    int n;
+} Keys;
+
+typedef struct {
+    Keys top, args;
+    int args_index; /* position of "args" among the top keys, or -1 */
+    Col *cols;      /* top columns (without "args"), then the args fields */
+    int ntop;       /* text columns at the top level */
+    int ncols;
+    int64_t rows;
+    uint32_t seen;  /* columns set in the current row */
+    int args_seen;
+    Buf scratch;    /* nested values serialized here first */
+} State;
+
+static inline const char *ws(const char *p, const char *e) {
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
+    return p;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int hex4(const char *p, const char *e, unsigned *out) {
+    if (e - p < 4) return -1;
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(p[i]);
+        if (h < 0) return -1;
+        v = (v << 4) | (unsigned)h;
+    }
+    *out = v;
+    return 0;
+}
+
+static int put_utf8(Buf *b, unsigned cp) {
+    char s[4];
+    size_t n;
+    if (cp < 0x80) { s[0] = (char)cp; n = 1; }
+    else if (cp < 0x800) { s[0] = (char)(0xC0 | (cp >> 6)); s[1] = (char)(0x80 | (cp & 0x3F)); n = 2; }
+    else if (cp < 0x10000) {
+        s[0] = (char)(0xE0 | (cp >> 12)); s[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        s[2] = (char)(0x80 | (cp & 0x3F)); n = 3;
+    } else {
+        s[0] = (char)(0xF0 | (cp >> 18)); s[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        s[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); s[3] = (char)(0x80 | (cp & 0x3F)); n = 4;
+    }
+    return buf_put(b, s, n);
+}
+
+/* A JSON string from just after its opening quote: decoded into `out` (NULL: only checked).
+ * `*end` is set past the closing quote. `*plain` (if given) is cleared when the decoded text
+ * holds a quote, a backslash or a control character (text polars would re-escape). */
+static int string(const char *p, const char *e, Buf *out, const char **end, int *plain) {
+    while (p < e) {
+        const char *run = p;
+        while (p < e && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+        if (out && p > run && buf_put(out, run, (size_t)(p - run))) return NOMEM;
+        if (p >= e) return FALLBACK;
+        char c = *p;
+        if (c == '"') { *end = p + 1; return OK; }
+        if (c != '\\') return FALLBACK; /* a raw control character: invalid JSON */
+        if (++p >= e) return FALLBACK;
+        char d = *p++;
+        unsigned cp;
+        switch (d) {
+        case '"': cp = '"'; break;
+        case '\\': cp = '\\'; break;
+        case '/': cp = '/'; break;
+        case 'b': cp = '\b'; break;
+        case 'f': cp = '\f'; break;
+        case 'n': cp = '\n'; break;
+        case 'r': cp = '\r'; break;
+        case 't': cp = '\t'; break;
+        case 'u':
+            if (hex4(p, e, &cp)) return FALLBACK;
+            p += 4;
+            if (cp >= 0xDC00 && cp <= 0xDFFF) return FALLBACK; /* lone low surrogate */
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                unsigned lo;
+                if (e - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, e, &lo)) return FALLBACK;
+                if (lo < 0xDC00 || lo > 0xDFFF) return FALLBACK;
+                p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            break;
+        default:
+            return FALLBACK;
+        }
+        if (plain && (cp == '"' || cp == '\\' || cp < 0x20)) *plain = 0;
+        if (out && put_utf8(out, cp)) return NOMEM;
+    }
+    return FALLBACK;
+}
+
+/* A JSON number: `*end` past it, `*integer` when it has no fraction or exponent, `*expo` when
+ * it has an exponent, `*negzero` for "-0". */
+static int number(const char *p, const char *e, const char **end, int *integer, int *expo,
+                  int *negzero) {
+    const char *s = p;
+    if (p < e && *p == '-') p++;
+    if (p >= e) return FALLBACK;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') while (p < e && *p >= '0' && *p <= '9') p++;
+    else return FALLBACK;
+    *negzero = (p - s == 2 && s[0] == '-');
+    *integer = 1;
+    *expo = 0;
+    if (p < e && *p == '.') {
+        *integer = 0;
+        p++;
+        if (p >= e || *p < '0' || *p > '9') return FALLBACK;
+        while (p < e && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        *integer = 0;
+        *expo = 1;
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        if (p >= e || *p < '0' || *p > '9') return FALLBACK;
+        while (p < e && *p >= '0' && *p <= '9') p++;
+    }
+    *end = p;
+    return OK;
+}
+
+static int literal(const char *p, const char *e, const char *word, const char **end) {
+    size_t n = strlen(word);
+    if ((size_t)(e - p) < n || memcmp(p, word, n) != 0) return FALLBACK;
+    *end = p + n;
+    return OK;
+}
+
+/* Any JSON value, checked and skipped. */
+static int skip(const char *p, const char *e, const char **end, int depth) {
+    int st, a, b, c;
+    if (p >= e) return FALLBACK;
+    switch (*p) {
+    case '"': return string(p + 1, e, NULL, end, NULL);
+    case 't': return literal(p, e, "true", end);
+    case 'f': return literal(p, e, "false", end);
+    case 'n': return literal(p, e, "null", end);
+    case '[':
+    case '{': {
+        if (depth >= MAX_DEPTH) return FALLBACK;
+        char close = *p == '[' ? ']' : '}';
+        int object = *p == '{';
+        p = ws(p + 1, e);
+        if (p < e && *p == close) { *end = p + 1; return OK; }
+        for (;;) {
+            if (object) {
+                if (p >= e || *p != '"') return FALLBACK;
+                if ((st = string(p + 1, e, NULL, &p, NULL))) return st;
+                p = ws(p, e);
+                if (p >= e || *p != ':') return FALLBACK;
+                p = ws(p + 1, e);
+            }
+            if ((st = skip(p, e, &p, depth + 1))) return st;
+            p = ws(p, e);
+            if (p >= e) return FALLBACK;
+            if (*p == ',') { p = ws(p + 1, e); continue; }
+            if (*p == close) { *end = p + 1; return OK; }
+            return FALLBACK;
+        }
+    }
+    default:
+        return number(p, e, end, &a, &b, &c);
+    }
+}
+
+/* A list as polars' reader writes it into a text column ("[[2, 3], []]", ", " between items,
+ * strings quoted, integers as written). Floats, objects and strings polars would re-escape
+ * fall back: their text there is polars' own. */
+static int list_text(const char *p, const char *e, Buf *out, const char **end, int depth) {
+    int st;
+    if (depth >= MAX_DEPTH) return FALLBACK;
+    if (buf_put(out, "[", 1)) return NOMEM;
+    p = ws(p + 1, e);
+    if (p < e && *p == ']') { *end = p + 1; return buf_put(out, "]", 1) ? NOMEM : OK; }
+    for (;;) {
+        if (p >= e) return FALLBACK;
+        if (*p == '"') {
+            int plain = 1;
+            if (buf_put(out, "\"", 1)) return NOMEM;
+            if ((st = string(p + 1, e, out, &p, &plain))) return st;
+            if (!plain) return FALLBACK;
+            if (buf_put(out, "\"", 1)) return NOMEM;
+        } else if (*p == '[') {
+            if ((st = list_text(p, e, out, &p, depth + 1))) return st;
+        } else if (*p == 't' || *p == 'f' || *p == 'n') {
+            const char *s = p;
+            if ((st = skip(p, e, &p, depth + 1))) return st;
+            if (buf_put(out, s, (size_t)(p - s))) return NOMEM;
+        } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+            const char *s = p;
+            int integer, expo, negzero;
+            if ((st = number(p, e, &p, &integer, &expo, &negzero))) return st;
+            if (!integer || negzero) return FALLBACK;
+            if (buf_put(out, s, (size_t)(p - s))) return NOMEM;
+        } else {
+            return FALLBACK;
+        }
+        p = ws(p, e);
+        if (p >= e) return FALLBACK;
+        if (*p == ',') {
+            if (buf_put(out, ", ", 2)) return NOMEM;
+            p = ws(p + 1, e);
+            continue;
+        }
+        if (*p == ']') { *end = p + 1; return buf_put(out, "]", 1) ? NOMEM : OK; }
+        return FALLBACK;
+    }
+}
+
+/* One captured value into column `c` (text as polars' reader gives it; null for null). */
+static int value(State *s, int c, const char *p, const char *e, const char **end) {
+    Col *col = &s->cols[c];
+    int st;
+    if (p >= e) return FALLBACK;
+    switch (*p) {
+    case '"':
+        if ((st = string(p + 1, e, &col->data, end, NULL))) return st;
+        break;
+    case 'n':
+        return literal(p, e, "null", end); /* left unset: null */
+    case 't':
+    case 'f': {
+        const char *s0 = p;
+        if ((st = skip(p, e, end, 0))) return st;
+        if (buf_put(&col->data, s0, (size_t)(*end - s0))) return NOMEM;
+        break;
+    }
+    case '[':
+        if (c < s->ntop) return FALLBACK; /* a list where the top level expects text: rare */
+        s->scratch.len = 0;
+        if ((st = list_text(p, e, &s->scratch, end, 0))) return st;
+        if (buf_put(&col->data, s->scratch.p, s->scratch.len)) return NOMEM;
+        break;
+    case '{':
+        return FALLBACK;
+    default: {
+        int integer, expo, negzero;
+        const char *s0 = p;
+        if ((st = number(p, e, end, &integer, &expo, &negzero))) return st;
+        if (expo || negzero || (!integer && col->rule != RULE_DECIMAL)) return FALLBACK;
+        if (buf_put(&col->data, s0, (size_t)(*end - s0))) return NOMEM;
+    }
+    }
+    s->seen |= 1u << c;
+    return OK;
+}
+
+static int find(const Keys *k, const char *key, size_t n) {
+    for (int i = 0; i < k->n; i++)
+        if (k->keylen[i] == n && memcmp(k->key[i], key, n) == 0) return i;
+    return -1;
+}
+
+/* The members of an object from just after its "{": captured keys go to their columns
+ * (the first of duplicates wins, as in polars), others are checked and skipped. */
+static int members(State *s, const char *p, const char *e, const char **end, int top) {
+    const Keys *keys = top ? &s->top : &s->args;
+    int st;
+    p = ws(p, e);
+    if (p < e && *p == '}') { *end = p + 1; return OK; }
+    for (;;) {
+        if (p >= e || *p != '"') return FALLBACK;
+        const char *k = ++p;
+        while (p < e && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+        if (p >= e || *p != '"') return FALLBACK; /* escaped or broken key */
+        size_t klen = (size_t)(p - k);
+        p = ws(p + 1, e);
+        if (p >= e || *p != ':') return FALLBACK;
+        p = ws(p + 1, e);
+        int i = find(keys, k, klen);
+        if (top && i == s->args_index) {
+            if (s->args_seen) {
+                if ((st = skip(p, e, &p, 1))) return st;
+            } else if (p < e && *p == '{') {
+                s->args_seen = 1;
+                if ((st = members(s, p + 1, e, &p, 0))) return st;
+            } else if (p < e && *p == 'n') {
+                if ((st = literal(p, e, "null", &p))) return st;
+                s->args_seen = 2; /* args: null */
+            } else {
+                return FALLBACK;
+            }
+        } else if (i >= 0) {
+            int c = top ? (i < s->args_index || s->args_index < 0 ? i : i - 1) : s->ntop + i;
+            if (s->seen & (1u << c)) {
+                if ((st = skip(p, e, &p, 1))) return st;
+            } else if ((st = value(s, c, p, e, &p))) {
+                return st;
+            }
+        } else if ((st = skip(p, e, &p, 1))) {
+            return st;
+        }
+        p = ws(p, e);
+        if (p >= e) return FALLBACK;
+        if (*p == ',') { p = ws(p + 1, e); continue; }
+        if (*p == '}') { *end = p + 1; return OK; }
+        return FALLBACK;
+    }
+}
+
+static int end_row(State *s) {
+    for (int c = 0; c < s->ncols; c++) {
+        Col *col = &s->cols[c];
+        int64_t off = (int64_t)col->data.len;
+        uint8_t v = (s->seen >> c) & 1u;
+        if (buf_put(&col->offs, (const char *)&off, sizeof off) || buf_put(&col->valid, (const char *)&v, 1))
+            return NOMEM;
+        col->nulls += !v;
+    }
+    s->rows++;
+    s->seen = 0;
+    s->args_seen = 0;
+    return OK;
+}
+
+/* UTF-8 as polars requires it (no overlongs, no surrogates, nothing above U+10FFFF). */
+static int valid_utf8(const unsigned char *p, const unsigned char *e) {
+    while (p < e) {
+        if (e - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            if (!(w & 0x8080808080808080ULL)) { p += 8; continue; }
+        }
+        unsigned c = *p;
+        if (c < 0x80) { p++; continue; }
+        int n;
+        unsigned cp;
+        if (c >= 0xC2 && c <= 0xDF) { n = 1; cp = c & 0x1F; }
+        else if (c >= 0xE0 && c <= 0xEF) { n = 2; cp = c & 0x0F; }
+        else if (c >= 0xF0 && c <= 0xF4) { n = 3; cp = c & 0x07; }
+        else return 0;
+        if (e - p <= n) return 0;
+        for (int i = 1; i <= n; i++) {
+            if ((p[i] & 0xC0) != 0x80) return 0;
+            cp = (cp << 6) | (p[i] & 0x3F);
+        }
+        if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        p += n + 1;
+    }
+    return 1;
+}
+
+/* ---- Arrow export -------------------------------------------------------------------- */
+
+/* An exported column owns its three buffers (validity, offsets, data) and its name. */
+typedef struct {
+    Buf bufs[3];
+    const void *ptrs[3];
+} Owned;
+
+static int64_t live_arrays; /* exported columns not yet released (leak checks in the tests) */
+
+static void release_array(struct ArrowArray *a) {
+    if (!a || !a->release) return;
+    Owned *own = a->private_data;
+    if (own) {
+        for (int i = 0; i < 3; i++) buf_free(&own->bufs[i]);
+        free(own);
+        live_arrays--;
+    }
+    a->release = NULL;
+}
+
+static void release_schema(struct ArrowSchema *sc) {
+    if (!sc || !sc->release) return;
+    free((void *)sc->name);
+    sc->release = NULL;
+}
+
+/* Packs one validity byte per row into an Arrow bitmap (none when no row is null). */
+static int bitmap(const uint8_t *v, int64_t rows, int64_t nulls, Buf *out) {
+    if (!nulls) return 0;
+    size_t n = (size_t)(rows + 7) / 8 + 1;
+    if (buf_reserve(out, n)) return -1;
+    uint8_t *bits = (uint8_t *)out->p;
+    memset(bits, 0, n);
+    for (int64_t i = 0; i < rows; i++) bits[i >> 3] |= (uint8_t)(v[i] << (i & 7));
+    out->len = n;
+    return 0;
+}
+
+/* A text column becomes a large-utf8 array ("U": int64 offsets); its buffers move into it. */
+static int export_col(Col *col, int64_t rows, struct ArrowSchema *sc, struct ArrowArray *a,
+                      const char *name, size_t nlen) {
+    sc->format = "U";
+    sc->flags = ARROW_FLAG_NULLABLE;
+    sc->release = release_schema;
+    sc->name = malloc(nlen + 1);
+    if (!sc->name) return -1;
+    memcpy((char *)sc->name, name, nlen);
+    ((char *)sc->name)[nlen] = 0;
+    Owned *own = calloc(1, sizeof *own);
+    if (!own) return -1;
+    a->release = release_array;
+    a->private_data = own;
+    live_arrays++;
+    a->length = rows;
+    a->null_count = col->nulls;
+    a->n_buffers = 3;
+    a->buffers = own->ptrs;
+    if (bitmap((const uint8_t *)col->valid.p, rows, col->nulls, &own->bufs[0])) return -1;
+    if (buf_reserve(&col->data, 1)) return -1; /* never a NULL data buffer */
+    own->bufs[1] = col->offs;
+    own->bufs[2] = col->data;
+    memset(&col->offs, 0, sizeof col->offs);
+    memset(&col->data, 0, sizeof col->data);
+    for (int i = 0; i < 3; i++) own->ptrs[i] = own->bufs[i].p;
+    return 0;
+}
+
+static void capsule_schema(PyObject *cap) {
+    struct ArrowSchema *sc = PyCapsule_GetPointer(cap, "arrow_schema");
+    if (sc) { if (sc->release) sc->release(sc); free(sc); }
+}
+
+static void capsule_array(PyObject *cap) {
+    struct ArrowArray *a = PyCapsule_GetPointer(cap, "arrow_array");
+    if (a) { if (a->release) a->release(a); free(a); }
+}
+
+/* One (schema, array) capsule pair per text column: the top-level fields, then the "args"
+ * fields. Separate arrays, not one struct: polars keeps an imported array's buffers until the
+ * last column it made from them is gone, and only the names (and shapes) of a batch outlive
+ * its parse; its times, ids and args text are freed as soon as they are converted. */
+static PyObject *column(Col *col, int64_t rows, const char *name, size_t nlen) {
+    struct ArrowSchema *sc = calloc(1, sizeof *sc);
+    struct ArrowArray *a = calloc(1, sizeof *a);
+    PyObject *cs = NULL, *ca = NULL;
+    if (!sc || !a || export_col(col, rows, sc, a, name, nlen)) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    cs = PyCapsule_New(sc, "arrow_schema", capsule_schema);
+    if (!cs) goto fail;
+    sc = NULL;
+    ca = PyCapsule_New(a, "arrow_array", capsule_array);
+    if (!ca) goto fail;
+    return Py_BuildValue("(NN)", cs, ca);
+fail:
+    Py_XDECREF(cs);
+    if (sc) { release_schema(sc); free(sc); }
+    if (a) { release_array(a); free(a); }
+    return NULL;
+}
+
+static PyObject *export(State *s) {
+    PyObject *out = PyTuple_New(s->ncols);
+    if (!out) return NULL;
+    for (int i = 0, c = 0; i < s->top.n + s->args.n && c < s->ncols; i++) {
+        int in_top = i < s->top.n;
+        if (in_top && i == s->args_index) continue;
+        const Keys *k = in_top ? &s->top : &s->args;
+        int j = in_top ? i : i - s->top.n;
+        PyObject *pair = column(&s->cols[c], s->rows, k->key[j], k->keylen[j]);
+        if (!pair) { Py_DECREF(out); return NULL; }
+        PyTuple_SET_ITEM(out, c, pair);
+        c++;
+    }
+    return out;
+}
+
+/* ---- entry point --------------------------------------------------------------------- */
+
+static int keys_from(PyObject *seq, Keys *k) {
+    Py_ssize_t n = PyTuple_Size(seq);
+    if (n < 0 || n > MAX_COLS) return -1;
+    k->n = (int)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(seq, i);
+        Py_ssize_t len;
+        const char *str = PyUnicode_AsUTF8AndSize(item, &len);
+        if (!str) return -1;
+        k->key[i] = str;
+        k->keylen[i] = (size_t)len;
+    }
+    return 0;
+}
+
+static void free_state(State *s) {
+    if (s->cols)
+        for (int c = 0; c < s->ncols; c++) {
+            buf_free(&s->cols[c].data);
+            buf_free(&s->cols[c].offs);
+            buf_free(&s->cols[c].valid);
+        }
+    free(s->cols);
+    buf_free(&s->scratch);
+}
+
+PyDoc_STRVAR(parse_doc,
+"parse(ndjson, top, args, decimal) -> tuple[(schema_capsule, array_capsule), ...] | None\n\n"
+"The events of one NDJSON batch as Arrow text columns: the fields named in `top` but \"args\",\n"
+"then, inside \"args\", those named in `args`. `decimal` names the fields whose fractional\n"
+"numbers are kept as written. None: let polars parse the batch.");
+
+static PyObject *parse(PyObject *self, PyObject *argv) {
+    Py_buffer view;
+    PyObject *top, *args, *decimal;
+    (void)self;
+    if (!PyArg_ParseTuple(argv, "y*O!O!O!", &view, &PyTuple_Type, &top, &PyTuple_Type, &args,
+                          &PyFrozenSet_Type, &decimal))
+        return NULL;
+    State s;
+    memset(&s, 0, sizeof s);
+    PyObject *result = NULL;
+    int st = OK;
+    if (keys_from(top, &s.top) || keys_from(args, &s.args)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "too many fields");
+        goto done;
+    }
+    s.args_index = find(&s.top, "args", 4);
+    s.ntop = s.top.n - (s.args_index >= 0);
+    s.ncols = s.ntop + (s.args_index >= 0 ? s.args.n : 0);
+    if (s.ncols > MAX_COLS) { PyErr_SetString(PyExc_ValueError, "too many fields"); goto done; }
+    s.cols = calloc((size_t)(s.ncols ? s.ncols : 1), sizeof *s.cols);
+    if (!s.cols) { PyErr_NoMemory(); goto done; }
+    for (int i = 0, c = 0; i < s.top.n; i++) {
+        if (i == s.args_index) continue;
+        PyObject *name = PyTuple_GET_ITEM(top, i);
+        int r = PySet_Contains(decimal, name);
+        if (r < 0) goto done;
+        s.cols[c++].rule = r ? RULE_DECIMAL : RULE_INT;
+    }
+    for (int i = 0; i < s.args.n && s.args_index >= 0; i++) {
+        int r = PySet_Contains(decimal, PyTuple_GET_ITEM(args, i));
+        if (r < 0) goto done;
+        s.cols[s.ntop + i].rule = r ? RULE_DECIMAL : RULE_INT;
+    }
+    for (int c = 0; c < s.ncols; c++) {
+        int64_t zero = 0;
+        if (buf_put(&s.cols[c].offs, (const char *)&zero, sizeof zero)) { PyErr_NoMemory(); goto done; }
+    }
+    const char *p = view.buf, *e = p + view.len;
+    Py_BEGIN_ALLOW_THREADS
+    if (!valid_utf8((const unsigned char *)p, (const unsigned char *)e)) st = FALLBACK;
+    while (st == OK && p < e) {
+        const char *nl = memchr(p, '\n', (size_t)(e - p));
+        const char *le = nl ? nl : e;
+        const char *q = ws(p, le);
+        if (q < le) { /* a blank line holds no event */
+            if (*q != '{') { st = FALLBACK; break; }
+            if ((st = members(&s, q + 1, le, &q, 1))) break;
+            if (ws(q, le) != le) { st = FALLBACK; break; }
+            if ((st = end_row(&s))) break;
+        }
+        p = nl ? nl + 1 : e;
+    }
+    Py_END_ALLOW_THREADS
+    if (st == NOMEM) { PyErr_NoMemory(); goto done; }
+    if (st == FALLBACK) { result = Py_NewRef(Py_None); goto done; }
+    result = export(&s);
+done:
+    free_state(&s);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *live(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyLong_FromLongLong(live_arrays);
+}
+
+static PyMethodDef methods[] = {
+    {"parse", parse, METH_VARARGS, parse_doc},
+    {"live", live, METH_NOARGS, "Text columns handed to polars and not yet released."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_kscan",
+    "Kineto event batches -> Arrow text columns (see rightsize.traces.kineto_scan).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__kscan(void) { return PyModule_Create(&module); }
