@@ -235,7 +235,7 @@ static int number(const char *p, const char *e, const char **end, int *integer, 
     if (*p == '0') p++;
     else if (*p >= '1' && *p <= '9') while (p < e && *p >= '0' && *p <= '9') p++;
     else return FALLBACK;
-    *negzero = (p - s == 2 && s[0] == '-');
+    *negzero = (p - s == 2 && s[0] == '-' && s[1] == '0');
     *integer = 1;
     *expo = 0;
     if (p < e && *p == '.') {

@@ -1,0 +1,225 @@
+"""The compiled Kineto batch parser (``_kscan``) against polars' reader, the rule it follows:
+the same text where it takes a batch, None (polars parses it) where it does not, the same
+frames on every shared trace and on generated hostile events, and no column left behind."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import sys
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rightsize.traces import kineto_frames as kf
+from rightsize.traces import kineto_scan
+from rightsize.traces.kineto import read_kineto
+from rightsize.traces.schema import Trace
+from tests.conftest import shared_path
+
+built = pytest.mark.skipif(kineto_scan._kscan is None, reason="_kscan was not compiled")
+FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations", "steps", "memory",
+          "flows", "syncs", "windows", "devices")
+
+
+def polars_events(ndjson: bytes, legacy: bool = False) -> pl.DataFrame:
+    return pl.read_ndjson(ndjson, schema=kf.event_schema(legacy, typed=False))
+
+
+def same_text(fast: pl.DataFrame | None, slow: pl.DataFrame) -> bool:
+    """Equal fields; a missing or null ``args`` may come as a struct of nulls (the frames only
+    ever read its fields)."""
+    return fast is not None and fast.unnest("args").equals(slow.unnest("args"))
+
+
+def assert_same(a: Trace, b: Trace) -> None:
+    for name in FRAMES:
+        fa, fb = getattr(a, name), getattr(b, name)
+        assert fa.schema == fb.schema, name
+        assert fa.equals(fb), name
+    assert a.meta.event_count == b.meta.event_count
+
+
+def polars_only(path, monkeypatch) -> Trace:
+    with monkeypatch.context() as m:
+        m.setenv(kineto_scan.PARSER_ENV, "polars")
+        return read_kineto(path)
+
+
+def test_built_where_a_compiler_is():
+    """An install with a C compiler must have built the parser (a silent build failure would
+    leave every user on the slow path)."""
+    if os.environ.get("RIGHTSIZE_NO_EXTENSION") or sys.platform != "linux" \
+            or not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C toolchain here, or the extension was turned off")
+    assert kineto_scan._kscan is not None
+
+
+@built
+@pytest.mark.shared
+@pytest.mark.parametrize("index", range(20))
+def test_shared_trace_same_frames_without_fallback(index, monkeypatch):
+    traces = sorted(shared_path("traces", "kineto").glob("*.json*"))
+    if index >= len(traces):
+        pytest.skip("fewer shared traces")
+    calls: list[bool] = []
+    real = kineto_scan.read
+
+    def counted(ndjson: bytes, legacy: bool) -> pl.DataFrame | None:
+        out = real(ndjson, legacy)
+        calls.append(out is not None)
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(kineto_scan, "read", counted)
+        fast = read_kineto(traces[index])
+    assert calls and all(calls), "a real trace should never need the polars parser"
+    assert_same(fast, polars_only(traces[index], monkeypatch))
+
+
+@built
+def test_text_as_polars_gives_it():
+    lines = [
+        b'{"ph": "X", "cat": "kernel", "name": "void gemm<128>(\\"a\\\\b\\")", "pid": 0, '
+        b'"tid": "stream 7", "ts": 17, "dur": 3, "args": {"External id": 5, "device": 0}}',
+        b'{"name": "caf\\u00e9 \\ud83d\\ude80 \\n\\t\\/", "pid": -1, "tid": 12345678901234567890,'
+        b' "args": {"Input Dims": [[2, 3], [], [1,4]], "Input type": ["float", "", "c10::Half"],'
+        b' "Concrete Inputs": ["", "1", "[2, 2]"]}}',
+        b'{"ph": "f", "id": 42, "bp": "e", "cat": "ac2g", "args": null}',
+        b'   ',  # a blank line holds no event
+        b'{"ph": "i", "s": "t", "name": "[memory]", "ts": 5, "args": {"Device Type": 0, '
+        b'"Device Id": -1, "Bytes": -8, "bytes": 3, "Total Allocated": 100000000000000000000}}',
+        b'{"name": "first", "name": "second", "args": {"device": 1, "device": 2}, "args": {}}',
+        b'{"cat": true, "ph": false, "pid": null, "args": {"stream": [true, null, false], '
+        b'"Other": {"deep": [[[[1]]]], "x": 1.5e300}}}',
+        b'{}',
+    ]
+    ndjson = b"\n".join(lines) + b"\n"
+    fast = kineto_scan.read(ndjson, legacy=False)
+    assert same_text(fast, polars_events(ndjson))
+    assert fast is not None and fast["name"][1] == "café \U0001F680 \n\t/"
+    assert fast["args"].struct.field("Input Dims")[1] == "[[2, 3], [], [1, 4]]"
+    legacy = b'{"cat": "Kernel", "args": {"external id": 3, "theoretical occupancy %": 0.25}}\n'
+    assert same_text(kineto_scan.read(legacy, legacy=True), polars_events(legacy, legacy=True))
+
+
+@built
+def test_numbers_where_rightsize_reads_their_text_are_kept_as_written():
+    """Times (and float args) keep their written digits: polars' float would round
+    1700000000123456.789 µs, which the careful path re-reads from the text anyway."""
+    line = b'{"ts": 1700000000123456.789, "dur": 1.500, "args": {"blocks per SM": 0.50}}\n'
+    fast = kineto_scan.read(line, legacy=False)
+    assert fast is not None
+    assert fast.row(0, named=True)["ts"] == "1700000000123456.789"
+    assert fast["dur"][0] == "1.500"
+    assert fast["args"].struct.field("blocks per SM")[0] == "0.50"
+
+
+@built
+@pytest.mark.parametrize("line", [
+    b'{"ts": 1e3}',  # an exponent: polars' spelling of it is its own
+    b'{"pid": 1.0}',  # a float where the text is kept: polars prints "1"
+    b'{"args": {"External id": 2.5}}',  # a float id: polars' typed read refuses it
+    b'{"pid": -0}',
+    b'{"name": {"a": 1}}',  # an object where text is expected
+    b'{"args": {"Input Dims": [{"a": 1}]}}',
+    b'{"args": {"Input Dims": [1.5]}}',
+    b'{"args": {"Input type": ["a\\"b"]}}',  # polars re-escapes it
+    b'{"args": "text"}',
+    b'{"args": [1]}',
+    b'{"name": "\\ud800"}',  # a lone surrogate
+    b'{"name": "\\udc00x"}',
+    b'{"name": "tab\there"}',  # a raw control character
+    b'{"name": "\xff"}',  # not UTF-8
+    b'{"name": "\xed\xa0\x80"}',  # an encoded surrogate
+    b'{"na\\u006de": "x"}',  # an escaped key
+    b'{"name": "x"',
+    b'{"name": "x"} trailing',
+    b'[1, 2]',
+    b'{"name": 01}',
+    b'{"name": tru}',
+    b'{"x": ' + b"[" * 100 + b"]" * 100 + b"}",
+])
+def test_falls_back_to_polars(line):
+    assert kineto_scan.read(line + b"\n", legacy=False) is None
+
+
+@built
+def test_turned_off_by_the_environment(monkeypatch):
+    monkeypatch.setenv(kineto_scan.PARSER_ENV, "polars")
+    assert kineto_scan.read(b'{"name": "x"}\n', legacy=False) is None
+
+
+@built
+def test_columns_are_released_with_the_frames(tmp_path):
+    gc.collect()
+    before = kineto_scan._kscan.live()
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": i,
+               "dur": 1, "args": {"device": 0, "stream": 7, "correlation": i}} for i in range(500)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    trace = read_kineto(path)
+    assert trace.kernels.height == 500
+    del trace
+    gc.collect()
+    assert kineto_scan._kscan.live() == before
+
+
+# Hostile and odd events, written as a trace: whatever the C pass takes or leaves to polars,
+# the frames (or the one-line error) must be the ones polars alone gives.
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12),
+    st.sampled_from(["stream 7", "ProfilerStep#3", "Memcpy HtoD (Pageable -> Device)", "kernel",
+                     "cpu_op", "cuda_runtime", "gpu_memcpy", "Kernel", "Runtime", "ac2g"]),
+)
+_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3)
+                       | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
+# Mostly what Kineto writes in args (ids, text, shapes), sometimes anything.
+_arg_values = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=8),
+                        st.lists(st.lists(st.integers(0, 4096), max_size=3), max_size=3),
+                        st.lists(st.sampled_from(["", "float", "c10::Half", "1", "[2, 2]"])),
+                        _values)
+_keys = st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "s", "bp"])
+_arg_keys = st.sampled_from([*kf.ARG_FIELDS, "Trace name", "Call stack", "bytes", "Bytes"])
+_events = st.fixed_dictionaries(
+    {"ph": st.sampled_from(["X", "i", "s", "f", "M"]),
+     "cat": st.sampled_from(["kernel", "cpu_op", "gpu_memcpy", "cuda_runtime", "ac2g",
+                             "user_annotation", "Kernel", "Runtime"]),
+     "name": st.one_of(st.text(max_size=20), st.sampled_from(["ProfilerStep#1", "[memory]"])),
+     "pid": st.one_of(st.integers(-3, 5), st.text(max_size=5)),
+     "tid": st.one_of(st.integers(0, 9), st.just("stream 7")),
+     "ts": st.one_of(st.integers(0, 2**53), st.decimals(0, 10**16, places=3).map(float)),
+     "dur": st.one_of(st.integers(0, 1000), st.floats(0, 1e4))},
+    optional={"args": st.dictionaries(_arg_keys, _arg_values, max_size=5), "id": _scalars},
+).flatmap(lambda base: st.dictionaries(_keys, _values, max_size=2).map(
+    lambda extra: {**extra, **base}))
+
+
+def _outcome(path, monkeypatch, engine: str) -> Trace | str:
+    from rightsize.errors import InputError
+    with monkeypatch.context() as m:
+        m.setenv(kineto_scan.PARSER_ENV, engine)
+        try:
+            return read_kineto(path)
+        except InputError as exc:
+            return str(exc)
+
+
+@built
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(events=st.lists(_events, min_size=1, max_size=25))
+def test_generated_events_same_outcome(events, tmp_path, monkeypatch):
+    path = tmp_path / "gen.json"
+    path.write_text(json.dumps({"traceEvents": events}, allow_nan=False))
+    fast = _outcome(path, monkeypatch, "c")
+    slow = _outcome(path, monkeypatch, "polars")
+    if isinstance(slow, str) or isinstance(fast, str):
+        assert fast == slow
+    else:
+        assert_same(fast, slow)
