@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rightsize.traces.kineto import read_kineto
+
+pytestmark = pytest.mark.usefixtures("both_parsers")  # compiled and polars-only
 
 EVENT = ('{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": {ts}, '
          '"dur": {dur}, "args": {{"device": 0, "stream": 7, "correlation": {c}}}}}')

@@ -17,6 +17,8 @@ from rightsize.traces.kineto import read_kineto
 from rightsize.traces.schema import Trace
 from tests.conftest import shared_path
 
+pytestmark = pytest.mark.usefixtures("both_parsers")  # compiled and polars-only
+
 FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations", "steps", "memory",
           "flows", "syncs", "windows", "devices")
 LAYOUT_MAX_BYTES = 12 * 1024 * 1024  # re-layouts of bigger traces take too long for the suite

@@ -14,6 +14,8 @@ from rightsize.traces.kineto import read_kineto
 from tests.conftest import shared_path
 from tests.tracebuilder import BASE_NS, TraceBuilder, two_step_trace
 
+pytestmark = pytest.mark.usefixtures("both_parsers")  # compiled and polars-only
+
 
 def write(tmp_path, doc, name="t.json"):
     path = tmp_path / name

@@ -84,18 +84,18 @@ def test_shared_trace_same_frames_without_fallback(index, monkeypatch):
 @built
 def test_text_as_polars_gives_it():
     lines = [
-        b'{"ph": "X", "cat": "kernel", "name": "void gemm<128>(\\"a\\\\b\\")", "pid": 0, '
-        b'"tid": "stream 7", "ts": 17, "dur": 3, "args": {"External id": 5, "device": 0}}',
-        b'{"name": "caf\\u00e9 \\ud83d\\ude80 \\n\\t\\/", "pid": -1, "tid": 12345678901234567890,'
+        (b'{"ph": "X", "cat": "kernel", "name": "void gemm<128>(\\"a\\\\b\\")", "pid": 0, '
+        b'"tid": "stream 7", "ts": 17, "dur": 3, "args": {"External id": 5, "device": 0}}'),
+        (b'{"name": "caf\\u00e9 \\ud83d\\ude80 \\n\\t\\/", "pid": -1, "tid": 12345678901234567890,'
         b' "args": {"Input Dims": [[2, 3], [], [1,4]], "Input type": ["float", "", "c10::Half"],'
-        b' "Concrete Inputs": ["", "1", "[2, 2]"]}}',
+        b' "Concrete Inputs": ["", "1", "[2, 2]"]}}'),
         b'{"ph": "f", "id": 42, "bp": "e", "cat": "ac2g", "args": null}',
         b'   ',  # a blank line holds no event
-        b'{"ph": "i", "s": "t", "name": "[memory]", "ts": 5, "args": {"Device Type": 0, '
-        b'"Device Id": -1, "Bytes": -8, "bytes": 3, "Total Allocated": 100000000000000000000}}',
+        (b'{"ph": "i", "s": "t", "name": "[memory]", "ts": 5, "args": {"Device Type": 0, '
+        b'"Device Id": -1, "Bytes": -8, "bytes": 3, "Total Allocated": 100000000000000000000}}'),
         b'{"name": "first", "name": "second", "args": {"device": 1, "device": 2}, "args": {}}',
-        b'{"cat": true, "ph": false, "pid": null, "args": {"stream": [true, null, false], '
-        b'"Other": {"deep": [[[[1]]]], "x": 1.5e300}}}',
+        (b'{"cat": true, "ph": false, "pid": null, "args": {"stream": [true, null, false], '
+        b'"Other": {"deep": [[[[1]]]], "x": 1.5e300}}}'),
         b'{}',
     ]
     ndjson = b"\n".join(lines) + b"\n"
