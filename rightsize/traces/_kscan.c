@@ -625,18 +625,56 @@ static void free_state(State *s) {
     buf_free(&s->scratch);
 }
 
+/* NDJSON: one event per line; a blank line holds none. */
+static int lines(State *s, const char *p, const char *e) {
+    int st = OK;
+    while (st == OK && p < e) {
+        const char *nl = memchr(p, '\n', (size_t)(e - p));
+        const char *le = nl ? nl : e;
+        const char *q = ws(p, le);
+        if (q < le) {
+            if (*q != '{') return FALLBACK;
+            if ((st = members(s, q + 1, le, &q, 1))) return st;
+            if (ws(q, le) != le) return FALLBACK;
+            st = end_row(s);
+        }
+        p = nl ? nl + 1 : e;
+    }
+    return st;
+}
+
+/* A run of the event array as the file has it: objects separated by commas and whitespace
+ * (newlines included), from the first object to the last. */
+static int elements(State *s, const char *p, const char *e) {
+    int st;
+    p = ws(p, e);
+    while (p < e) {
+        if (*p != '{') return FALLBACK;
+        if ((st = members(s, p + 1, e, &p, 1)) || (st = end_row(s))) return st;
+        p = ws(p, e);
+        if (p < e) {
+            if (*p != ',') return FALLBACK;
+            p = ws(p + 1, e);
+            if (p >= e) return FALLBACK;
+        }
+    }
+    return OK;
+}
+
 PyDoc_STRVAR(parse_doc,
-"parse(ndjson, top, args, decimal) -> tuple[(schema_capsule, array_capsule), ...] | None\n\n"
-"The events of one NDJSON batch as Arrow text columns: the fields named in `top` but \"args\",\n"
+"parse(data, top, args, decimal, array) -> tuple[(schema_capsule, array_capsule), ...] | None\n\n"
+"The events of one batch -- NDJSON, or with `array` a run of the event array as the file has\n"
+"it -- as Arrow text columns: the fields named in `top` but \"args\",\n"
 "then, inside \"args\", those named in `args`. `decimal` names the fields whose fractional\n"
 "numbers are kept as written. None: let polars parse the batch.");
 
 static PyObject *parse(PyObject *self, PyObject *argv) {
     Py_buffer view;
     PyObject *top, *args, *decimal;
+    int array;
     (void)self;
-    if (!PyArg_ParseTuple(argv, "y*O!O!O!", &view, &PyTuple_Type, &top, &PyTuple_Type, &args,
-                          &PyFrozenSet_Type, &decimal))
+    if (!PyArg_ParseTuple(argv, "y*O!O!O!p", &view, &PyTuple_Type, &top, &PyTuple_Type, &args,
+                          &PyFrozenSet_Type, &decimal, &array))
         return NULL;
     State s;
     memset(&s, 0, sizeof s);
@@ -671,18 +709,8 @@ static PyObject *parse(PyObject *self, PyObject *argv) {
     const char *p = view.buf, *e = p + view.len;
     Py_BEGIN_ALLOW_THREADS
     if (!valid_utf8((const unsigned char *)p, (const unsigned char *)e)) st = FALLBACK;
-    while (st == OK && p < e) {
-        const char *nl = memchr(p, '\n', (size_t)(e - p));
-        const char *le = nl ? nl : e;
-        const char *q = ws(p, le);
-        if (q < le) { /* a blank line holds no event */
-            if (*q != '{') { st = FALLBACK; break; }
-            if ((st = members(&s, q + 1, le, &q, 1))) break;
-            if (ws(q, le) != le) { st = FALLBACK; break; }
-            if ((st = end_row(&s))) break;
-        }
-        p = nl ? nl + 1 : e;
-    }
+    else if (array) st = elements(&s, p, e);
+    else st = lines(&s, p, e);
     Py_END_ALLOW_THREADS
     if (st == NOMEM) { PyErr_NoMemory(); goto done; }
     if (st == FALLBACK) { result = Py_NewRef(Py_None); goto done; }

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 import numpy as np
 
@@ -38,11 +38,26 @@ _KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*$')
 
 
 
-class Batch(NamedTuple):
-    ndjson: bytes  # whole events, one per line
-    raw: bytes | None  # the document bytes they came from (fast path only)
-    # events in the batch; -1 for a fast-path batch (the parser counts them)
-    count: int  # type: ignore[assignment]  # the field shadows tuple.count
+class Batch:
+    """Whole events in file order: ``ndjson`` (one per line), and for a fast-path batch the
+    document bytes they came from (``raw``: events separated by ``sep``), from which the
+    NDJSON is made only when asked for (the compiled parser reads ``raw`` as it is)."""
+
+    __slots__ = ("_ndjson", "_sep", "count", "raw")
+
+    def __init__(self, ndjson: bytes | None, raw: bytes | None, count: int,
+                 sep: bytes | None = None) -> None:
+        self._ndjson = ndjson
+        self.raw = raw
+        self.count = count  # events in the batch; -1 for a fast-path batch (the parser counts)
+        self._sep = sep
+
+    @property
+    def ndjson(self) -> bytes:
+        if self._ndjson is None:
+            assert self.raw is not None and self._sep is not None
+            self._ndjson = _join(self.raw, self._sep)
+        return self._ndjson
 
 
 def _separator(buf: bytes, element_depth: int) -> bytes | None:
@@ -154,7 +169,7 @@ class Scan:
                     raw = buf[:end]
                     pending = buf[at + len(sep) - 1:]  # from the next event's "{"
                     del buf  # only one copy of the chunk stays alive with its NDJSON
-                    yield Batch(_join(raw, sep), raw, -1)
+                    yield Batch(None, raw, -1, sep)
                     del raw
                     if len(pending) <= self._event_cap:
                         continue

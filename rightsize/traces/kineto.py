@@ -111,11 +111,11 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
             if pool is None and pending:
                 pool = ThreadPoolExecutor(max_workers=workers)
                 first = pending.pop()[1]
-                pending.append((pool.submit(parse, first.ndjson), first))
+                pending.append((pool.submit(parse, first), first))
                 del first
             if len(pending) == workers:
                 n_events += _collect(_result(scan, parse, *pending.popleft()), parts, cats)
-            pending.append((pool.submit(parse, batch.ndjson) if pool else None, batch))
+            pending.append((pool.submit(parse, batch) if pool else None, batch))
             if progress is not None:
                 progress(scan.bytes_read, n_events)
         batch = None  # type: ignore[assignment]  # free the last batch's bytes once parsed
@@ -204,25 +204,26 @@ class _Parser:
         self.int_times = True
         self.legacy = False
 
-    def __call__(self, ndjson: bytes) -> Parsed:
+    def __call__(self, batch: Batch | bytes) -> Parsed:
         # Two threads may parse at once: each decides from the flags as it read them (the
         # flags only ever turn one way, so a stale value costs a second read, never a wrong one).
         legacy = self.legacy
-        scanned = kineto_scan.read(ndjson, legacy)  # the compiled parser: exact time text
+        scanned = kineto_scan.read(batch, legacy)  # the compiled parser: exact time text
         if scanned is not None:
             events = scanned
         elif legacy:
-            events = pl.read_ndjson(ndjson, schema=kf.event_schema(legacy=True, typed=False))
+            events = pl.read_ndjson(_ndjson(batch),
+                                    schema=kf.event_schema(legacy=True, typed=False))
         else:
-            events = self._read(ndjson)
+            events = self._read(_ndjson(batch))
         cats = {c for c in events["cat"].unique().to_list() if c is not None}
         if cats & kf.LEGACY_CATS and not legacy:  # 2021 trace: read with the legacy args
             self.legacy = True
-            scanned = kineto_scan.read(ndjson, True)
+            scanned = kineto_scan.read(batch, True)
             events = scanned if scanned is not None else pl.read_ndjson(
-                ndjson, schema=kf.event_schema(legacy=True, typed=False))
+                _ndjson(batch), schema=kf.event_schema(legacy=True, typed=False))
         if scanned is None and events["ts"].dtype == pl.String and _rounded_by_float(events["ts"]):
-            events = events.with_columns(ts=_raw_field(ndjson, "ts", events.height))
+            events = events.with_columns(ts=_raw_field(_ndjson(batch), "ts", events.height))
         return kf.split_events(events), cats, events.height
 
     def _read(self, ndjson: bytes) -> pl.DataFrame:
@@ -235,6 +236,10 @@ class _Parser:
             return pl.read_ndjson(ndjson, schema=kf.event_schema())
         except pl.exceptions.PolarsError:  # an arg of another type somewhere: read all as text
             return pl.read_ndjson(ndjson, schema=kf.event_schema(typed=False))
+
+
+def _ndjson(batch: Batch | bytes) -> bytes:
+    return batch.ndjson if isinstance(batch, Batch) else batch
 
 
 # polars parses a JSON number to a float64 before rightsize sees its text: a fractional µs
@@ -264,7 +269,7 @@ def _result(scan: Scan, parse: _Parser, future: Future[Parsed] | None, batch: Ba
     """The parsed batch (parsed here when no thread has it); a fast-path batch polars rejects
     is split again the careful way."""
     try:
-        return future.result() if future is not None else parse(batch.ndjson)
+        return future.result() if future is not None else parse(batch)
     except pl.exceptions.PolarsError:
         if batch.raw is None:
             raise

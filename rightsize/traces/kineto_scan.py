@@ -12,7 +12,8 @@ an escaped key...) returns None, and the caller parses the batch with polars: th
 the errors are the same either way (``tests/traces/test_kscan.py`` checks every shared trace
 both ways). ``RIGHTSIZE_KINETO_PARSER=polars`` turns the C pass off.
 
-Inputs: one batch of whole events, one per line. Outputs: a polars frame or None.
+Inputs: one batch of whole events (:class:`rightsize.traces.jsonscan.Batch`, or NDJSON bytes).
+Outputs: a polars frame or None.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 import polars as pl
 
 from rightsize.traces import kineto_frames as kf
+from rightsize.traces.jsonscan import Batch
 
 PARSER_ENV = "RIGHTSIZE_KINETO_PARSER"  # "polars": never use the compiled parser
 
@@ -57,14 +59,19 @@ class _Column:
         return self._capsules
 
 
-def read(ndjson: bytes, legacy: bool) -> pl.DataFrame | None:
-    """The batch's events as text columns, or None (then polars parses it)."""
+def read(batch: Batch | bytes, legacy: bool) -> pl.DataFrame | None:
+    """The batch's events as text columns, or None (then polars parses it). A fast-path batch
+    is read from its document bytes (no NDJSON made); bytes are NDJSON."""
     if not available():
         return None
+    if isinstance(batch, Batch):
+        data, array = (batch.raw, True) if batch.raw is not None else (batch.ndjson, False)
+    else:
+        data, array = batch, False
     schema = kf.event_schema(legacy, typed=False)
     top = tuple(name for name in schema if name != "args")
     args = tuple(f.name for f in schema["args"].fields)  # type: ignore[attr-defined]
-    columns = _kscan.parse(ndjson, (*top, "args"), args, _DECIMAL)
+    columns = _kscan.parse(data, (*top, "args"), args, _DECIMAL, array)
     if columns is None:
         return None
     series = [pl.Series(name, _Column(c)) for name, c in zip(top + args, columns, strict=True)]

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rightsize.traces import jsonscan, kineto_scan
 from rightsize.traces import kineto_frames as kf
-from rightsize.traces import kineto_scan
 from rightsize.traces.kineto import read_kineto
 from rightsize.traces.schema import Trace
 from tests.conftest import shared_path
@@ -223,3 +223,17 @@ def test_generated_events_same_outcome(events, tmp_path, monkeypatch):
         assert fast == slow
     else:
         assert_same(fast, slow)
+
+
+@built
+def test_document_bytes_read_as_the_file_has_them():
+    """A fast-path batch is read from the event array's own bytes: objects separated by a
+    comma and any whitespace; anything else is left to polars (via the NDJSON)."""
+    sep = b"\n  },\n  {\n    "
+    raw = b'\n  {\n    "name": "a", "ts": 1' + sep + b'"name": "b",\n    "ts": 2.5\n  }'
+    fast = kineto_scan.read(jsonscan.Batch(None, raw, -1, sep), legacy=False)
+    assert fast is not None
+    assert fast["name"].to_list() == ["a", "b"] and fast["ts"].to_list() == ["1", "2.5"]
+    for bad in (b'{"name": "a"} {"name": "b"}', b'{"name": "a"},', b', {"name": "a"}',
+                b'{"name": "a"},, {"name": "b"}', b'{"name": "a"}, [1]'):
+        assert kineto_scan.read(jsonscan.Batch(None, bad, -1, b"},\n{"), legacy=False) is None
