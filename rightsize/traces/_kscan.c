@@ -109,16 +109,24 @@ static inline int buf_put(Buf *b, const char *s, size_t n) {
     return 0;
 }
 
-/* One text column: value bytes, int64 offsets, one validity byte per row (packed at export). */
+/* What a column holds. TEXT: the value as polars' reader would give it as text (a number
+ * only when it is an integer: polars prints other numbers its own way). TIME: a Kineto time
+ * in microseconds as int64 nanoseconds, converted from the digits exactly as
+ * kineto_frames.us_to_ns converts the text. INT, FLOAT: a number as polars casts its text
+ * (an integer out of int64's range is null). Strings and booleans in a numeric column fall
+ * back: polars' cast of their text decides. */
+enum { TEXT = 0, TIME = 1, INT = 2, FLOAT = 3 };
+
+/* One column: text bytes and int64 offsets, or one 8-byte value per row (data only); one
+ * validity byte per row (packed into a bitmap at export). */
 typedef struct {
     Buf data;
-    Buf offs;  /* int64_t[rows + 1] */
+    Buf offs;  /* TEXT: int64_t[rows + 1] */
     Buf valid; /* uint8_t[rows] */
     int64_t nulls;
-    int rule;  /* which numbers it takes as written: see RULE_* */
+    int kind;
+    union { int64_t i; double f; } value; /* numeric columns: this row's value */
 } Col;
-
-enum { RULE_INT = 0, RULE_DECIMAL = 1 };
 
 /* Parse status: OK, or FALLBACK (polars decides), or NOMEM (exception set by the caller). */
 enum { OK = 0, FALLBACK = 1, NOMEM = 2 };
@@ -344,11 +352,112 @@ static int list_text(const char *p, const char *e, Buf *out, const char **end, i
     }
 }
 
-/* One captured value into column `c` (text as polars' reader gives it; null for null). */
+/* A Kineto time (microseconds, plain decimal) as nanoseconds: whole * 1000 plus the first four
+ * fractional digits rounded half up at the nanosecond, as kineto_frames.us_to_ns does. */
+static int time_ns(const char *p, const char *end, int64_t *out) {
+    int neg = *p == '-';
+    p += neg;
+    int64_t whole = 0;
+    while (p < end && *p != '.') {
+        if (whole > 9000000000000000LL / 10) return FALLBACK; /* past int64 ns: polars decides */
+        whole = whole * 10 + (*p++ - '0');
+    }
+    if (whole > 9000000000000000LL) return FALLBACK;
+    int64_t frac4 = 0;
+    int digits = 0;
+    if (p < end) p++; /* the point */
+    for (; digits < 4; digits++) frac4 = frac4 * 10 + (p < end ? *p++ - '0' : 0);
+    int64_t ns = whole * 1000 + (frac4 + 5) / 10;
+    *out = neg ? -ns : ns;
+    return OK;
+}
+
+/* An integer token as int64; out of range: `*ok` cleared (polars' cast gives null). */
+static int64_t int_value(const char *p, const char *end, int *ok) {
+    int neg = *p == '-';
+    p += neg;
+    uint64_t v = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    *ok = 1;
+    for (; p < end; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (limit - d) / 10) { *ok = 0; return 0; }
+        v = v * 10 + d;
+    }
+    return neg ? (int64_t)(0 - v) : (int64_t)v;
+}
+
+/* A number into a numeric column. */
+static int numeric(Col *col, const char *s0, const char *end, int integer, int expo, int *set) {
+    *set = 1;
+    switch (col->kind) {
+    case TIME:
+        if (expo) return FALLBACK;
+        return time_ns(s0, end, &col->value.i);
+    case INT: {
+        if (!integer) return FALLBACK; /* polars' text of 1.0 is "1": its printing decides */
+        int ok;
+        col->value.i = int_value(s0, end, &ok);
+        *set = ok;
+        return OK;
+    }
+    default: { /* FLOAT: strtod rounds correctly, as polars' parse of the text does */
+        char tmp[64];
+        size_t n = (size_t)(end - s0);
+        if (n >= sizeof tmp) return FALLBACK;
+        memcpy(tmp, s0, n);
+        tmp[n] = 0;
+        col->value.f = strtod(tmp, NULL);
+        return OK;
+    }
+    }
+}
+
+/* A string in an int64 column, as polars casts text (Rust's i64 parse): [+-]?[0-9]+ in
+ * range, else null. */
+static int int_string(State *s, Col *col, const char *p, const char *e, const char **end,
+                      int *set) {
+    int st;
+    s->scratch.len = 0;
+    if ((st = string(p + 1, e, &s->scratch, end, NULL))) return st;
+    const char *q = s->scratch.p, *qe = q + s->scratch.len;
+    *set = 0;
+    if (q == qe) return OK;
+    int neg = *q == '-';
+    if (*q == '+' || *q == '-') q++;
+    if (q == qe) return OK;
+    for (const char *d = q; d < qe; d++)
+        if (*d < '0' || *d > '9') return OK;
+    int ok;
+    int64_t v = int_value(q, qe, &ok);
+    if (!ok && neg) { /* -9223372036854775808: int_value only saw the digits */
+        if (qe - q == 19 && memcmp(q, "9223372036854775808", 19) == 0) { col->value.i = INT64_MIN; *set = 1; }
+        return OK;
+    }
+    col->value.i = neg ? -v : v;
+    *set = ok;
+    return OK;
+}
+
+/* One captured value into column `c` (as polars' reader gives it; null for null). */
 static int value(State *s, int c, const char *p, const char *e, const char **end) {
     Col *col = &s->cols[c];
-    int st;
+    int st, set = 1;
     if (p >= e) return FALLBACK;
+    if (col->kind != TEXT) {
+        if (*p == '"') {
+            if (col->kind != INT) return FALLBACK; /* a time or float as text: polars decides */
+            if ((st = int_string(s, col, p, e, end, &set))) return st;
+        } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+            int integer, expo, negzero;
+            if ((st = number(p, e, end, &integer, &expo, &negzero))) return st;
+            if ((st = numeric(col, p, *end, integer, expo, &set))) return st;
+        } else { /* null, a boolean, a list, an object: null once cast, as their text is */
+            if ((st = skip(p, e, end, 1))) return st;
+            set = 0;
+        }
+        if (set) s->seen |= 1u << c;
+        return OK;
+    }
     switch (*p) {
     case '"':
         if ((st = string(p + 1, e, &col->data, end, NULL))) return st;
@@ -374,7 +483,7 @@ static int value(State *s, int c, const char *p, const char *e, const char **end
         int integer, expo, negzero;
         const char *s0 = p;
         if ((st = number(p, e, end, &integer, &expo, &negzero))) return st;
-        if (expo || negzero || (!integer && col->rule != RULE_DECIMAL)) return FALLBACK;
+        if (!integer || negzero) return FALLBACK;
         if (buf_put(&col->data, s0, (size_t)(*end - s0))) return NOMEM;
     }
     }
@@ -438,10 +547,15 @@ static int members(State *s, const char *p, const char *e, const char **end, int
 static int end_row(State *s) {
     for (int c = 0; c < s->ncols; c++) {
         Col *col = &s->cols[c];
-        int64_t off = (int64_t)col->data.len;
         uint8_t v = (s->seen >> c) & 1u;
-        if (buf_put(&col->offs, (const char *)&off, sizeof off) || buf_put(&col->valid, (const char *)&v, 1))
-            return NOMEM;
+        if (col->kind == TEXT) {
+            int64_t off = (int64_t)col->data.len;
+            if (buf_put(&col->offs, (const char *)&off, sizeof off)) return NOMEM;
+        } else {
+            if (!v) col->value.i = 0;
+            if (buf_put(&col->data, (const char *)&col->value, 8)) return NOMEM;
+        }
+        if (buf_put(&col->valid, (const char *)&v, 1)) return NOMEM;
         col->nulls += !v;
     }
     s->rows++;
@@ -517,10 +631,12 @@ static int bitmap(const uint8_t *v, int64_t rows, int64_t nulls, Buf *out) {
     return 0;
 }
 
-/* A text column becomes a large-utf8 array ("U": int64 offsets); its buffers move into it. */
+/* A column becomes an Arrow array -- large utf8 ("U": int64 offsets), int64 ("l") or float64
+ * ("g") -- and its buffers move into it. */
 static int export_col(Col *col, int64_t rows, struct ArrowSchema *sc, struct ArrowArray *a,
                       const char *name, size_t nlen) {
-    sc->format = "U";
+    int text = col->kind == TEXT;
+    sc->format = text ? "U" : col->kind == FLOAT ? "g" : "l";
     sc->flags = ARROW_FLAG_NULLABLE;
     sc->release = release_schema;
     sc->name = malloc(nlen + 1);
@@ -534,12 +650,12 @@ static int export_col(Col *col, int64_t rows, struct ArrowSchema *sc, struct Arr
     live_arrays++;
     a->length = rows;
     a->null_count = col->nulls;
-    a->n_buffers = 3;
+    a->n_buffers = text ? 3 : 2;
     a->buffers = own->ptrs;
     if (bitmap((const uint8_t *)col->valid.p, rows, col->nulls, &own->bufs[0])) return -1;
-    if (buf_reserve(&col->data, 1)) return -1; /* never a NULL data buffer */
-    own->bufs[1] = col->offs;
-    own->bufs[2] = col->data;
+    if (buf_reserve(&col->data, 8)) return -1; /* never a NULL data buffer */
+    own->bufs[text ? 2 : 1] = col->data;
+    if (text) own->bufs[1] = col->offs;
     memset(&col->offs, 0, sizeof col->offs);
     memset(&col->data, 0, sizeof col->data);
     for (int i = 0; i < 3; i++) own->ptrs[i] = own->bufs[i].p;
@@ -662,19 +778,19 @@ static int elements(State *s, const char *p, const char *e) {
 }
 
 PyDoc_STRVAR(parse_doc,
-"parse(data, top, args, decimal, array) -> tuple[(schema_capsule, array_capsule), ...] | None\n\n"
+"parse(data, top, args, kinds, array) -> tuple[(schema_capsule, array_capsule), ...] | None\n\n"
 "The events of one batch -- NDJSON, or with `array` a run of the event array as the file has\n"
-"it -- as Arrow text columns: the fields named in `top` but \"args\",\n"
-"then, inside \"args\", those named in `args`. `decimal` names the fields whose fractional\n"
-"numbers are kept as written. None: let polars parse the batch.");
+"it -- as Arrow columns: the fields named in `top` but \"args\", then, inside \"args\", those\n"
+"named in `args`; `kinds` gives each column's kind (0 text, 1 time in ns, 2 int64, 3 float64).\n"
+"None: let polars parse the batch.");
 
 static PyObject *parse(PyObject *self, PyObject *argv) {
     Py_buffer view;
-    PyObject *top, *args, *decimal;
+    PyObject *top, *args, *kinds;
     int array;
     (void)self;
     if (!PyArg_ParseTuple(argv, "y*O!O!O!p", &view, &PyTuple_Type, &top, &PyTuple_Type, &args,
-                          &PyFrozenSet_Type, &decimal, &array))
+                          &PyTuple_Type, &kinds, &array))
         return NULL;
     State s;
     memset(&s, 0, sizeof s);
@@ -690,21 +806,24 @@ static PyObject *parse(PyObject *self, PyObject *argv) {
     if (s.ncols > MAX_COLS) { PyErr_SetString(PyExc_ValueError, "too many fields"); goto done; }
     s.cols = calloc((size_t)(s.ncols ? s.ncols : 1), sizeof *s.cols);
     if (!s.cols) { PyErr_NoMemory(); goto done; }
-    for (int i = 0, c = 0; i < s.top.n; i++) {
-        if (i == s.args_index) continue;
-        PyObject *name = PyTuple_GET_ITEM(top, i);
-        int r = PySet_Contains(decimal, name);
-        if (r < 0) goto done;
-        s.cols[c++].rule = r ? RULE_DECIMAL : RULE_INT;
+    if (PyTuple_Size(kinds) != s.ncols) {
+        PyErr_SetString(PyExc_ValueError, "kinds: one per column");
+        goto done;
     }
-    for (int i = 0; i < s.args.n && s.args_index >= 0; i++) {
-        int r = PySet_Contains(decimal, PyTuple_GET_ITEM(args, i));
-        if (r < 0) goto done;
-        s.cols[s.ntop + i].rule = r ? RULE_DECIMAL : RULE_INT;
+    for (int c = 0; c < s.ncols; c++) {
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(kinds, c));
+        if (kind < TEXT || kind > FLOAT) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "kinds: 0 to 3");
+            goto done;
+        }
+        s.cols[c].kind = (int)kind;
     }
     for (int c = 0; c < s.ncols; c++) {
         int64_t zero = 0;
-        if (buf_put(&s.cols[c].offs, (const char *)&zero, sizeof zero)) { PyErr_NoMemory(); goto done; }
+        if (s.cols[c].kind == TEXT && buf_put(&s.cols[c].offs, (const char *)&zero, sizeof zero)) {
+            PyErr_NoMemory();
+            goto done;
+        }
     }
     const char *p = view.buf, *e = p + view.len;
     Py_BEGIN_ALLOW_THREADS

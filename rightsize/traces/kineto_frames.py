@@ -156,12 +156,13 @@ def split_events(events: pl.DataFrame) -> dict[str, pl.DataFrame]:
                                                       "python_function": "host"}))
         .when(pl.col("ph").is_in(["s", "f", "t"])).then(pl.lit("flow"))
     )
-    ev = events.with_columns(
-        kind=kind,
-        role=role,
-        ts_ns=us_series_to_ns(events["ts"]),
-        dur_ns=us_series_to_ns(events["dur"]).clip(lower_bound=0),
-    )
+    times: dict[str, pl.Expr | pl.Series]
+    if "ts_ns" in events.columns:  # the compiled parser converted them already
+        times = {"dur_ns": pl.col("dur_ns").clip(lower_bound=0)}
+    else:
+        times = {"ts_ns": us_series_to_ns(events["ts"]),
+                 "dur_ns": us_series_to_ns(events["dur"]).clip(lower_bound=0)}
+    ev = events.with_columns(kind=kind, role=role, **times)
     parts = ev.partition_by("kind", as_dict=True, include_key=False)
     empty = ev.drop("kind").clear()
 

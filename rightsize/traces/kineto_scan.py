@@ -1,11 +1,12 @@
 """The compiled Kineto batch parser (``_kscan``), where it was built, with polars as the rule.
 
-Role: :func:`read` turns one NDJSON batch of events into the frame polars' NDJSON reader gives
-with ``kineto_frames.event_schema(typed=False)`` (every field as text), several times faster:
-a C pass over the bytes (``rightsize/traces/_kscan.c``, built when the package is installed
-with a C compiler at hand; see ``hatch_build.py``) fills Arrow columns that polars adopts
-through the Arrow C data interface. Timestamps arrive as the text written in the file, so they
-are exact to the nanosecond without a second pass.
+Role: :func:`read` turns one batch of events into the frame the polars path builds before
+``kineto_frames.split_events`` (:func:`scanned_schema`), several times faster: a C pass over the
+bytes (``rightsize/traces/_kscan.c``, built when the package is installed with a C compiler at
+hand; see ``hatch_build.py``) fills Arrow columns that polars adopts through the Arrow C data
+interface without copying. Times are converted from their digits to int64 nanoseconds
+exactly as ``kineto_frames.us_to_ns`` converts their text, so they are exact without a second
+pass; numeric args are the numbers polars' cast of their text gives.
 
 Whatever the C pass does not take as polars would (invalid JSON, a float id, a nested object,
 an escaped key...) returns None, and the caller parses the batch with polars: the frames and
@@ -38,9 +39,22 @@ def _load() -> Any:
 
 
 _kscan = _load()
-# Fields whose fractional numbers are kept as written: times (read exactly from their text)
-# and the float args (cast to Float64: the same value from any spelling of it).
-_DECIMAL = frozenset({"ts", "dur", *kf.FLOAT_ARGS})
+TEXT, TIME, INT, FLOAT = 0, 1, 2, 3  # column kinds, as _kscan.c numbers them
+# Times come as exact int64 ns (converted from their digits as us_to_ns converts the text);
+# numeric args as the numbers polars' cast of their text gives; the rest as text.
+_TIMES = {"ts": "ts_ns", "dur": "dur_ns"}
+
+
+def _kind(name: str) -> int:
+    return INT if name in kf.INT_ARGS else FLOAT if name in kf.FLOAT_ARGS else TEXT
+
+
+def scanned_schema(legacy: bool) -> dict[str, pl.DataType]:
+    """What :func:`read` gives: ``event_schema(typed=True)`` with ``ts``/``dur`` as Int64
+    nanoseconds named ``ts_ns``/``dur_ns`` (``kineto_frames.split_events`` takes either)."""
+    schema = kf.event_schema(legacy, typed=True)
+    return {_TIMES.get(name, name): pl.Int64() if name in _TIMES else dtype
+            for name, dtype in schema.items()}
 
 
 def available() -> bool:
@@ -71,12 +85,14 @@ def read(batch: Batch | bytes, legacy: bool) -> pl.DataFrame | None:
     schema = kf.event_schema(legacy, typed=False)
     top = tuple(name for name in schema if name != "args")
     args = tuple(f.name for f in schema["args"].fields)  # type: ignore[attr-defined]
-    columns = _kscan.parse(data, (*top, "args"), args, _DECIMAL, array)
+    kinds = tuple(TIME if n in _TIMES else TEXT for n in top) + tuple(_kind(n) for n in args)
+    columns = _kscan.parse(data, (*top, "args"), args, kinds, array)
     if columns is None:
         return None
-    series = [pl.Series(name, _Column(c)) for name, c in zip(top + args, columns, strict=True)]
+    names = tuple(_TIMES.get(n, n) for n in top) + args
+    series = [pl.Series(_Column(c)).alias(name) for name, c in zip(names, columns, strict=True)]
     df = pl.DataFrame(series[:len(top)]).with_columns(
         pl.DataFrame(series[len(top):]).to_struct("args"))
-    if df.schema != pl.Schema(schema):  # a polars that adopts the columns another way
+    if df.schema != pl.Schema(scanned_schema(legacy)):  # a polars that adopts them otherwise
         return None
     return df

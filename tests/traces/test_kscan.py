@@ -30,10 +30,12 @@ def polars_events(ndjson: bytes, legacy: bool = False) -> pl.DataFrame:
     return pl.read_ndjson(ndjson, schema=kf.event_schema(legacy, typed=False))
 
 
-def same_text(fast: pl.DataFrame | None, slow: pl.DataFrame) -> bool:
-    """Equal fields; a missing or null ``args`` may come as a struct of nulls (the frames only
-    ever read its fields)."""
-    return fast is not None and fast.unnest("args").equals(slow.unnest("args"))
+def same_frames(fast: pl.DataFrame | None, slow: pl.DataFrame) -> bool:
+    """The batch's frames from the compiled parser's columns equal those from polars' text."""
+    if fast is None:
+        return False
+    a, b = kf.split_events(fast), kf.split_events(slow)
+    return all(a[name].schema == b[name].schema and a[name].equals(b[name]) for name in a)
 
 
 def assert_same(a: Trace, b: Trace) -> None:
@@ -94,35 +96,50 @@ def test_text_as_polars_gives_it():
         (b'{"ph": "i", "s": "t", "name": "[memory]", "ts": 5, "args": {"Device Type": 0, '
         b'"Device Id": -1, "Bytes": -8, "bytes": 3, "Total Allocated": 100000000000000000000}}'),
         b'{"name": "first", "name": "second", "args": {"device": 1, "device": 2}, "args": {}}',
-        (b'{"cat": true, "ph": false, "pid": null, "args": {"stream": [true, null, false], '
+        (b'{"cat": true, "ph": false, "pid": null, "dur": true, "ts": [1], "args": {"stream": [true, null, false], '
         b'"Other": {"deep": [[[[1]]]], "x": 1.5e300}}}'),
         b'{}',
+        # ids as text, as some AMD traces write them: polars' cast of the text decides
+        (b'{"ph": "X", "cat": "cuda_runtime", "args": {"stream": "0x0", "External id": "+7", '
+         b'"correlation": "-9223372036854775808", "device": "", "bytes": true, '
+         b'"blocks per SM": [1], "Bytes": {"a": 1}, "Device Id": "9223372036854775808"}}'),
     ]
     ndjson = b"\n".join(lines) + b"\n"
     fast = kineto_scan.read(ndjson, legacy=False)
-    assert same_text(fast, polars_events(ndjson))
+    assert same_frames(fast, polars_events(ndjson))
     assert fast is not None and fast["name"][1] == "café \U0001F680 \n\t/"
     assert fast["args"].struct.field("Input Dims")[1] == "[[2, 3], [], [1, 4]]"
+    ids = fast["args"].struct.field("Total Allocated").to_list()
+    assert ids[3] is None  # past int64: null, as polars' cast of its text
+    assert fast["args"].struct.field("Bytes")[3] == -8  # row 3: the blank line holds none
     legacy = b'{"cat": "Kernel", "args": {"external id": 3, "theoretical occupancy %": 0.25}}\n'
-    assert same_text(kineto_scan.read(legacy, legacy=True), polars_events(legacy, legacy=True))
+    assert same_frames(kineto_scan.read(legacy, legacy=True), polars_events(legacy, legacy=True))
 
 
 @built
-def test_numbers_where_rightsize_reads_their_text_are_kept_as_written():
-    """Times (and float args) keep their written digits: polars' float would round
-    1700000000123456.789 µs, which the careful path re-reads from the text anyway."""
-    line = b'{"ts": 1700000000123456.789, "dur": 1.500, "args": {"blocks per SM": 0.50}}\n'
+def test_times_are_exact_nanoseconds_from_their_digits():
+    """polars' float would round 1700000000123456.789 µs (the careful path re-reads its text);
+    the digits give it exactly, rounded half up at the 4th decimal like us_to_ns."""
+    line = (b'{"ts": 1700000000123456.789, "dur": 1.500, "args": {"blocks per SM": 0.50}}\n'
+            b'{"ts": -2.00049, "dur": 0.00051, "args": {"est. achieved occupancy %": 12}}\n'
+            b'{"ts": 17, "dur": 0}\n')
     fast = kineto_scan.read(line, legacy=False)
     assert fast is not None
-    assert fast.row(0, named=True)["ts"] == "1700000000123456.789"
-    assert fast["dur"][0] == "1.500"
-    assert fast["args"].struct.field("blocks per SM")[0] == "0.50"
+    assert fast["ts_ns"].to_list() == [1700000000123456789, -2000, 17000]
+    assert fast["dur_ns"].to_list() == [1500, 1, 0]
+    assert fast["args"].struct.field("blocks per SM").to_list() == [0.5, None, None]
+    assert fast["args"].struct.field("est. achieved occupancy %")[1] == 12.0
+    text = pl.Series(["1700000000123456.789", "-2.00049", "0.00051", "17"])
+    assert kf.us_series_to_ns(text).to_list() == [1700000000123456789, -2000, 1, 17000]
 
 
 @built
 @pytest.mark.parametrize("line", [
     b'{"ts": 1e3}',  # an exponent: polars' spelling of it is its own
     b'{"pid": 1.0}',  # a float where the text is kept: polars prints "1"
+    b'{"ts": "17"}',  # a time as a string: polars' cast of the text decides
+    b'{"ts": 90071992547409930}',  # past int64 nanoseconds
+    b'{"args": {"blocks per SM": "0.5"}}',
     b'{"args": {"External id": 2.5}}',  # a float id: polars' typed read refuses it
     b'{"pid": -0}',
     b'{"name": {"a": 1}}',  # an object where text is expected
@@ -233,7 +250,7 @@ def test_document_bytes_read_as_the_file_has_them():
     raw = b'\n  {\n    "name": "a", "ts": 1' + sep + b'"name": "b",\n    "ts": 2.5\n  }'
     fast = kineto_scan.read(jsonscan.Batch(None, raw, -1, sep), legacy=False)
     assert fast is not None
-    assert fast["name"].to_list() == ["a", "b"] and fast["ts"].to_list() == ["1", "2.5"]
+    assert fast["name"].to_list() == ["a", "b"] and fast["ts_ns"].to_list() == [1000, 2500]
     for bad in (b'{"name": "a"} {"name": "b"}', b'{"name": "a"},', b', {"name": "a"}',
                 b'{"name": "a"},, {"name": "b"}', b'{"name": "a"}, [1]'):
         assert kineto_scan.read(jsonscan.Batch(None, bad, -1, b"},\n{"), legacy=False) is None
