@@ -840,6 +840,60 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(cut_doc,
+"cut(data, after) -> (closed, first, last, end, count) | None\n\n"
+"Where the whole elements of the event array in `data` are: `data` starts between elements\n"
+"(just after one when `after`: a comma comes first). `first` is the first element's '{', `last`\n"
+"is just past the last whole element's '}', `end` is the array's ']' (-1: not in `data`),\n"
+"`count` the whole elements before it, `closed` whether the array ends here. Braces inside\n"
+"strings are skipped; elements are not checked (the parser does that). None: something other\n"
+"than objects, commas and whitespace between elements (the structural scan in Python decides).");
+
+static PyObject *cut(PyObject *self, PyObject *argv) {
+    Py_buffer view;
+    int after;
+    (void)self;
+    if (!PyArg_ParseTuple(argv, "y*p", &view, &after)) return NULL;
+    const unsigned char *b = view.buf;
+    Py_ssize_t n = view.len, first = -1, last = -1, end = -1, count = 0;
+    int depth = 0, ok = 1, want_comma = after, nested_err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = b[i];
+        if (depth > 0) {
+            if (c == '"') {
+                for (i++; i < n && b[i] != '"'; i++)
+                    if (b[i] == '\\') i++;
+                continue; /* an unfinished string: the element is unfinished */
+            }
+            if (c == '{' || c == '[') {
+                if (++depth > 1 << 20) { nested_err = 1; break; }
+            } else if (c == '}' || c == ']') {
+                if (--depth == 0) { last = i + 1; count++; want_comma = 1; }
+            }
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+        if (c == ']') {
+            if (!want_comma && (count || after)) ok = 0; /* "[..., ]": the scan decides */
+            end = i;
+            break;
+        }
+        if (want_comma) {
+            if (c != ',') { ok = 0; break; }
+            want_comma = 0;
+            continue;
+        }
+        if (c != '{') { ok = 0; break; }
+        if (first < 0) first = i;
+        depth = 1;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (!ok || nested_err) Py_RETURN_NONE;
+    return Py_BuildValue("(Onnnn)", end >= 0 ? Py_True : Py_False, first, last, end, count);
+}
+
 static PyObject *live(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -848,6 +902,7 @@ static PyObject *live(PyObject *self, PyObject *unused) {
 
 static PyMethodDef methods[] = {
     {"parse", parse, METH_VARARGS, parse_doc},
+    {"cut", cut, METH_VARARGS, cut_doc},
     {"live", live, METH_NOARGS, "Text columns handed to polars and not yet released."},
     {NULL, NULL, 0, NULL},
 };

@@ -15,13 +15,14 @@ Problems raise :class:`ScanError` with a one-line reason; the caller adds the fi
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 import numpy as np
 
-from rightsize.traces import limits
+from rightsize.traces import kscan, limits
 
 # Read size: bounds memory (a parse holds several times its batch while it runs, and the Kineto
 # reader parses two batches at once: 4 MiB reads peak at 190 MiB on a 35 MB trace and 266 MiB on
@@ -39,24 +40,25 @@ _KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*$')
 
 
 class Batch:
-    """Whole events in file order: ``ndjson`` (one per line), and for a fast-path batch the
-    document bytes they came from (``raw``: events separated by ``sep``), from which the
-    NDJSON is made only when asked for (the compiled parser reads ``raw`` as it is)."""
+    """Whole events in file order: ``ndjson`` (one per line), or the run of the event array they
+    are in the document (``raw``: objects, commas and whitespace, from the first ``{`` to the
+    last ``}``), from which NDJSON is made (``make``) only when asked for: the compiled parser
+    reads ``raw`` as it is."""
 
-    __slots__ = ("_ndjson", "_sep", "count", "raw")
+    __slots__ = ("_make", "_ndjson", "count", "raw")
 
     def __init__(self, ndjson: bytes | None, raw: bytes | None, count: int,
-                 sep: bytes | None = None) -> None:
+                 make: Callable[[bytes], bytes] | None = None) -> None:
         self._ndjson = ndjson
         self.raw = raw
-        self.count = count  # events in the batch; -1 for a fast-path batch (the parser counts)
-        self._sep = sep
+        self.count = count  # events in the batch; -1 when not counted (the parser counts)
+        self._make = make
 
     @property
     def ndjson(self) -> bytes:
         if self._ndjson is None:
-            assert self.raw is not None and self._sep is not None
-            self._ndjson = _join(self.raw, self._sep)
+            assert self.raw is not None and self._make is not None
+            self._ndjson = self._make(self.raw)
         return self._ndjson
 
 
@@ -129,6 +131,7 @@ class Scan:
         self._head = bytearray()  # document bytes up to and including the array's "["
         self._tail = bytearray()  # document bytes from the array's "]" on
         self.events = 0  # events split by the structural scan (fast-path batches are not counted)
+        self._after = False  # the next bytes follow a whole element (a comma comes first)
         self.bytes_read = 0
         # Caps (rightsize.traces.limits): memory stays bounded whatever the file holds.
         self._input_cap = limits.cap(limits.INPUT_BYTES)
@@ -169,18 +172,18 @@ class Scan:
                     raw = buf[:end]
                     pending = buf[at + len(sep) - 1:]  # from the next event's "{"
                     del buf  # only one copy of the chunk stays alive with its NDJSON
-                    yield Batch(None, raw, -1, sep)
+                    self._after = False  # pending starts at the next event's "{"
+                    yield Batch(None, raw, -1, functools.partial(_join, sep=sep))
                     del raw
                     if len(pending) <= self._event_cap:
                         continue
                     # The last event runs on for long: it may be the array's end followed by
                     # big metadata, which only the structural scan can tell.
                     buf = pending
-            before = self.events
-            done, batch, rest = self._split(buf, self._element_depth)
+            done, batch, rest = self._cut(buf)
             del buf
-            if batch:
-                yield Batch(batch, None, self.events - before)
+            if batch is not None:
+                yield batch
             if done:
                 self._tail += rest
                 self._tail += self._read_all()
@@ -192,15 +195,40 @@ class Scan:
             self._check_pending(pending)
 
     def resplit(self, batch: Batch) -> bytes:
-        """NDJSON of a fast-path batch by the structural scan (the fast path's fallback)."""
+        """NDJSON of a raw batch by the structural scan (the fallback when polars refuses the
+        NDJSON a fast cut made)."""
         if batch.raw is None:
             return batch.ndjson
-        _done, ndjson, rest = self._split(batch.raw + b"\n", self._element_depth)
+        return self.resplit_raw(batch.raw)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _cut(self, buf: bytes) -> tuple[bool, Batch | None, bytes]:
+        """The whole elements at the start of ``buf``: (array closed?, their batch, the bytes
+        after them). The compiled module finds them (a raw batch; it checks nothing but the
+        structure between elements); without it, or where it sees anything but objects, commas
+        and whitespace there, the structural scan does (NDJSON, and its errors)."""
+        module = kscan.module()
+        found = module.cut(buf, self._after) if module is not None else None
+        if found is None:
+            before = self.events
+            done, ndjson, rest = self._split(buf, self._element_depth)
+            self._after = self._after or bool(ndjson)
+            return done, Batch(ndjson, None, self.events - before) if ndjson else None, rest
+        closed, first, last, end, count = found
+        rest = buf[end:] if closed else buf[last:] if count else buf
+        if not count:
+            return closed, None, rest
+        self.events += count
+        self._after = True
+        return closed, Batch(None, buf[first:last], count, self.resplit_raw), rest
+
+    def resplit_raw(self, raw: bytes) -> bytes:
+        """NDJSON of a run of whole elements, by the structural scan."""
+        _done, ndjson, rest = self._split(raw + b"\n", self._element_depth)
         if rest.strip(b" \t\r\n,"):
             raise ScanError("malformed event array (an element is not a JSON object)")
         return ndjson
-
-    # -- internals ---------------------------------------------------------------------------
 
     def _read(self) -> bytes:
         data = self._stream.read(self._chunk_bytes)

@@ -2,7 +2,8 @@
 
 Input: one trace file as torch.profiler writes it (one process / rank). Output: a normalized
 :class:`rightsize.traces.schema.Trace`. Events are streamed in batches (``jsonscan``) and parsed
-by polars' NDJSON reader against a declared event schema, so a multi-GB trace is read in bounded
+by the compiled parser (``kineto_scan``, where it was built) or by polars' NDJSON reader against
+a declared event schema -- the same frames either way -- so a multi-GB trace is read in bounded
 memory. Every number is converted here, once: Kineto ``ts``/``dur`` are microseconds (floats
 with ns precision in newer traces, integers in older ones) and become exact int64 nanoseconds by
 decimal arithmetic on their text (a float64 cannot hold epoch nanoseconds). When the trace has

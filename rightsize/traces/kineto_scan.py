@@ -19,26 +19,17 @@ Outputs: a polars frame or None.
 
 from __future__ import annotations
 
-import importlib
-import os
 from typing import Any
 
 import polars as pl
 
 from rightsize.traces import kineto_frames as kf
+from rightsize.traces import kscan
 from rightsize.traces.jsonscan import Batch
+from rightsize.traces.kscan import PARSER_ENV
 
-PARSER_ENV = "RIGHTSIZE_KINETO_PARSER"  # "polars": never use the compiled parser
-
-
-def _load() -> Any:
-    try:
-        return importlib.import_module("rightsize.traces._kscan")
-    except ImportError:  # built without a C compiler: polars parses every batch
-        return None
-
-
-_kscan = _load()
+__all__ = ["PARSER_ENV", "available", "read", "scanned_schema"]
+_kscan = kscan.BUILT
 TEXT, TIME, INT, FLOAT = 0, 1, 2, 3  # column kinds, as _kscan.c numbers them
 # Times come as exact int64 ns (converted from their digits as us_to_ns converts the text);
 # numeric args as the numbers polars' cast of their text gives; the rest as text.
@@ -58,7 +49,7 @@ def scanned_schema(legacy: bool) -> dict[str, pl.DataType]:
 
 
 def available() -> bool:
-    return _kscan is not None and os.environ.get(PARSER_ENV, "").strip().lower() != "polars"
+    return kscan.module() is not None
 
 
 class _Column:
@@ -76,7 +67,8 @@ class _Column:
 def read(batch: Batch | bytes, legacy: bool) -> pl.DataFrame | None:
     """The batch's events as text columns, or None (then polars parses it). A fast-path batch
     is read from its document bytes (no NDJSON made); bytes are NDJSON."""
-    if not available():
+    module = kscan.module()
+    if module is None:
         return None
     if isinstance(batch, Batch):
         data, array = (batch.raw, True) if batch.raw is not None else (batch.ndjson, False)
@@ -86,7 +78,7 @@ def read(batch: Batch | bytes, legacy: bool) -> pl.DataFrame | None:
     top = tuple(name for name in schema if name != "args")
     args = tuple(f.name for f in schema["args"].fields)  # type: ignore[attr-defined]
     kinds = tuple(TIME if n in _TIMES else TEXT for n in top) + tuple(_kind(n) for n in args)
-    columns = _kscan.parse(data, (*top, "args"), args, kinds, array)
+    columns = module.parse(data, (*top, "args"), args, kinds, array)
     if columns is None:
         return None
     names = tuple(_TIMES.get(n, n) for n in top) + args

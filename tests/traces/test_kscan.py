@@ -254,3 +254,19 @@ def test_document_bytes_read_as_the_file_has_them():
     for bad in (b'{"name": "a"} {"name": "b"}', b'{"name": "a"},', b', {"name": "a"}',
                 b'{"name": "a"},, {"name": "b"}', b'{"name": "a"}, [1]'):
         assert kineto_scan.read(jsonscan.Batch(None, bad, -1, b"},\n{"), legacy=False) is None
+
+
+@built
+def test_cut_finds_whole_elements():
+    cut = kineto_scan._kscan.cut
+    data = b' {"a": 1}, {"b": "}\\"{"} , {"c": [1'
+    assert cut(data, False) == (False, 1, data.index(b"} ,") + 1, -1, 2)
+    closed = b'{"a": {"b": []}}\n]}'
+    assert cut(closed, False) == (True, 0, 16, 17, 1)
+    assert cut(b', {"a": 1}]', True) == (True, 2, 10, 10, 1)
+    assert cut(b"  ]", False) == (True, -1, -1, 2, 0)
+    assert cut(b"]", True) == (True, -1, -1, 0, 0)
+    assert cut(b'{"a": "no end', False) == (False, 0, -1, -1, 0)
+    for odd, after in ((b"[1]", False), (b'{"a": 1} {"b": 2}', False), (b'{"a": 1},]', False),
+                       (b", ]", True), (b'{"a": 1}', True), (b"1, 2", False)):
+        assert cut(odd, after) is None, odd  # the structural scan decides (and says why)
