@@ -7,8 +7,10 @@ parser (NDJSON, one event per line) and as a JSON array, then times, in this pro
 way of turning them into columns that is available here (MB of NDJSON per CPU-second, best of
 ``--repeat``):
 
-* polars ``read_ndjson`` with rightsize's event schema (what ``read_kineto`` runs), and with
-  the ``args`` struct left out (the lower bound of that reader: one struct less to fill);
+* polars ``read_ndjson`` with rightsize's event schema (what ``read_kineto`` runs without its
+  compiled parser), and with the ``args`` struct left out (one struct less to fill);
+* rightsize's compiled parser (``_kscan``, where it was built): the same fields as columns polars
+  adopts, times as exact ns;
 * msgspec (if installed) decoding the array into typed structs with only the needed keys,
   unknown keys skipped in C, then the Python loops that make columns of them;
 * pyarrow's JSON reader (if installed) with the numeric columns rightsize needs;
@@ -31,6 +33,7 @@ from typing import Any
 import polars as pl
 
 from rightsize.traces import kineto_frames as kf
+from rightsize.traces import kineto_scan
 from rightsize.traces.jsonscan import Scan
 
 
@@ -110,6 +113,8 @@ def main() -> None:
         "polars read_ndjson, rightsize's schema": lambda: pl.read_ndjson(ndjson, schema=full),
         "polars read_ndjson, without args": lambda: pl.read_ndjson(ndjson, schema=no_args),
     }
+    if kineto_scan.available():  # rightsize's compiled parser: columns polars adopts
+        runs["rightsize _kscan -> polars frame"] = lambda: kineto_scan.read(ndjson, False)
     if importlib.util.find_spec("msgspec"):
         runs["msgspec typed decode + columns"] = msgspec_columns(array)
     if importlib.util.find_spec("pyarrow"):
