@@ -8,7 +8,6 @@ Metrics that cannot be computed stay ``None`` and the reason is added to ``notes
 from __future__ import annotations
 
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -111,20 +110,7 @@ _STEP_SOURCE_NOTES = {
 
 
 def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
-    """Every metric of one rank; what cannot be computed is ``None`` with a note.
-
-    The self-time table and HTA's breakdowns (each its own pass over the trace, needing nothing
-    else) are computed on a second thread meanwhile: polars and numpy release the GIL, so a
-    2-CPU machine runs both (175 MB trace: 0.34 -> 0.29 s of wall time)."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        breakdowns = pool.submit(_hta, trace)
-        ops = pool.submit(self_ops, trace)
-        return _analyze_trace(trace, context, breakdowns, ops)
-
-
-def _analyze_trace(trace: Trace, context: Context,
-                   breakdowns: Future[tuple[hta.Temporal | None, tuple[hta.StreamIdle, ...]]],
-                   ops: Future[pl.DataFrame]) -> RankAnalysis:
+    """Every metric of one rank; what cannot be computed is ``None`` with a note."""
     notes: list[str] = []
     steps = _steps(trace, context, notes)
     devices = tuple(tb_plugin.device_metrics(trace, steps))
@@ -132,7 +118,7 @@ def _analyze_trace(trace: Trace, context: Context,
     prim_kernels = trace.kernels.filter(pl.col("device") == primary) if primary is not None \
         else trace.kernels.clear()
     notes += _kernel_notes(trace, primary)
-    temporal, idle = breakdowns.result()
+    temporal, idle = _hta(trace)
     memory = tuple(kernels.memory_peaks(trace.memory))  # computed once, used three times
     match = _device_match(trace, primary, context.catalog)
     if match is not None and match.gpu is None:
@@ -174,7 +160,7 @@ def _analyze_trace(trace: Trace, context: Context,
         sizing=plan,
         timeline=timeline(prim_kernels, *window, context.gpu_samples, primary)
         if window else None,
-        self_ops=ops.result(),
+        self_ops=self_ops(trace),
     )
 
 
