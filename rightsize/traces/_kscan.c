@@ -1,21 +1,22 @@
 /* Kineto event batches -> Arrow columns, in one pass over the bytes (optional accelerator).
  *
- * Role: rightsize.traces.kineto_scan calls parse() on each batch the splitter (jsonscan) makes:
- * NDJSON, one Chrome-trace event per line. It fills the columns that polars' NDJSON reader
- * fills with kineto_frames.event_schema(typed=False) -- the top-level fields and the named
- * "args" fields, each as text -- and hands them to polars through the Arrow C data interface
- * (one PyCapsule pair "arrow_schema"/"arrow_array" per column: no pyarrow, no Python object
- * per event). polars adopts the buffers without copying them.
+ * Role: cut() finds where the whole elements of the event array end in a read of the file
+ * (rightsize.traces.jsonscan); parse() turns a batch of them -- a run of the array as the file
+ * has it, or NDJSON -- into the columns rightsize.traces.kineto_scan hands to
+ * kineto_frames.split_events: the top-level fields and the named "args" fields. They reach
+ * polars through the Arrow C data interface (one PyCapsule pair "arrow_schema"/"arrow_array"
+ * per column: no pyarrow, no Python object per event), which adopts the buffers without a copy.
  *
- * Contract: the text is what polars' reader gives for the same event, or the exact text
- * written in the file where that is what rightsize would end up reading anyway (timestamps:
- * kineto._raw_field). Anything else -- invalid JSON or UTF-8, a lone surrogate, a duplicate
- * key, an escaped key, a float or exponent where polars would print its own rounding, a nested
- * object, a nesting deeper than MAX_DEPTH -- makes parse() return None, and the caller parses
- * that batch with polars: same frames, same errors as without this module.
+ * Contract: a text column holds what polars' NDJSON reader gives for the field; a time is
+ * int64 ns from its digits, as kineto_frames.us_to_ns converts its text; a numeric arg is
+ * what polars' cast of its text gives. Anything else -- invalid JSON or UTF-8, a lone
+ * surrogate, an escaped key, a float or exponent where polars would print its own rounding, a
+ * string time, a nested object where text is kept, a nesting deeper than MAX_DEPTH -- makes
+ * parse() return None, and the caller parses that batch with polars: the same frames and the
+ * same errors as without this module (tests/traces/test_kscan.py).
  *
- * Every read is bounds-checked against the end of the line; buffers grow geometrically and a
- * failed allocation raises MemoryError.
+ * Every read is bounds-checked against the end of its line or batch; buffers are mapped pages
+ * that grow in place, and a failed allocation raises MemoryError.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -149,6 +150,17 @@ typedef struct {
     Buf scratch;    /* nested values serialized here first */
 } State;
 
+/* Bytes that end a run of plain string text: the quote, the backslash, control characters. */
+static unsigned char STR_STOP[256];
+/* Bytes cut() stops at inside an element: quotes and brackets. */
+static unsigned char STRUCTURAL[256];
+
+static void init_tables(void) {
+    for (int c = 0; c < 0x20; c++) STR_STOP[c] = 1;
+    STR_STOP['"'] = STR_STOP['\\'] = 1;
+    STRUCTURAL['"'] = STRUCTURAL['{'] = STRUCTURAL['['] = STRUCTURAL['}'] = STRUCTURAL[']'] = 1;
+}
+
 static inline const char *ws(const char *p, const char *e) {
     while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
     return p;
@@ -194,7 +206,7 @@ static int put_utf8(Buf *b, unsigned cp) {
 static int string(const char *p, const char *e, Buf *out, const char **end, int *plain) {
     while (p < e) {
         const char *run = p;
-        while (p < e && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+        while (p < e && !STR_STOP[(unsigned char)*p]) p++;
         if (out && p > run && buf_put(out, run, (size_t)(p - run))) return NOMEM;
         if (p >= e) return FALLBACK;
         char c = *p;
@@ -507,7 +519,7 @@ static int members(State *s, const char *p, const char *e, const char **end, int
     for (;;) {
         if (p >= e || *p != '"') return FALLBACK;
         const char *k = ++p;
-        while (p < e && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+        while (p < e && !STR_STOP[(unsigned char)*p]) p++;
         if (p >= e || *p != '"') return FALLBACK; /* escaped or broken key */
         size_t klen = (size_t)(p - k);
         p = ws(p + 1, e);
@@ -861,10 +873,22 @@ static PyObject *cut(PyObject *self, PyObject *argv) {
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = b[i];
         if (depth > 0) {
-            if (c == '"') {
-                for (i++; i < n && b[i] != '"'; i++)
-                    if (b[i] == '\\') i++;
-                continue; /* an unfinished string: the element is unfinished */
+            while (i < n && !STRUCTURAL[b[i]]) i++;
+            if (i >= n) break; /* the element is unfinished */
+            c = b[i];
+            if (c == '"') { /* to the closing quote: one not preceded by an odd run of \\ */
+                const unsigned char *q = b + i + 1;
+                for (;;) {
+                    q = memchr(q, '"', (size_t)(b + n - q));
+                    if (!q) break;
+                    const unsigned char *r = q;
+                    while (r > b + i + 1 && r[-1] == '\\') r--;
+                    if ((q - r) % 2 == 0) break;
+                    q++;
+                }
+                if (!q) break; /* an unfinished string: the element is unfinished */
+                i = q - b;
+                continue;
             }
             if (c == '{' || c == '[') {
                 if (++depth > 1 << 20) { nested_err = 1; break; }
@@ -912,4 +936,7 @@ static struct PyModuleDef module = {
     "Kineto event batches -> Arrow text columns (see rightsize.traces.kineto_scan).", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__kscan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kscan(void) {
+    init_tables();
+    return PyModule_Create(&module);
+}
