@@ -16,24 +16,16 @@ from rightsize.traces import jsonscan, kineto, kineto_frames
 from rightsize.traces.kineto import read_kineto
 from rightsize.traces.schema import Trace
 from tests.conftest import shared_path
+from tests.traces.conftest import assert_same_trace as assert_same
 
 pytestmark = pytest.mark.usefixtures("both_parsers")  # compiled and polars-only
 
-FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations", "steps", "memory",
-          "flows", "syncs", "windows", "devices")
 LAYOUT_MAX_BYTES = 12 * 1024 * 1024  # re-layouts of bigger traces take too long for the suite
 
 
 def kineto_traces() -> list[Path]:
     return sorted(shared_path("traces", "kineto").glob("*.json*"))
 
-
-def assert_same(a: Trace, b: Trace) -> None:
-    for name in FRAMES:
-        fa, fb = getattr(a, name), getattr(b, name)
-        assert fa.schema == fb.schema, name
-        assert fa.equals(fb), name
-    assert a.meta.event_count == b.meta.event_count
 
 
 def careful(path: Path, monkeypatch: pytest.MonkeyPatch) -> Trace:

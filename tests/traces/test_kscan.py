@@ -20,10 +20,9 @@ from rightsize.traces import kineto_frames as kf
 from rightsize.traces.kineto import read_kineto
 from rightsize.traces.schema import Trace
 from tests.conftest import shared_path
+from tests.traces.conftest import assert_same_trace as assert_same
 
 built = pytest.mark.skipif(kineto_scan._kscan is None, reason="_kscan was not compiled")
-FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations", "steps", "memory",
-          "flows", "syncs", "windows", "devices")
 
 
 def polars_events(ndjson: bytes, legacy: bool = False) -> pl.DataFrame:
@@ -37,13 +36,6 @@ def same_frames(fast: pl.DataFrame | None, slow: pl.DataFrame) -> bool:
     a, b = kf.split_events(fast), kf.split_events(slow)
     return all(a[name].schema == b[name].schema and a[name].equals(b[name]) for name in a)
 
-
-def assert_same(a: Trace, b: Trace) -> None:
-    for name in FRAMES:
-        fa, fb = getattr(a, name), getattr(b, name)
-        assert fa.schema == fb.schema, name
-        assert fa.equals(fb), name
-    assert a.meta.event_count == b.meta.event_count
 
 
 def polars_only(path, monkeypatch) -> Trace:
