@@ -104,7 +104,8 @@ static int buf_reserve(Buf *b, size_t extra) {
 #endif
 
 static inline int buf_put(Buf *b, const char *s, size_t n) {
-    if (buf_reserve(b, n)) return -1;
+    if (n == 0) return 0;
+    if (b->len + n > b->cap && buf_reserve(b, n)) return -1; /* growth: rare, out of line */
     memcpy(b->p + b->len, s, n);
     b->len += n;
     return 0;
@@ -504,8 +505,10 @@ static int value(State *s, int c, const char *p, const char *e, const char **end
 }
 
 static int find(const Keys *k, const char *key, size_t n) {
-    for (int i = 0; i < k->n; i++)
-        if (k->keylen[i] == n && memcmp(k->key[i], key, n) == 0) return i;
+    for (int i = 0; i < k->n; i++) /* length and end bytes first: most keys differ there */
+        if (k->keylen[i] == n && (n == 0 || (k->key[i][0] == key[0] && k->key[i][n - 1] == key[n - 1]))
+            && memcmp(k->key[i], key, n) == 0)
+            return i;
     return -1;
 }
 
