@@ -132,6 +132,7 @@ class Scan:
         self._tail = bytearray()  # document bytes from the array's "]" on
         self.events = 0  # events split by the structural scan (fast-path batches are not counted)
         self._after = False  # the next bytes follow a whole element (a comma comes first)
+        self._uncounted = False  # a fast-path batch was cut: its events are not in ``events``
         self.bytes_read = 0
         # Caps (rightsize.traces.limits): memory stays bounded whatever the file holds.
         self._input_cap = limits.cap(limits.INPUT_BYTES)
@@ -173,6 +174,7 @@ class Scan:
                     pending = buf[at + len(sep) - 1:]  # from the next event's "{"
                     del buf  # only one copy of the chunk stays alive with its NDJSON
                     self._after = False  # pending starts at the next event's "{"
+                    self._uncounted = True
                     yield Batch(None, raw, -1, functools.partial(_join, sep=sep))
                     del raw
                     if len(pending) <= self._event_cap:
@@ -189,8 +191,8 @@ class Scan:
                 self._tail += self._read_all()
                 return
             if not data:
-                raise ScanError(f"truncated: the file ends inside the event array after "
-                                f"{self.events} events")
+                raise ScanError(f"truncated: the file ends inside the event array "
+                                f"{self._where()} (copied or written only in part?)")
             pending = rest
             self._check_pending(pending)
 
@@ -202,6 +204,12 @@ class Scan:
         return self.resplit_raw(batch.raw)
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        """Where a truncated array ends: after N events when all were counted, else the byte."""
+        if self._uncounted:
+            return f"at byte {self.bytes_read:,} of its JSON"
+        return f"after {self.events:,} events"
 
     def _cut(self, buf: bytes) -> tuple[bool, Batch | None, bytes]:
         """The whole elements at the start of ``buf``: (array closed?, their batch, the bytes

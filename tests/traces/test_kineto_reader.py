@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 
 import pytest
 
@@ -246,3 +247,21 @@ def test_decoy_keys_before_the_event_array(doc):
     envelope = json.loads(scan.envelope)
     assert envelope["traceEvents"] == []
     assert "note" in envelope or envelope["m"] == {"traceEvents": [1]}
+
+
+@pytest.mark.parametrize("indent", [2, None])
+def test_truncated_array_says_where(tmp_path, indent):
+    """A copy cut short: one line that says where the file ends (events when the scan counted
+    them, else the byte: the separator fast path leaves counting to the parser)."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i,
+               "dur": 1} for i in range(3000)]
+    text = json.dumps({"traceEvents": events}, indent=indent)
+    path = tmp_path / "cut.json"
+    path.write_text(text[:len(text) // 2])
+    with pytest.raises(InputError) as err:
+        read_kineto(path)
+    message = str(err.value)
+    assert "truncated: the file ends inside the event array" in message
+    assert "copied or written only in part?" in message and "\n" not in message
+    assert (f"at byte {len(text) // 2:,} of its JSON" in message) if indent else \
+        re.search(r"after [\d,]+ events", message)
