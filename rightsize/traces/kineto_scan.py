@@ -65,8 +65,8 @@ class _Column:
 
 
 def read(batch: Batch | bytes, legacy: bool) -> pl.DataFrame | None:
-    """The batch's events as text columns, or None (then polars parses it). A fast-path batch
-    is read from its document bytes (no NDJSON made); bytes are NDJSON."""
+    """The batch's events with :func:`scanned_schema`, or None (then polars parses it). A batch
+    with document bytes (``raw``) is read from them, no NDJSON made; bytes are NDJSON."""
     module = kscan.module()
     if module is None:
         return None
