@@ -55,7 +55,8 @@ class KscanBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             self._skip(f"{cmd[0]}: {exc}")
             return
         if done.returncode != 0:
-            self._skip((done.stderr or done.stdout).strip().splitlines()[-1:] or "failed")
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            self._skip(lines[-1] if lines else f"{cmd[0]} exited with {done.returncode}")
             return
         build_data["pure_python"] = False
         build_data["infer_tag"] = True

@@ -147,7 +147,7 @@ typedef struct {
     int ncols;
     int64_t rows;
     uint32_t seen;  /* columns set in the current row */
-    int args_seen;
+    int args_seen;  /* "args" met in this event: later ones are skipped (first wins) */
     Buf scratch;    /* nested values serialized here first */
 } State;
 
@@ -537,7 +537,7 @@ static int members(State *s, const char *p, const char *e, const char **end, int
                 if ((st = members(s, p + 1, e, &p, 0))) return st;
             } else if (p < e && *p == 'n') {
                 if ((st = literal(p, e, "null", &p))) return st;
-                s->args_seen = 2; /* args: null */
+                s->args_seen = 1; /* args: null (its fields stay null) */
             } else {
                 return FALLBACK;
             }
@@ -615,7 +615,16 @@ typedef struct {
     const void *ptrs[3];
 } Owned;
 
-static int64_t live_arrays; /* exported columns not yet released (leak checks in the tests) */
+/* Exported columns not yet released (leak checks in the tests). polars may release a column on
+ * any of its threads, without the GIL: the counter is updated atomically. */
+static int64_t live_arrays;
+#if defined(__GNUC__) || defined(__clang__)
+#define LIVE_ADD(n) __atomic_add_fetch(&live_arrays, (n), __ATOMIC_RELAXED)
+#define LIVE_GET() __atomic_load_n(&live_arrays, __ATOMIC_RELAXED)
+#else
+#define LIVE_ADD(n) (live_arrays += (n))
+#define LIVE_GET() (live_arrays)
+#endif
 
 static void release_array(struct ArrowArray *a) {
     if (!a || !a->release) return;
@@ -623,7 +632,7 @@ static void release_array(struct ArrowArray *a) {
     if (own) {
         for (int i = 0; i < 3; i++) buf_free(&own->bufs[i]);
         free(own);
-        live_arrays--;
+        LIVE_ADD(-1);
     }
     a->release = NULL;
 }
@@ -662,7 +671,7 @@ static int export_col(Col *col, int64_t rows, struct ArrowSchema *sc, struct Arr
     if (!own) return -1;
     a->release = release_array;
     a->private_data = own;
-    live_arrays++;
+    LIVE_ADD(1);
     a->length = rows;
     a->null_count = col->nulls;
     a->n_buffers = text ? 3 : 2;
@@ -924,7 +933,7 @@ static PyObject *cut(PyObject *self, PyObject *argv) {
 static PyObject *live(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
-    return PyLong_FromLongLong(live_arrays);
+    return PyLong_FromLongLong(LIVE_GET());
 }
 
 static PyMethodDef methods[] = {

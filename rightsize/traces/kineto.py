@@ -209,7 +209,7 @@ class _Parser:
         # Two threads may parse at once: each decides from the flags as it read them (the
         # flags only ever turn one way, so a stale value costs a second read, never a wrong one).
         legacy = self.legacy
-        scanned = kineto_scan.read(batch, legacy)  # the compiled parser: exact time text
+        scanned = kineto_scan.read(batch, legacy)  # the compiled parser: times in exact ns
         if scanned is not None:
             events = scanned
         elif legacy:

@@ -19,17 +19,15 @@ Outputs: a polars frame or None.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, NamedTuple
 
 import polars as pl
 
 from rightsize.traces import kineto_frames as kf
 from rightsize.traces import kscan
 from rightsize.traces.jsonscan import Batch
-from rightsize.traces.kscan import PARSER_ENV
 
-__all__ = ["PARSER_ENV", "available", "read", "scanned_schema"]
-_kscan = kscan.BUILT
 TEXT, TIME, INT, FLOAT = 0, 1, 2, 3  # column kinds, as _kscan.c numbers them
 # Times come as exact int64 ns (converted from their digits as us_to_ns converts the text);
 # numeric args as the numbers polars' cast of their text gives; the rest as text.
@@ -46,6 +44,26 @@ def scanned_schema(legacy: bool) -> dict[str, pl.DataType]:
     schema = kf.event_schema(legacy, typed=True)
     return {_TIMES.get(name, name): pl.Int64() if name in _TIMES else dtype
             for name, dtype in schema.items()}
+
+
+class _Layout(NamedTuple):
+    """What the C module is asked for and what polars gets back, for one ``legacy`` flag."""
+
+    keys: tuple[str, ...]  # top-level keys, "args" last
+    args: tuple[str, ...]  # the args fields
+    kinds: tuple[int, ...]  # one per column: top-level ones but "args", then the args fields
+    names: tuple[str, ...]  # the columns' names in the frame
+    schema: pl.Schema  # the frame's (scanned_schema)
+
+
+@functools.cache
+def _layout(legacy: bool) -> _Layout:
+    schema = kf.event_schema(legacy, typed=False)
+    top = tuple(name for name in schema if name != "args")
+    args = tuple(f.name for f in schema["args"].fields)  # type: ignore[attr-defined]
+    kinds = tuple(TIME if n in _TIMES else TEXT for n in top) + tuple(_kind(n) for n in args)
+    names = tuple(_TIMES.get(n, n) for n in top) + args
+    return _Layout((*top, "args"), args, kinds, names, pl.Schema(scanned_schema(legacy)))
 
 
 def available() -> bool:
@@ -74,17 +92,14 @@ def read(batch: Batch | bytes, legacy: bool) -> pl.DataFrame | None:
         data, array = (batch.raw, True) if batch.raw is not None else (batch.ndjson, False)
     else:
         data, array = batch, False
-    schema = kf.event_schema(legacy, typed=False)
-    top = tuple(name for name in schema if name != "args")
-    args = tuple(f.name for f in schema["args"].fields)  # type: ignore[attr-defined]
-    kinds = tuple(TIME if n in _TIMES else TEXT for n in top) + tuple(_kind(n) for n in args)
-    columns = module.parse(data, (*top, "args"), args, kinds, array)
+    layout = _layout(legacy)
+    columns = module.parse(data, layout.keys, layout.args, layout.kinds, array)
     if columns is None:
         return None
-    names = tuple(_TIMES.get(n, n) for n in top) + args
-    series = [pl.Series(_Column(c)).alias(name) for name, c in zip(names, columns, strict=True)]
-    df = pl.DataFrame(series[:len(top)]).with_columns(
-        pl.DataFrame(series[len(top):]).to_struct("args"))
-    if df.schema != pl.Schema(scanned_schema(legacy)):  # a polars that adopts them otherwise
+    series = [pl.Series(_Column(c)).alias(name)
+              for name, c in zip(layout.names, columns, strict=True)]
+    top = len(layout.keys) - 1
+    df = pl.DataFrame(series[:top]).with_columns(pl.DataFrame(series[top:]).to_struct("args"))
+    if df.schema != layout.schema:  # a polars that adopts the columns otherwise
         return None
     return df

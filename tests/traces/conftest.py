@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rightsize.traces import kineto_scan
+from rightsize.traces import kineto_scan, kscan
 from rightsize.traces.schema import Trace
 
 KINETO_FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations", "steps",
@@ -26,7 +26,7 @@ def both_parsers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     """Runs a Kineto test with the compiled batch parser and again with polars alone (what an
     install without a C compiler gets)."""
     if request.param == "polars":
-        monkeypatch.setenv(kineto_scan.PARSER_ENV, "polars")
+        monkeypatch.setenv(kscan.PARSER_ENV, "polars")
     elif not kineto_scan.available():
         pytest.skip("_kscan was not compiled")
     return str(request.param)

@@ -15,14 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rightsize.traces import jsonscan, kineto_scan
+from rightsize.traces import jsonscan, kineto_scan, kscan
 from rightsize.traces import kineto_frames as kf
 from rightsize.traces.kineto import read_kineto
 from rightsize.traces.schema import Trace
 from tests.conftest import shared_path
 from tests.traces.conftest import assert_same_trace as assert_same
 
-built = pytest.mark.skipif(kineto_scan._kscan is None, reason="_kscan was not compiled")
+built = pytest.mark.skipif(kscan.BUILT is None, reason="_kscan was not compiled")
 
 
 def polars_events(ndjson: bytes, legacy: bool = False) -> pl.DataFrame:
@@ -40,7 +40,7 @@ def same_frames(fast: pl.DataFrame | None, slow: pl.DataFrame) -> bool:
 
 def polars_only(path, monkeypatch) -> Trace:
     with monkeypatch.context() as m:
-        m.setenv(kineto_scan.PARSER_ENV, "polars")
+        m.setenv(kscan.PARSER_ENV, "polars")
         return read_kineto(path)
 
 
@@ -50,7 +50,7 @@ def test_built_where_a_compiler_is():
     if os.environ.get("RIGHTSIZE_NO_EXTENSION") or sys.platform != "linux" \
             or not (shutil.which("cc") or shutil.which("gcc")):
         pytest.skip("no C toolchain here, or the extension was turned off")
-    assert kineto_scan._kscan is not None
+    assert kscan.BUILT is not None
 
 
 @built
@@ -159,14 +159,14 @@ def test_falls_back_to_polars(line):
 
 @built
 def test_turned_off_by_the_environment(monkeypatch):
-    monkeypatch.setenv(kineto_scan.PARSER_ENV, "polars")
+    monkeypatch.setenv(kscan.PARSER_ENV, "polars")
     assert kineto_scan.read(b'{"name": "x"}\n', legacy=False) is None
 
 
 @built
 def test_columns_are_released_with_the_frames(tmp_path):
     gc.collect()
-    before = kineto_scan._kscan.live()
+    before = kscan.BUILT.live()
     events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": i,
                "dur": 1, "args": {"device": 0, "stream": 7, "correlation": i}} for i in range(500)]
     path = tmp_path / "t.json"
@@ -175,7 +175,7 @@ def test_columns_are_released_with_the_frames(tmp_path):
     assert trace.kernels.height == 500
     del trace
     gc.collect()
-    assert kineto_scan._kscan.live() == before
+    assert kscan.BUILT.live() == before
 
 
 # Hostile and odd events, written as a trace: whatever the C pass takes or leaves to polars,
@@ -212,7 +212,7 @@ _events = st.fixed_dictionaries(
 def _outcome(path, monkeypatch, engine: str) -> Trace | str:
     from rightsize.errors import InputError
     with monkeypatch.context() as m:
-        m.setenv(kineto_scan.PARSER_ENV, engine)
+        m.setenv(kscan.PARSER_ENV, engine)
         try:
             return read_kineto(path)
         except InputError as exc:
@@ -250,7 +250,7 @@ def test_document_bytes_read_as_the_file_has_them():
 
 @built
 def test_cut_finds_whole_elements():
-    cut = kineto_scan._kscan.cut
+    cut = kscan.BUILT.cut
     data = b' {"a": 1}, {"b": "}\\"{"} , {"c": [1'
     assert cut(data, False) == (False, 1, data.index(b"} ,") + 1, -1, 2)
     closed = b'{"a": {"b": []}}\n]}'
