@@ -34,6 +34,9 @@ class Options:
     constraints: Constraints | None = None  # None: no sizing targets, 10% memory headroom
     samples_per_step: int | None = None
     definitions: str = "rightsize"  # or "tb-plugin": the TensorBoard plugin's, defects included
+    # Kineto flow events (launch and forward-backward arrows): no analyzer reads them, and at a
+    # million a GB they cost a sixth of the frames' memory; the Python API keeps them.
+    flows: bool = False
 
 
 def run(paths: list[str | Path], options: Options = Options(),
@@ -49,7 +52,8 @@ def run(paths: list[str | Path], options: Options = Options(),
 
     steps_opt, breakdown_opt = options_for(options.definitions)  # fails before any reading
     inputs = load(list(paths), progress,
-                  ReadOptions(step_range=options.step_range, timezone=options.timezone))
+                  ReadOptions(step_range=options.step_range, timezone=options.timezone,
+                              flows=options.flows))
     if progress:
         progress("analyzing")
     context = Context(

@@ -47,8 +47,10 @@ def looks_like_kineto(head: bytes) -> bool:
     return text in (b"{", b"[")
 
 
-def read_kineto(path: str | Path, progress: Progress | None = None) -> Trace:
-    """Read one Kineto trace file into the normalized schema (raises InputError)."""
+def read_kineto(path: str | Path, progress: Progress | None = None, *,
+                flows: bool = True) -> Trace:
+    """Read one Kineto trace file into the normalized schema (raises InputError); with
+    ``flows=False`` the flows frame is left empty (the analysis does not read it)."""
     path = Path(path)
     try:
         raw = path.open("rb")
@@ -59,7 +61,7 @@ def read_kineto(path: str | Path, progress: Progress | None = None) -> Trace:
         raw.seek(0)
         stream = _gunzip(raw) if magic == GZIP_MAGIC else raw
         try:
-            return _read_stream(path, stream, progress)
+            return _read_stream(path, stream, progress, flows)
         except ScanError as exc:
             raise InputError(path, str(exc)) from None
         except _GZIP_ERRORS as exc:
@@ -93,7 +95,7 @@ def _gunzip(raw: Any) -> Any:
     return gzip.GzipFile(fileobj=raw, mode="rb")
 
 
-def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
+def _read_stream(path: Path, stream: Any, progress: Progress | None, flows: bool) -> Trace:
     scan = Scan(stream)
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in kf.EVENT_FRAMES}
     cats: set[str] = set()
@@ -103,7 +105,7 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None) -> Trace:
     # threads (:func:`_parse_threads`). Results are collected in file order; at most three
     # batches are held at once. The threads start with the second batch: a trace of one batch
     # (a few MB) is parsed here, without paying for them.
-    parse = _Parser()
+    parse = _Parser(skip=frozenset() if flows else frozenset({"flows"}))
     workers = _parse_threads()
     pool: ThreadPoolExecutor | None = None
     pending: deque[tuple[Future[Parsed] | None, Batch]] = deque()
@@ -201,9 +203,10 @@ class _Parser:
     Likewise the first batch with 2021 category names is read a second time with the legacy
     arg spellings, and every later batch with those directly."""
 
-    def __init__(self) -> None:
+    def __init__(self, skip: frozenset[str] = frozenset()) -> None:
         self.int_times = True
         self.legacy = False
+        self.skip = skip  # frames left empty
 
     def __call__(self, batch: Batch | bytes) -> Parsed:
         # Two threads may parse at once: each decides from the flags as it read them (the
@@ -225,7 +228,7 @@ class _Parser:
                 _ndjson(batch), schema=kf.event_schema(legacy=True, typed=False))
         if scanned is None and events["ts"].dtype == pl.String and _rounded_by_float(events["ts"]):
             events = events.with_columns(ts=_raw_field(_ndjson(batch), "ts", events.height))
-        return kf.split_events(events), cats, events.height
+        return kf.split_events(events, self.skip), cats, events.height
 
     def _read(self, ndjson: bytes) -> pl.DataFrame:
         if self.int_times:

@@ -33,13 +33,14 @@ def careful(path: Path, monkeypatch: pytest.MonkeyPatch) -> Trace:
     attempt)."""
     with monkeypatch.context() as m:
         m.setattr(jsonscan, "_separator", lambda buf, depth: None)
-        m.setattr(kineto._Parser, "__init__", _text_times)
+        m.setattr(kineto, "_Parser", _TextTimes)
         return read_kineto(path)
 
 
-def _text_times(self: kineto._Parser) -> None:
-    self.int_times = False
-    self.legacy = False
+class _TextTimes(kineto._Parser):
+    def __init__(self, skip: frozenset[str] = frozenset()) -> None:
+        super().__init__(skip)
+        self.int_times = False
 
 
 def one_per_line(doc: dict) -> str:
