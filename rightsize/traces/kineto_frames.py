@@ -187,20 +187,9 @@ def split_events(events: pl.DataFrame,
     }
     # A batch lacks most kinds (no memory events, syncs...): their empty frames are declared,
     # not computed (each builder is a dozen polars calls, ~14 ms of fixed cost per batch).
-    return {name: _own_strings(_BUILD[name](df)) if df.height and name not in skip
+    return {name: _BUILD[name](df) if df.height and name not in skip
             else schema.empty(name) for name, df in raw.items()}
 
-
-def _own_strings(df: pl.DataFrame) -> pl.DataFrame:
-    """The frame with text columns that hold only their own strings.
-
-    polars' text is a view: a filtered or partitioned column points into the buffers of the
-    column it came from, the batch's text of every event (a kernel name keeps the names of the
-    thousands of host events beside it alive). Every piece would then hold its whole batch
-    until the trace is dropped: +54 MiB at the end of a 175 MB read. Concatenating ``""``
-    copies the strings a piece keeps into buffers of its own, and the batch's are freed."""
-    text = [name for name, dtype in df.schema.items() if dtype == pl.String]
-    return df.with_columns(pl.col(text) + "") if text else df
 
 
 def _device_stream(df: pl.DataFrame) -> pl.DataFrame:
@@ -312,7 +301,7 @@ def finish(
         if not chunks:
             df = schema.empty(name)
         elif name == "flows":  # file order
-            df = pl.concat(chunks, how="vertical", rechunk=True)  # owns its columns
+            df = pl.concat(chunks, how="vertical")
         else:
             df = _sorted_concat(chunks)
         del chunks
