@@ -191,7 +191,6 @@ def split_events(events: pl.DataFrame,
             else schema.empty(name) for name, df in raw.items()}
 
 
-
 def _device_stream(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(
         device=pl.coalesce(_int(_arg("device")), _digits(pl.col("pid"))),
