@@ -2,9 +2,9 @@
 
 A Kineto trace is one JSON object whose ``traceEvents`` array holds millions of events. Parsing
 it whole (``json.loads``) costs several times the file size in Python objects. Instead this
-module reads the file in chunks, finds the array's element boundaries with a vectorized scan of
-the structural characters (numpy; strings and escapes honoured), and yields each run of whole
-events as NDJSON bytes for polars' native reader. Everything outside the array (the small
+module reads the file in chunks, finds the array's element boundaries (the compiled ``cut``
+where it was built, else a vectorized scan of the structural characters: :mod:`jsonbytes`,
+strings and escapes honoured) and yields each run of whole events as a batch. Everything outside the array (the small
 top-level keys: ``deviceProperties``, ``distributedInfo``, ``baseTimeNanoseconds``...) is kept
 and returned as the "envelope".
 
@@ -22,21 +22,17 @@ from typing import BinaryIO
 
 import numpy as np
 
-from rightsize.traces import kscan, limits
+from rightsize.traces import jsonbytes, kscan, limits
+from rightsize.traces.jsonbytes import BACKSLASH, COMMA, QUOTE
 
 # Read size: bounds memory (a parse holds several times its batch while it runs, and the Kineto
 # reader parses two batches at once: 4 MiB reads peak at 190 MiB on a 35 MB trace and 266 MiB on
 # 175 MB, 8 MiB ones at 244 and 316), large enough for numpy to pay off.
 CHUNK_BYTES = 4 * 1024 * 1024
 
-_QUOTE, _BACKSLASH = 0x22, 0x5C
 _OPEN = (0x7B, 0x5B)  # { [
 _CLOSE = (0x7D, 0x5D)  # } ]
-_COMMA = 0x2C
-_NEWLINES = bytes.maketrans(b"\r\n", b"  ")
 _KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*$')
-
-
 
 
 class Batch:
@@ -60,58 +56,6 @@ class Batch:
             assert self.raw is not None and self._make is not None
             self._ndjson = self._make(self.raw)
         return self._ndjson
-
-
-def _separator(buf: bytes, element_depth: int) -> bytes | None:
-    """The bytes between the first two events, from the whitespace before the first one's
-    closing ``}`` to the second one's ``{``: ``\n<indent>},\n<indent>{`` in Kineto's layout,
-    ``},\n{`` with one event per line. Only a separator with a raw newline is used (a newline
-    never occurs inside a JSON string, while ``},{`` may): one-line documents, and the first MiB
-    not holding two whole events, give None (the structural scan then does all the work)."""
-    head = buf[:1 << 20]
-    arr = np.frombuffer(head, dtype=np.uint8)
-    folded = arr & 0xDF
-    pos = np.flatnonzero((folded == 0x5B) | (folded == 0x5D))
-    pos = pos[(np.searchsorted(_real_quotes(arr), pos) & 1) == 0]
-    is_close = folded[pos] == 0x5D
-    depth = (element_depth - 1) + np.cumsum(np.where(is_close, -1, 1), dtype=np.int64)
-    base = element_depth - 1
-    closes = pos[is_close & (depth == base)]
-    opens = pos[~is_close & (depth == base + 1)]
-    if len(closes) < 2 or len(opens) < 2 or head[:int(opens[0])].strip(b" \t\r\n,"):
-        return None
-    close, nxt = int(closes[0]), int(opens[1])
-    if head[close] != 0x7D or head[nxt] != 0x7B or head[close + 1:nxt].strip(b" \t\r\n") != b",":
-        return None
-    start = close
-    while start > 0 and head[start - 1] in b" \t\r\n":
-        start -= 1
-    sep = head[start:nxt + 1]
-    if b"\n" not in sep:  # "},{" can occur inside a string: only a raw newline cannot
-        return None
-    if b"\n" not in head[start:close] and b"\n" in head[int(opens[0]):close]:
-        return None  # "},\n{" but the first event spans lines: nested objects could match
-    return sep
-
-
-def _join(raw: bytes, sep: bytes) -> bytes:
-    """NDJSON of a fast-path run of events: each separator becomes one line break. With one
-    event per line (``},\n{``) the other bytes are kept as they are; otherwise newlines
-    become spaces first, so that every event is one line. The separator is replaced by one of
-    the same length (``}``, spaces, newline, ``{``): CPython then copies the buffer once and
-    patches it in place instead of building it piece by piece."""
-    if sep == b"},\n{" or sep == b"},\r\n{":
-        body = raw.replace(sep, _line_break(len(sep)))
-    else:
-        body = raw.translate(_NEWLINES).replace(sep.translate(_NEWLINES), _line_break(len(sep)))
-    if body[:1] != b"{":  # the array's start
-        body = body.lstrip(b" \t\r\n,")
-    return body
-
-
-def _line_break(n: int) -> bytes:
-    """``}`` + spaces + ``\n{``, ``n`` bytes: a separator's replacement of equal length."""
-    return b"}" + b" " * (n - 3) + b"\n{"
 
 
 class ScanError(ValueError):
@@ -164,7 +108,7 @@ class Scan:
                 raise ScanError("truncated: the event array is never closed")
             buf = pending + data
             if first:
-                sep = _separator(buf, self._element_depth)
+                sep = jsonbytes.separator(buf, self._element_depth)
                 first = False
             if sep is not None and data:
                 at = buf.rfind(sep)
@@ -175,7 +119,7 @@ class Scan:
                     del buf  # only one copy of the chunk stays alive with its NDJSON
                     self._after = False  # pending starts at the next event's "{"
                     self._uncounted = True
-                    yield Batch(None, raw, -1, functools.partial(_join, sep=sep))
+                    yield Batch(None, raw, -1, functools.partial(jsonbytes.join, sep=sep))
                     del raw
                     if len(pending) <= self._event_cap:
                         continue
@@ -279,7 +223,8 @@ class Scan:
                 first = bytes(self._head).lstrip()[:1]
                 if first and first not in b"{[":
                     raise ScanError("not JSON (a trace starts with '{' or '[')")
-            at = _key_array(bytes(self._head), max(0, start - len(_KEY)), self._nesting_cap)
+            at = jsonbytes.key_array(bytes(self._head), max(0, start - len(jsonbytes.KEY)),
+                                     self._nesting_cap)
             if at is not None and at < self._envelope_cap:  # found without the byte loop
                 return self._cut_head(at, 2) + 1
             # Byte-by-byte only over the head, which is small (metadata keys before the array).
@@ -288,12 +233,12 @@ class Scan:
                 if in_string:
                     if escaped:
                         escaped = False
-                    elif c == _BACKSLASH:
+                    elif c == BACKSLASH:
                         escaped = True
-                    elif c == _QUOTE:
+                    elif c == QUOTE:
                         in_string = False
                     continue
-                if c == _QUOTE:
+                if c == QUOTE:
                     in_string = True
                 elif c in _OPEN:
                     depth += 1
@@ -330,16 +275,9 @@ class Scan:
 
         Returns (array closed?, NDJSON of the whole elements, the bytes after them).
         """
-        arr = np.frombuffer(buf, dtype=np.uint8)
-        quotes = _real_quotes(arr)
-        # "{" and "[" are 0x7B/0x5B, "}" and "]" 0x7D/0x5D: one mask folds each pair together.
-        folded = arr & 0xDF
-        struct_pos = np.flatnonzero((folded == 0x5B) | (folded == 0x5D))
-        # A bracket is inside a string when an odd number of quotes precede it.
-        struct_pos = struct_pos[(np.searchsorted(quotes, struct_pos) & 1) == 0]
-        is_close = folded[struct_pos] == 0x5D
-        depth_after = (element_depth - 1) + np.cumsum(np.where(is_close, -1, 1), dtype=np.int64)
         base = element_depth - 1  # depth inside the array, between elements
+        struct_pos, is_close, depth_after = jsonbytes.brackets(
+            np.frombuffer(buf, dtype=np.uint8), base)
         closes = struct_pos[is_close & (depth_after == base)]  # an element ends here
         array_end = struct_pos[is_close & (depth_after == base - 1)]
         end = int(array_end[0]) if len(array_end) else -1
@@ -362,13 +300,13 @@ class Scan:
             view[(view == 0x0A) | (view == 0x0D)] = 0x20
         # The separator after each element but the last becomes the line break.
         seps = closes[:-1] + 1 - first
-        not_comma = view[seps] != _COMMA
+        not_comma = view[seps] != COMMA
         if not_comma.any():  # whitespace before the comma (not Kineto's layout): find it
             for i in np.flatnonzero(not_comma).tolist():
                 j = int(seps[i])
                 while view[j] in b" \t":
                     j += 1
-                if view[j] != _COMMA:
+                if view[j] != COMMA:
                     raise ScanError("malformed event array (a separator is missing)")
                 seps[i] = j
         view[seps] = 0x0A
@@ -376,64 +314,6 @@ class Scan:
         if end >= 0:
             return True, bytes(body), buf[end:]
         return False, bytes(body), buf[last:]
-
-
-_KEY = b'"traceEvents"'
-_SPACE = b" \t\r\n"
-
-
-def _key_array(head: bytes, start: int, nesting_cap: int) -> int | None:
-    """Where the ``traceEvents`` array starts ("[" position), when its key is a key of the top
-    object (outside any string, at depth 1, nothing closed the object before it) and the head
-    up to it stays within the nesting cap; None otherwise (the byte loop decides, and raises).
-    The key is looked for from ``start`` on (the bytes read last)."""
-    i = head.find(_KEY, start)
-    if i < 0 or head.lstrip(_SPACE)[:1] != b"{":
-        return None
-    j = i + len(_KEY)
-    while j < len(head) and head[j] in _SPACE:
-        j += 1
-    if head[j:j + 1] != b":":
-        return None
-    j += 1
-    while j < len(head) and head[j] in _SPACE:
-        j += 1
-    if head[j:j + 1] != b"[":
-        return None
-    arr = np.frombuffer(head, dtype=np.uint8, count=i)
-    quotes = _real_quotes(arr)
-    if len(quotes) % 2:  # the key's quote is inside a string
-        return None
-    folded = arr & 0xDF
-    pos = np.flatnonzero((folded == 0x5B) | (folded == 0x5D))
-    pos = pos[(np.searchsorted(quotes, pos) & 1) == 0]
-    depth = np.cumsum(np.where(folded[pos] == 0x5D, -1, 1), dtype=np.int64)
-    if len(depth) == 0 or depth[-1] != 1 or depth[1:].min(initial=1) < 1 \
-            or depth.max() + 1 > nesting_cap:
-        return None
-    return j
-
-
-def _real_quotes(arr: np.ndarray) -> np.ndarray:
-    """Positions of quote bytes that are not escaped by an odd run of backslashes."""
-    quotes = np.flatnonzero(arr == _QUOTE)
-    if len(quotes) == 0:
-        return quotes
-    suspect = quotes[(quotes > 0) & (arr[np.maximum(quotes - 1, 0)] == _BACKSLASH)]
-    if len(suspect) == 0:
-        return quotes
-    escaped = []
-    for q in suspect.tolist():  # rare: only quotes right after a backslash
-        run = 0
-        j = q - 1
-        while j >= 0 and arr[j] == _BACKSLASH:
-            run += 1
-            j -= 1
-        if run % 2 == 1:
-            escaped.append(q)
-    if not escaped:
-        return quotes
-    return np.setdiff1d(quotes, np.asarray(escaped, dtype=quotes.dtype), assume_unique=True)
 
 
 class _Prepend:
@@ -448,18 +328,3 @@ class _Prepend:
             out, self._prefix = self._prefix, b""
             return out
         return self._stream.read(n)
-
-
-
-def max_depth(buf: bytes) -> int:
-    """The deepest nesting of objects/arrays in a JSON text (strings honoured), in one
-    vectorized pass: checked before ``json.loads``, whose recursion a deep document exhausts."""
-    arr = np.frombuffer(buf, dtype=np.uint8)
-    quotes = _real_quotes(arr)
-    folded = arr & 0xDF
-    pos = np.flatnonzero((folded == 0x5B) | (folded == 0x5D))
-    pos = pos[(np.searchsorted(quotes, pos) & 1) == 0]
-    if len(pos) == 0:
-        return 0
-    steps = np.where(folded[pos] == 0x5D, -1, 1)
-    return int(np.cumsum(steps, dtype=np.int64).max())

@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from rightsize.errors import InputError
-from rightsize.traces import jsonscan, kineto_scan, limits
+from rightsize.traces import jsonbytes, kineto_scan, limits
 from rightsize.traces import kineto_frames as kf
 from rightsize.traces.jsonscan import Batch, Scan, ScanError
 from rightsize.traces.schema import Trace, TraceMeta
@@ -150,7 +150,7 @@ def _envelope(path: Path, raw: bytes) -> dict[str, Any]:
     numbers (``Infinity``/``NaN`` become None; lone surrogates U+FFFD); a base time that is
     not finite is an error."""
     nesting = limits.cap(limits.NESTING)
-    if jsonscan.max_depth(raw) > nesting:
+    if jsonbytes.max_depth(raw) > nesting:
         raise InputError(path, str(limits.LimitError(limits.NESTING)))
     try:
         envelope = json.loads(raw)

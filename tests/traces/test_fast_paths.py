@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from rightsize.errors import InputError
-from rightsize.traces import jsonscan, kineto, kineto_frames
+from rightsize.traces import jsonbytes, jsonscan, kineto, kineto_frames
 from rightsize.traces.kineto import read_kineto
 from rightsize.traces.schema import Trace
 from tests.conftest import shared_path
@@ -32,7 +32,7 @@ def careful(path: Path, monkeypatch: pytest.MonkeyPatch) -> Trace:
     """The structural scan alone (no separator fast path), times read as text (no Int64
     attempt)."""
     with monkeypatch.context() as m:
-        m.setattr(jsonscan, "_separator", lambda buf, depth: None)
+        m.setattr(jsonbytes, "separator", lambda buf, depth: None)
         m.setattr(kineto, "_Parser", _TextTimes)
         return read_kineto(path)
 
@@ -86,13 +86,13 @@ def test_fast_path_equals_careful_path_on_shared_trace(index, tmp_path, monkeypa
 
 def test_separator_of_each_layout():
     events = b'{"a": 1,\n "b": {"c": 2}},\n{"a": 3}'
-    assert jsonscan._separator(b' {"a": 1}, {"a": 2}]', 2) is None  # may occur in strings
-    assert jsonscan._separator(b'{"a": 1},{"a": 2}', 2) is None
-    assert jsonscan._separator(b'\n{"a": 1},\n{"a": 2}', 2) == b"},\n{"
-    assert jsonscan._separator(b'\n  {\n    "a": 1\n  },\n  {\n "a": 2}', 2) == b"\n  },\n  {"
-    assert jsonscan._separator(events, 2) is None  # the first event spans lines
-    assert jsonscan._separator(b'{"a": 1}]', 2) is None  # one event: nothing to learn from
-    assert jsonscan._separator(b'{"a": "},{"', 2) is None  # not two whole events
+    assert jsonbytes.separator(b' {"a": 1}, {"a": 2}]', 2) is None  # may occur in strings
+    assert jsonbytes.separator(b'{"a": 1},{"a": 2}', 2) is None
+    assert jsonbytes.separator(b'\n{"a": 1},\n{"a": 2}', 2) == b"},\n{"
+    assert jsonbytes.separator(b'\n  {\n    "a": 1\n  },\n  {\n "a": 2}', 2) == b"\n  },\n  {"
+    assert jsonbytes.separator(events, 2) is None  # the first event spans lines
+    assert jsonbytes.separator(b'{"a": 1}]', 2) is None  # one event: nothing to learn from
+    assert jsonbytes.separator(b'{"a": "},{"', 2) is None  # not two whole events
 
 
 def test_compact_layout_with_separator_inside_strings(tmp_path):

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from rightsize.errors import InputError
-from rightsize.traces import jsonscan
+from rightsize.traces import jsonbytes, jsonscan
 from rightsize.traces.kineto import read_kineto
 from tests.conftest import shared_path
 from tests.tracebuilder import BASE_NS, TraceBuilder, two_step_trace
@@ -230,7 +230,7 @@ def test_args_of_unexpected_types_fall_back_to_text(tmp_path):
     (b'[{"traceEvents": [', False),  # the array format
 ])
 def test_event_array_key_found_without_the_byte_loop(head, found):
-    at = jsonscan._key_array(head, 0, nesting_cap=64)
+    at = jsonbytes.key_array(head, 0, nesting_cap=64)
     assert (at == head.rindex(b"[")) if found else at is None
 
 
