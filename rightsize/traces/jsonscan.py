@@ -4,9 +4,9 @@ A Kineto trace is one JSON object whose ``traceEvents`` array holds millions of 
 it whole (``json.loads``) costs several times the file size in Python objects. Instead this
 module reads the file in chunks, finds the array's element boundaries (the compiled ``cut``
 where it was built, else a vectorized scan of the structural characters: :mod:`jsonbytes`,
-strings and escapes honoured) and yields each run of whole events as a batch. Everything outside the array (the small
-top-level keys: ``deviceProperties``, ``distributedInfo``, ``baseTimeNanoseconds``...) is kept
-and returned as the "envelope".
+strings and escapes honoured) and yields each run of whole events as a batch. Everything
+outside the array (the small top-level keys: ``deviceProperties``, ``distributedInfo``,
+``baseTimeNanoseconds``...) is kept and returned as the "envelope".
 
 Inputs: a binary file object. Outputs: :class:`Scan` with ``batches()`` (NDJSON ``bytes``) and,
 once exhausted, ``envelope`` (the document with an empty event array) and ``events``.
