@@ -94,6 +94,11 @@ def tune_allocator() -> None:
     Above the default mmap threshold every batch buffer is a fresh mmap that is unmapped when
     freed, so its pages fault in again for the next batch (about a fifth of the system time on
     a 1 GB trace). A 64 MiB threshold lets freed buffers be reused; peak RSS barely moves.
+    Likewise the heap's top is given back to the kernel whenever 128 KiB of it are free (the
+    default trim threshold), which a batch's few 4 MiB buffers (the read, the bytes carried
+    over, the batch) cross every time: 24 MiB keeps one batch's worth. Measured on a 175 MB
+    trace, 6 runs each: page faults 179k -> 137k, wall 1.27 -> 1.19 s, peak RSS unchanged
+    (256 MiB); 32 MiB added 25 MiB of peak.
     Only the CLI calls this (its own process); elsewhere, or without glibc, it does nothing.
     """
     if not sys.platform.startswith("linux"):
@@ -105,6 +110,7 @@ def tune_allocator() -> None:
         # run ldconfig in a subprocess (~7 ms) to name the library already loaded.
         libc = ctypes.CDLL(None)
         libc.mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 24 << 20)  # M_TRIM_THRESHOLD
     except (OSError, AttributeError):  # not glibc (musl has no mallopt): keep the defaults
         return
 
