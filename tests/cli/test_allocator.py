@@ -10,6 +10,7 @@ import pytest
 
 from rightsize import allocator
 from rightsize.profiler.launch import child_env
+from rightsize.traces.limits import usable_cpus
 
 PROBE = ("import os\n{pre}from rightsize import allocator\nallocator.configure()\n{post}"
          "print(os.environ.get(allocator.VARIABLE))\n")
@@ -26,10 +27,17 @@ def _probe(pre: str = "", post: str = "", user: str | None = None) -> str:
 
 
 def test_set_before_polars_loads_and_polars_applies_it_last() -> None:
-    assert _probe() == "dirty_decay_ms:50,muzzy_decay_ms:0"
+    ours = allocator.setting(usable_cpus())
+    assert _probe() == ours
     # polars prepends its defaults; jemalloc takes the last value of each option: ours
-    assert _probe(post="import polars\n") == (
-        "dirty_decay_ms:500,muzzy_decay_ms:1000,dirty_decay_ms:50,muzzy_decay_ms:0")
+    assert _probe(post="import polars\n") == "dirty_decay_ms:500,muzzy_decay_ms:1000," + ours
+
+
+def test_one_arena_on_a_machine_of_few_cpus() -> None:
+    assert allocator.setting(1) == "dirty_decay_ms:50,muzzy_decay_ms:0,narenas:1"
+    assert allocator.setting(4) == "dirty_decay_ms:50,muzzy_decay_ms:0,narenas:1"
+    assert allocator.setting(5) == "dirty_decay_ms:50,muzzy_decay_ms:0"
+    assert allocator.setting(64) == "dirty_decay_ms:50,muzzy_decay_ms:0"
 
 
 def test_not_set_once_polars_is_loaded() -> None:
