@@ -34,7 +34,8 @@ def same_frames(fast: pl.DataFrame | None, slow: pl.DataFrame) -> bool:
     if fast is None:
         return False
     a, b = kf.split_events(fast), kf.split_events(slow)
-    return all(a[name].schema == b[name].schema and a[name].equals(b[name]) for name in a)
+    return a.keys() == b.keys() and all(
+        a[name].schema == b[name].schema and a[name].equals(b[name]) for name in a)
 
 
 
