@@ -183,8 +183,20 @@ def split_events(events: pl.DataFrame,
     # A batch lacks most kinds (no memory events, syncs...): only the frames it has events of
     # are built (each builder is a dozen polars calls, an empty frame a few: ~14 ms and ~1 ms
     # of fixed cost per batch).
-    return {name: _BUILD[name](df) for name, df in raw.items()
+    return {name: _nulls_as_scalars(_BUILD[name](df)) for name, df in raw.items()
             if df is not None and df.height and name not in skip}
+
+
+def _nulls_as_scalars(df: pl.DataFrame) -> pl.DataFrame:
+    """The frame with each column that holds only nulls as one null value broadcast (polars
+    keeps a scalar column as one value and its length): a field the trace does not record
+    (``Concrete Inputs`` before torch 2.1, a kernel's grid in 2022 traces) costs nothing,
+    where a text column of nulls costs 16 bytes a row (98 MB in the cpu_ops of a 5 GB trace).
+    """
+    counts = df.null_count().row(0)
+    nulls = [pl.lit(None, df.schema[name]).alias(name)
+             for name, n in zip(df.columns, counts, strict=True) if n == df.height]
+    return df.with_columns(nulls) if nulls else df
 
 
 def _device_stream(df: pl.DataFrame) -> pl.DataFrame:
@@ -312,18 +324,25 @@ def _sorted_concat(chunks: list[pl.DataFrame]) -> pl.DataFrame:
     """The pieces as one frame in ``ts_ns`` order, exactly as ``concat`` then
     ``sort("ts_ns", maintain_order=True)`` (ties keep file order, nulls first), built one column
     at a time: each column of the pieces is released once its sorted copy exists, so the peak
-    is the frame plus one column of it, not the frame twice. Empties the pieces."""
+    is the frame plus one column of it, not the frame twice. A column of nulls only stays one
+    broadcast null (:func:`_nulls_as_scalars`). Empties the pieces."""
     ts = pl.concat([c.get_column("ts_ns") for c in chunks], rechunk=False)
     order: pl.Series | None = None
     if ts.null_count() or not ts.is_sorted():  # in time order already: the sort is the identity
         order = pl.DataFrame({"ts": ts}).with_row_index("i").sort("ts", maintain_order=True)["i"]
     del ts
+    names, dtypes = chunks[0].columns, chunks[0].schema
+    counts = [c.null_count().row(0) for c in chunks]
     columns = []
-    for col in chunks[0].columns:
+    for i, col in enumerate(names):
+        if col != "ts_ns" and all(n[i] == c.height for n, c in zip(counts, chunks, strict=True)):
+            continue  # nulls only: one broadcast null, below (none is materialized here)
         pieces = pl.concat([c.drop_in_place(col) for c in chunks], rechunk=False)
         columns.append(pieces.rechunk() if order is None else pieces.gather(order))
         del pieces
-    return pl.DataFrame(columns)
+    df = pl.DataFrame(columns)  # ts_ns is always there: the frame has its height
+    nulls = [pl.lit(None, dtypes[c]).alias(c) for c in names if c not in df.columns]
+    return df.with_columns(nulls).select(names) if nulls else df
 
 
 def _check_no_wrap(df: pl.DataFrame, base: int, meta: TraceMeta) -> None:

@@ -176,3 +176,24 @@ def test_sorted_concat_equals_concat_then_stable_sort():
     got = kineto_frames._sorted_concat([p.clone() for p in pieces])
     assert got.equals(expected) and got.schema == expected.schema
     assert got["name"].to_list() == ["c", None, "g", "b", "d", "e", "a", "h"]
+
+
+@pytest.mark.parametrize("sorted_already", [False, True])
+def test_sorted_concat_keeps_columns_of_nulls_as_one_null(sorted_already):
+    """A column that is null in every piece (a field the trace never records) comes out as
+    one broadcast null -- same values, dtype and column order; one null in some pieces only
+    is built like any other column."""
+    ts = ([1, 2], [3]) if sorted_already else ([3, 1], [2])
+    pieces = [
+        kineto_frames._nulls_as_scalars(pl.DataFrame(
+            {"a": [None, None], "ts_ns": ts[0], "n": [None, None], "m": [None, "x"]},
+            schema={"a": pl.String, "ts_ns": pl.Int64, "n": pl.Int64, "m": pl.String})),
+        kineto_frames._nulls_as_scalars(pl.DataFrame(
+            {"a": [None], "ts_ns": ts[1], "n": [None], "m": [None]},
+            schema={"a": pl.String, "ts_ns": pl.Int64, "n": pl.Int64, "m": pl.String})),
+    ]
+    expected = pl.concat(pieces).sort("ts_ns", maintain_order=True)
+    got = kineto_frames._sorted_concat([p.clone() for p in pieces])
+    assert got.equals(expected) and got.schema == expected.schema
+    assert got.columns == ["a", "ts_ns", "n", "m"] and got.height == 3
+    assert got["a"].null_count() == 3 and got["m"].to_list().count("x") == 1
