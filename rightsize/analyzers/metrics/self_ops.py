@@ -105,6 +105,11 @@ def self_ops(trace: Trace, k: int = TOP_SELF_OPS) -> pl.DataFrame:
     rows = n.select("row", "ts_ns", "dur_ns", "external_id", "is_op").with_columns(
         self_ns=pl.Series(self_ns), key=pl.Series(key), module_row=pl.Series(module),
     ).filter(pl.col("is_op")).drop("is_op")
+    # What the rest needs of the nodes is their names (and parent and is_op, for the paths):
+    # the other columns and arrays go now, before the join and the grouping add their own
+    # (at 1 GB of trace, ~120 MiB less held through them).
+    names = n.get_column("name")
+    del n, depth, start, end, child, inside, taken, self_ns, key, module
     gpu = _gpu(trace, rows)
     rows = rows.drop("ts_ns", "external_id").join(gpu, on="row", how="left").with_columns(
         pl.col("gpu_ns").fill_null(0), pl.col("kernels").fill_null(0))
@@ -115,7 +120,6 @@ def self_ops(trace: Trace, k: int = TOP_SELF_OPS) -> pl.DataFrame:
         gpu_ns=pl.col("gpu_ns").sum(), kernels=pl.col("kernels").sum(),
         module_row=pl.col("module_row").filter(pl.col("module_row") >= 0).first()))
     del rows
-    names = n["name"]
     # a path's op is the same in every row of its group (the key hashes the path's names)
     g = g.with_columns(name=names.gather(g["row"]))
     order = ["gpu_ns", "self_ns"] if trace.kernels.height else ["self_ns"]
