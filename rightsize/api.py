@@ -197,7 +197,7 @@ def analyze(*paths: str | Path, catalog: Catalog | None = None,
     if not paths:
         raise RightsizeError("analyze() needs at least one path")
     result, document = run(list(paths), Options(catalog=catalog, constraints=constraints,
-                                                definitions=definitions, flows=True))
+                                                definitions=definitions, lean=False))
     return Analysis(document, result)
 
 
@@ -208,5 +208,5 @@ def open_run(run_dir: str | Path, definitions: str = "rightsize") -> Analysis:
     from rightsize.pipeline import Options, run
 
     manifest = rundir.read_manifest(run_dir)
-    result, document = run([run_dir], Options(definitions=definitions, flows=True))
+    result, document = run([run_dir], Options(definitions=definitions, lean=False))
     return Analysis(document, result, manifest)

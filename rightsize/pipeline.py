@@ -34,9 +34,9 @@ class Options:
     constraints: Constraints | None = None  # None: no sizing targets, 10% memory headroom
     samples_per_step: int | None = None
     definitions: str = "rightsize"  # or "tb-plugin": the TensorBoard plugin's, defects included
-    # Kineto flow events (launch and forward-backward arrows): no analyzer reads them, and at a
-    # million a GB they cost a sixth of the frames' memory; the Python API keeps them.
-    flows: bool = False
+    # Read only what the analyzers use (Kineto: no flow events, no pid/tid/api of runtime
+    # calls: a fifth of the frames' memory); the Python API, which hands out frames, reads all.
+    lean: bool = True
 
 
 def run(paths: list[str | Path], options: Options = Options(),
@@ -53,7 +53,7 @@ def run(paths: list[str | Path], options: Options = Options(),
     steps_opt, breakdown_opt = options_for(options.definitions)  # fails before any reading
     inputs = load(list(paths), progress,
                   ReadOptions(step_range=options.step_range, timezone=options.timezone,
-                              flows=options.flows))
+                              lean=options.lean))
     if progress:
         progress("analyzing")
     context = Context(

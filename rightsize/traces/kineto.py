@@ -48,9 +48,11 @@ def looks_like_kineto(head: bytes) -> bool:
 
 
 def read_kineto(path: str | Path, progress: Progress | None = None, *,
-                flows: bool = True) -> Trace:
-    """Read one Kineto trace file into the normalized schema (raises InputError); with
-    ``flows=False`` the flows frame is left empty (the analysis does not read it)."""
+                lean: bool = False) -> Trace:
+    """Read one Kineto trace file into the normalized schema (raises InputError).
+
+    ``lean``: only what rightsize's analyzers read -- the flows frame is left empty and the
+    ``pid``, ``tid`` and ``api`` of runtime calls null (``kineto_frames.LEAN``)."""
     path = Path(path)
     try:
         raw = path.open("rb")
@@ -61,7 +63,7 @@ def read_kineto(path: str | Path, progress: Progress | None = None, *,
         raw.seek(0)
         stream = _gunzip(raw) if magic == GZIP_MAGIC else raw
         try:
-            return _read_stream(path, stream, progress, flows)
+            return _read_stream(path, stream, progress, lean)
         except ScanError as exc:
             raise InputError(path, str(exc)) from None
         except _GZIP_ERRORS as exc:
@@ -95,7 +97,7 @@ def _gunzip(raw: Any) -> Any:
     return gzip.GzipFile(fileobj=raw, mode="rb")
 
 
-def _read_stream(path: Path, stream: Any, progress: Progress | None, flows: bool) -> Trace:
+def _read_stream(path: Path, stream: Any, progress: Progress | None, lean: bool) -> Trace:
     scan = Scan(stream)
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in kf.EVENT_FRAMES}
     cats: set[str] = set()
@@ -105,7 +107,7 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None, flows: bool
     # threads (:func:`_parse_threads`). Results are collected in file order; at most three
     # batches are held at once. The threads start with the second batch: a trace of one batch
     # (a few MB) is parsed here, without paying for them.
-    parse = _Parser(skip=frozenset() if flows else frozenset({"flows"}))
+    parse = _Parser(lean)
     workers = _parse_threads()
     pool: ThreadPoolExecutor | None = None
     pending: deque[tuple[Future[Parsed] | None, Batch]] = deque()
@@ -203,10 +205,10 @@ class _Parser:
     Likewise the first batch with 2021 category names is read a second time with the legacy
     arg spellings, and every later batch with those directly."""
 
-    def __init__(self, skip: frozenset[str] = frozenset()) -> None:
+    def __init__(self, lean: bool = False) -> None:
         self.int_times = True
         self.legacy = False
-        self.skip = skip  # frames left empty
+        self.lean = lean  # only what the analyzers read (kineto_frames.LEAN)
 
     def __call__(self, batch: Batch | bytes) -> Parsed:
         # Two threads may parse at once: each decides from the flags as it read them (the
@@ -228,7 +230,7 @@ class _Parser:
                 _ndjson(batch), schema=kf.event_schema(legacy=True, typed=False))
         if scanned is None and events["ts"].dtype == pl.String and _rounded_by_float(events["ts"]):
             events = events.with_columns(ts=_raw_field(_ndjson(batch), "ts", events.height))
-        return kf.split_events(events, self.skip), cats, events.height
+        return kf.split_events(events, self.lean), cats, events.height
 
     def _read(self, ndjson: bytes) -> pl.DataFrame:
         if self.int_times:

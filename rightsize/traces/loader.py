@@ -60,7 +60,7 @@ class Inputs:
 class ReadOptions:
     step_range: str | None = None  # nsys: NVTX range name that marks a step
     timezone: str | None = None  # nvidia-smi logs: the zone of their local timestamps
-    flows: bool = True  # Kineto: build the flows frame (False: it is left empty)
+    lean: bool = False  # Kineto: only what the analyzers read (kineto.read_kineto)
 
 
 def sniff(path: Path) -> bytes:
@@ -266,7 +266,7 @@ def _read_trace(f: Path, fmt: str, label: str, progress: Progress | None,
         if progress:
             progress(f"reading {label}: {done / 1e6:,.0f} MB, {events:,} events")
 
-    return read_kineto(f, tick if progress else None, flows=options.flows)
+    return read_kineto(f, tick if progress else None, lean=options.lean)
 
 
 def _device_kind(t: Trace) -> str:

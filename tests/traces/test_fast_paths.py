@@ -38,8 +38,8 @@ def careful(path: Path, monkeypatch: pytest.MonkeyPatch) -> Trace:
 
 
 class _TextTimes(kineto._Parser):
-    def __init__(self, skip: frozenset[str] = frozenset()) -> None:
-        super().__init__(skip)
+    def __init__(self, lean: bool = False) -> None:
+        super().__init__(lean)
         self.int_times = False
 
 

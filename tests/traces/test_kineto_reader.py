@@ -268,20 +268,24 @@ def test_truncated_array_says_where(tmp_path, indent):
         re.search(r"after [\d,]+ events", message)
 
 
-def test_flows_can_be_left_unread_and_nothing_else_changes():
+def test_a_lean_read_leaves_out_only_what_no_analyzer_reads():
     path = shared_path("traces", "kineto", "hta-trace_diff-control-control.json.gz")
     full = read_kineto(path)
-    lean = read_kineto(path, flows=False)
+    lean = read_kineto(path, lean=True)
     assert full.flows.height == 34142  # its "s"/"f" async_cpu_to_gpu events, by json.loads
     assert lean.flows.height == 0 and lean.flows.schema == full.flows.schema
+    assert full.runtime["tid"].null_count() == 0
+    assert lean.runtime.schema == full.runtime.schema
+    for col in ("pid", "tid", "api"):
+        assert lean.runtime[col].null_count() == lean.runtime.height == full.runtime.height
+    assert lean.runtime.drop("pid", "tid", "api").equals(full.runtime.drop("pid", "tid", "api"))
     for name in KINETO_FRAMES:
-        if name != "flows":
+        if name not in ("flows", "runtime"):
             assert getattr(lean, name).equals(getattr(full, name)), name
     assert lean.meta == full.meta
 
 
-
-def test_the_analysis_reads_no_flows_and_the_python_api_keeps_them(tmp_path):
+def test_the_analysis_reads_lean_and_the_python_api_reads_all(tmp_path):
     import rightsize
     from rightsize.pipeline import run
 
@@ -290,3 +294,17 @@ def test_the_analysis_reads_no_flows_and_the_python_api_keeps_them(tmp_path):
     assert result.ranks[0].trace.flows.height == 0
     kept = rightsize.analyze(path).ranks[0].frame("flows")
     assert kept.height == read_kineto(path).flows.height > 0
+
+
+@pytest.mark.parametrize("name", [
+    "hta-trace_diff-control-control.json.gz",
+    "kineto-tb_plugin-resnet50_num_workers_0-worker0.1623143089861.pt.trace.json.gz",
+    "tracelens-h100-Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+])
+def test_what_a_lean_read_leaves_out_changes_no_number(name):
+    from rightsize.pipeline import Options, analyze_document
+
+    path = shared_path("traces", "kineto", name)
+    lean = analyze_document([path], Options(lean=True)).to_json()
+    full = analyze_document([path], Options(lean=False)).to_json()
+    assert lean == full
