@@ -78,6 +78,12 @@ GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
 LEGACY_CATS = {"Kernel", "Runtime", "Operator", "Memcpy", "Memset"}
 EVENT_FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations", "steps",
                 "memory", "flows", "syncs", "windows")
+# What rightsize's analyzers never read: frames (empty tuple) and columns (nulls) a lean read
+# leaves out. Flow events are a sixth of a trace's frames; a runtime call's pid, tid and api are
+# text, 16 bytes a value each (~180 MB at 5 GB of trace).
+LEAN: dict[str, tuple[str, ...]] = {"flows": (), "runtime": ("pid", "tid", "api")}
+
+
 LABELS = {"kernels": "kernel", "transfers": "memcpy/memset", "runtime": "runtime",
           "cpu_ops": "cpu op", "steps": "ProfilerStep"}
 
@@ -185,12 +191,6 @@ def split_events(events: pl.DataFrame, lean: bool = False) -> dict[str, pl.DataF
     return {name: _nulls_as_scalars(_lean(name, _BUILD[name](df), lean))
             for name, df in raw.items()
             if df is not None and df.height and not (lean and LEAN.get(name) == ())}
-
-
-# What rightsize's analyzers never read: frames (empty tuple) and columns (nulls) a lean read
-# leaves out. Flow events are a sixth of a trace's frames; a runtime call's pid, tid and api are
-# text, 16 bytes a value each (~180 MB at 5 GB of trace).
-LEAN: dict[str, tuple[str, ...]] = {"flows": (), "runtime": ("pid", "tid", "api")}
 
 
 def _lean(name: str, df: pl.DataFrame, lean: bool) -> pl.DataFrame:
