@@ -82,8 +82,6 @@ EVENT_FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations",
 # leaves out. Flow events are a sixth of a trace's frames; a runtime call's pid, tid and api are
 # text, 16 bytes a value each (~180 MB at 5 GB of trace).
 LEAN: dict[str, tuple[str, ...]] = {"flows": (), "runtime": ("pid", "tid", "api")}
-
-
 LABELS = {"kernels": "kernel", "transfers": "memcpy/memset", "runtime": "runtime",
           "cpu_ops": "cpu op", "steps": "ProfilerStep"}
 
