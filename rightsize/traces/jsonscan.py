@@ -8,7 +8,8 @@ strings and escapes honoured) and yields each run of whole events as a batch. Ev
 outside the array (the small top-level keys: ``deviceProperties``, ``distributedInfo``,
 ``baseTimeNanoseconds``...) is kept and returned as the "envelope".
 
-Inputs: a binary file object. Outputs: :class:`Scan` with ``batches()`` (NDJSON ``bytes``) and,
+Inputs: a binary file object. Outputs: :class:`Scan` with ``batches()`` (:class:`Batch`: the
+run of document bytes or NDJSON) and,
 once exhausted, ``envelope`` (the document with an empty event array) and ``events``.
 Problems raise :class:`ScanError` with a one-line reason; the caller adds the file name.
 """

@@ -52,7 +52,7 @@ def read_kineto(path: str | Path, progress: Progress | None = None, *,
     """Read one Kineto trace file into the normalized schema (raises InputError).
 
     ``lean``: only what rightsize's analyzers read -- the flows frame is left empty and the
-    ``pid``, ``tid`` and ``api`` of runtime calls null (``kineto_frames.LEAN``)."""
+    ``pid``, ``tid`` and ``api`` of runtime calls null (``kineto_frames.LEAN_*``)."""
     path = Path(path)
     try:
         raw = path.open("rb")
@@ -208,7 +208,7 @@ class _Parser:
     def __init__(self, lean: bool = False) -> None:
         self.int_times = True
         self.legacy = False
-        self.lean = lean  # only what the analyzers read (kineto_frames.LEAN)
+        self.lean = lean  # only what the analyzers read (kineto_frames.LEAN_*)
 
     def __call__(self, batch: Batch | bytes) -> Parsed:
         # Two threads may parse at once: each decides from the flags as it read them (the

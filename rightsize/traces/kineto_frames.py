@@ -78,10 +78,11 @@ GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
 LEGACY_CATS = {"Kernel", "Runtime", "Operator", "Memcpy", "Memset"}
 EVENT_FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations", "steps",
                 "memory", "flows", "syncs", "windows")
-# What rightsize's analyzers never read: frames (empty tuple) and columns (nulls) a lean read
-# leaves out. Flow events are a sixth of a trace's frames; a runtime call's pid, tid and api are
-# text, 16 bytes a value each (~180 MB at 5 GB of trace).
-LEAN: dict[str, tuple[str, ...]] = {"flows": (), "runtime": ("pid", "tid", "api")}
+# What rightsize's analyzers never read, left out by a lean read: whole frames (left empty) and
+# columns (left null). Flow events are a sixth of a trace's frames; a runtime call's pid, tid and
+# api are text, 16 bytes a value each (~180 MB at 5 GB of trace).
+LEAN_FRAMES = frozenset({"flows"})
+LEAN_COLUMNS = {"runtime": ("pid", "tid", "api")}
 LABELS = {"kernels": "kernel", "transfers": "memcpy/memset", "runtime": "runtime",
           "cpu_ops": "cpu op", "steps": "ProfilerStep"}
 
@@ -144,7 +145,8 @@ def _digits(col: pl.Expr) -> pl.Expr:
 
 def split_events(events: pl.DataFrame, lean: bool = False) -> dict[str, pl.DataFrame]:
     """One batch of raw events -> partial frames (times still relative to the trace's base):
-    those of the frames the batch has events of; ``lean``, less what :data:`LEAN` names.
+    those of the frames the batch has events of; ``lean``, less :data:`LEAN_FRAMES` and with
+    :data:`LEAN_COLUMNS` null.
 
     The batch is partitioned once by what each event is (the args struct is wide: filtering the
     whole batch once per frame would copy it many times).
@@ -188,11 +190,11 @@ def split_events(events: pl.DataFrame, lean: bool = False) -> dict[str, pl.DataF
     # of fixed cost per batch).
     return {name: _nulls_as_scalars(_lean(name, _BUILD[name](df), lean))
             for name, df in raw.items()
-            if df is not None and df.height and not (lean and LEAN.get(name) == ())}
+            if df is not None and df.height and not (lean and name in LEAN_FRAMES)}
 
 
 def _lean(name: str, df: pl.DataFrame, lean: bool) -> pl.DataFrame:
-    drop = LEAN.get(name) if lean else None
+    drop = LEAN_COLUMNS.get(name) if lean else None
     return df.with_columns(pl.lit(None, df.schema[c]).alias(c) for c in drop) if drop else df
 
 

@@ -291,9 +291,11 @@ def test_the_analysis_reads_lean_and_the_python_api_reads_all(tmp_path):
 
     path = two_step_trace().write(tmp_path / "t.json")
     result, _doc = run([path])
-    assert result.ranks[0].trace.flows.height == 0
-    kept = rightsize.analyze(path).ranks[0].frame("flows")
-    assert kept.height == read_kineto(path).flows.height > 0
+    lean = result.ranks[0].trace
+    assert lean.flows.height == 0 and lean.runtime["tid"].null_count() == lean.runtime.height > 0
+    full = rightsize.analyze(path).ranks[0]
+    assert full.frame("flows").height == read_kineto(path).flows.height > 0
+    assert full.frame("runtime")["tid"].null_count() == 0
 
 
 @pytest.mark.parametrize("name", [
