@@ -173,6 +173,7 @@ class State:
             profile_memory=CONFIG["profile_memory"],
             with_stack=CONFIG["with_stack"],
             with_flops=CONFIG["with_flops"],
+            **_trace_only(),
         )
         with signals_held(), quiet_stderr():
             self._spend_free_warning(prof.start)
@@ -387,3 +388,19 @@ def _env_int(name):
 def _trace_name(rank, pid, window):
     suffix = "" if window == 1 else f".w{window}"  # same rule as rightsize.rundir.trace_name
     return f"rank{rank}.pid{pid}{suffix}.pt.trace.json.gz"
+
+
+def _trace_only():
+    """``experimental_config=_ExperimentalConfig(trace_only=True)`` where torch has it (2.13):
+    the stop then skips building the Python-side events (``events()``, ``key_averages()``) that
+    only the exported trace would be made from here; the trace is the same (pytorch#184306;
+    checked event for event on torch 2.13's CPU wheel). Not with stacks: torch would warn and
+    build them anyway. The stop runs inside the job's step that closes the window."""
+    if CONFIG["with_stack"]:
+        return {}
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        return {"experimental_config": _ExperimentalConfig(trace_only=True)}
+    except (ImportError, TypeError):  # torch before 2.13: no such option
+        return {}

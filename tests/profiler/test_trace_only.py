@@ -1,0 +1,82 @@
+"""The hook records with ``trace_only`` where torch has it (2.13): the stop inside the job's step
+skips building Python-side events rightsize never reads. These tests hold that the option is
+asked for only where it exists and changes nothing in the trace."""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+import rightsize.profiler
+
+torch = pytest.importorskip("torch")
+
+BOOTSTRAP = Path(rightsize.profiler.__file__).parent / "bootstrap" / "_rightsize_state.py"
+# ids, addresses and allocator totals differ between two recordings of the same steps
+RUN_SPECIFIC = {"External id", "Record function id", "Ev Idx", "Sequence number",
+                "Fwd thread id", "Addr", "Total Allocated", "Total Reserved"}
+
+
+@pytest.fixture()
+def state():
+    spec = importlib.util.spec_from_file_location("_rightsize_state_trace_only", BOOTSTRAP)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _has_trace_only() -> bool:
+    from torch._C._profiler import _ExperimentalConfig
+
+    try:
+        _ExperimentalConfig(trace_only=True)
+    except TypeError:
+        return False
+    return True
+
+
+def test_trace_only_where_torch_has_it(state) -> None:
+    options = state._trace_only()
+    if not _has_trace_only():
+        assert options == {}
+        return
+    assert options["experimental_config"].trace_only is True
+    state.CONFIG["with_stack"] = True  # torch builds the events for stacks anyway, and warns
+    assert state._trace_only() == {}
+
+
+def _record(tmp_path: Path, name: str, options: dict) -> collections.Counter:
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(8, 32)
+    path = tmp_path / f"{name}.json"
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=2),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path)), record_shapes=True,
+                 profile_memory=True, with_flops=True, **options) as prof:
+        for _ in range(5):
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+            prof.step()
+    events = json.loads(path.read_text())["traceEvents"]
+    return collections.Counter(
+        (e.get("ph"), e.get("cat"), e.get("name"),
+         json.dumps({k: v for k, v in (e.get("args") or {}).items() if k not in RUN_SPECIFIC},
+                    sort_keys=True))
+        for e in events if e.get("ph") in ("X", "i"))
+
+
+def test_trace_only_trace_is_the_same(tmp_path: Path, state) -> None:
+    if not _has_trace_only():
+        pytest.skip("this torch has no trace_only")
+    full = _record(tmp_path, "full", {})
+    lean = _record(tmp_path, "lean", state._trace_only())
+    assert sum(full.values()) > 100
+    assert full == lean
