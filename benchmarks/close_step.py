@@ -122,15 +122,16 @@ def main() -> None:
             print(f"{variant:12s} not supported by this torch")
             continue
 
-        def med(pick) -> float:
-            return statistics.median(pick(r) for r in rs) * 1e3
-
-        step = med(lambda r: statistics.median(r["steps"][CLOSING + 2:]))
-        boundary = med(lambda r: r["boundary"][CLOSING - 1])
+        step = _median_ms(rs, lambda r: statistics.median(r["steps"][CLOSING + 2:]))
+        boundary = _median_ms(rs, lambda r: r["boundary"][CLOSING - 1])
         disable = statistics.median(r.get("disable_ms", float("nan")) for r in rs)
-        after = med(lambda r: r["steps"][CLOSING])
+        after = _median_ms(rs, lambda r: r["steps"][CLOSING])
         print(f"{variant:12s} {boundary:9.1f} {disable:8.1f} {step:7.2f} {after:7.2f} "
               f"{boundary / step:13.1f}x")
+
+
+def _median_ms(runs: list[dict], pick) -> float:
+    return statistics.median(pick(r) for r in runs) * 1e3
 
 
 def _torch_version() -> str:
