@@ -64,27 +64,106 @@ typedef struct {
 } Buf;
 
 #if defined(__linux__)
+#include <pthread.h>
 #include <sys/mman.h>
 #define PAGE ((size_t)4096)
+#define MIN_CAP (16 * PAGE)
+
+/* Freed mappings kept for the next batch's columns, by size (MIN_CAP << class): a fresh
+ * mapping faults in every page it is written to, and each munmap interrupts the other threads
+ * to flush their TLBs. Batches are alike in size, so a column mostly finds a mapping of the
+ * size it grows to. At most POOL_BYTES are kept (resident, unused between batches), and only
+ * while a trace is read: the reader opens the pool (pool(True)) and, once its last batch is
+ * parsed, closes it (pool(False)), which gives them back, so the frames' later frees unmap at
+ * once. Columns are freed on polars' threads: a mutex. */
+#define POOL_CLASSES 16
+#define POOL_DEPTH 32
+#define POOL_BYTES ((size_t)16 << 20)
+static struct { char *p[POOL_DEPTH]; int n; } pool[POOL_CLASSES];
+static size_t pool_bytes;
+static int pool_open;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int pool_class(size_t cap) {
+    int k = 0;
+    while (k < POOL_CLASSES && (MIN_CAP << k) < cap) k++;
+    return k < POOL_CLASSES && (MIN_CAP << k) == cap ? k : -1;
+}
+
+static char *pool_get(size_t cap) {
+    int k = pool_class(cap);
+    char *p = NULL;
+    if (k < 0) return NULL;
+    pthread_mutex_lock(&pool_lock);
+    if (pool[k].n) {
+        p = pool[k].p[--pool[k].n];
+        pool_bytes -= cap;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return p;
+}
+
+static void unmap_or_keep(char *p, size_t cap) {
+    int k = pool_class(cap), kept = 0;
+    if (k >= 0) {
+        pthread_mutex_lock(&pool_lock);
+        if (pool_open && pool[k].n < POOL_DEPTH && pool_bytes + cap <= POOL_BYTES) {
+            pool[k].p[pool[k].n++] = p;
+            pool_bytes += cap;
+            kept = 1;
+        }
+        pthread_mutex_unlock(&pool_lock);
+    }
+    if (!kept) munmap(p, cap);
+}
+
+static void pool_trim(void) {
+    pthread_mutex_lock(&pool_lock);
+    for (int k = 0; k < POOL_CLASSES; k++)
+        while (pool[k].n) munmap(pool[k].p[--pool[k].n], MIN_CAP << k);
+    pool_bytes = 0;
+    pool_open = 0;
+    pthread_mutex_unlock(&pool_lock);
+}
+
+static void pool_start(void) {
+    pthread_mutex_lock(&pool_lock);
+    pool_open = 1;
+    pthread_mutex_unlock(&pool_lock);
+}
 
 static void buf_free(Buf *b) {
-    if (b->p) munmap(b->p, b->cap);
+    if (b->p) unmap_or_keep(b->p, b->cap);
     b->p = NULL;
     b->len = b->cap = 0;
 }
 
+/* Grows to the next power-of-two multiple of MIN_CAP: from the pool when it has one of that
+ * size (the bytes so far copied over), else by mremap, in place where it can. */
 static int buf_reserve(Buf *b, size_t extra) {
     if (b->len + extra <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 16 * PAGE;
+    size_t cap = b->cap ? b->cap : MIN_CAP;
     while (cap < b->len + extra) cap *= 2;
-    void *p = b->p ? mremap(b->p, b->cap, cap, MREMAP_MAYMOVE)
-                   : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return -1;
+    char *p = pool_get(cap);
+    if (p) {
+        if (b->p) {
+            memcpy(p, b->p, b->len);
+            unmap_or_keep(b->p, b->cap);
+        }
+    } else {
+        void *q = b->p ? mremap(b->p, b->cap, cap, MREMAP_MAYMOVE)
+                       : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (q == MAP_FAILED) return -1;
+        p = q;
+    }
     b->p = p;
     b->cap = cap;
     return 0;
 }
 #else
+static void pool_trim(void) {}
+static void pool_start(void) {}
+
 static void buf_free(Buf *b) {
     free(b->p);
     b->p = NULL;
@@ -930,6 +1009,28 @@ static PyObject *cut(PyObject *self, PyObject *argv) {
     return Py_BuildValue("(Onnnn)", end >= 0 ? Py_True : Py_False, first, last, end, count);
 }
 
+static PyObject *pool_set(PyObject *self, PyObject *arg) {
+    (void)self;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    if (on) pool_start();
+    else pool_trim();
+    Py_RETURN_NONE;
+}
+
+static PyObject *pooled(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+#if defined(__linux__)
+    pthread_mutex_lock(&pool_lock);
+    size_t n = pool_bytes;
+    pthread_mutex_unlock(&pool_lock);
+    return PyLong_FromSize_t(n);
+#else
+    return PyLong_FromLong(0);
+#endif
+}
+
 static PyObject *live(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -940,6 +1041,10 @@ static PyMethodDef methods[] = {
     {"parse", parse, METH_VARARGS, parse_doc},
     {"cut", cut, METH_VARARGS, cut_doc},
     {"live", live, METH_NOARGS, "Text columns handed to polars and not yet released."},
+    {"pool", pool_set, METH_O,
+     "pool(on): keep freed column buffers for the next batch (True, while a trace is read), or\n"
+     "unmap those kept and keep none (False)."},
+    {"pooled", pooled, METH_NOARGS, "Bytes of freed column buffers kept for the next batch."},
     {NULL, NULL, 0, NULL},
 };
 

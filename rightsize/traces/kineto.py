@@ -111,6 +111,7 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None, lean: bool)
     workers = _parse_threads()
     pool: ThreadPoolExecutor | None = None
     pending: deque[tuple[Future[Parsed] | None, Batch]] = deque()
+    kineto_scan.keep_buffers(True)
     try:
         for batch in scan.batches():
             if pool is None and pending:
@@ -129,6 +130,7 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None, lean: bool)
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
+        kineto_scan.keep_buffers(False)
     envelope = _envelope(path, scan.envelope)
     if n_events == 0:
         raise InputError(path, "the trace has no events (traceEvents is empty)")

@@ -86,6 +86,14 @@ LEAN_COLUMNS = {"runtime": ("pid", "tid", "api")}
 LABELS = {"kernels": "kernel", "transfers": "memcpy/memset", "runtime": "runtime",
           "cpu_ops": "cpu op", "steps": "ProfilerStep"}
 
+# What an event is, as one byte: a batch is partitioned by it (a text key costs twice the time).
+# Host events (cpu ops, annotations, Python calls) are one kind, so they keep their file order.
+_HOST = "host"
+_HOST_ROLES = frozenset({"cpu_op", "user_annotation", "python_function"})
+_KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", _HOST, "gpu_annotation", "sync",
+          "window", "memory", "flow")
+_KIND_CODE = {kind: code for code, kind in enumerate(_KINDS)}
+
 _STEP = r"^ProfilerStep#(\d+)$"
 _MEMCPY = r"^Memcpy (\w+) \((\w+) -> (\w+)\)$"
 
@@ -156,12 +164,15 @@ def split_events(events: pl.DataFrame, lean: bool = False) -> dict[str, pl.DataF
     if missing:
         events = events.with_columns(pl.col("args").struct.with_fields(
             [pl.lit(None, pl.String).alias(f) for f in missing]))
-    role = pl.col("cat").str.to_lowercase().replace_strict(CATS, default=None)
+    roles = {cat: CATS.get(cat.lower()) for cat in events["cat"].unique().to_list()
+             if cat is not None}  # this batch's categories, as written -> role
+    codes = {cat: _KIND_CODE[_HOST if role in _HOST_ROLES else role]
+             for cat, role in roles.items() if role is not None}
     kind = (
-        pl.when(pl.col("name") == "[memory]").then(pl.lit("memory"))
-        .when(pl.col("ph") == "X").then(role.replace({"cpu_op": "host", "user_annotation": "host",
-                                                      "python_function": "host"}))
-        .when(pl.col("ph").is_in(["s", "f", "t"])).then(pl.lit("flow"))
+        pl.when(pl.col("name") == "[memory]").then(pl.lit(_KIND_CODE["memory"], pl.UInt8))
+        .when(pl.col("ph") == "X").then(
+            pl.col("cat").replace_strict(codes, default=None, return_dtype=pl.UInt8))
+        .when(pl.col("ph").is_in(["s", "f", "t"])).then(pl.lit(_KIND_CODE["flow"], pl.UInt8))
     )
     times: dict[str, pl.Expr | pl.Series]
     if "ts_ns" in events.columns:  # the compiled parser converted them already
@@ -169,20 +180,24 @@ def split_events(events: pl.DataFrame, lean: bool = False) -> dict[str, pl.DataF
     else:
         times = {"ts_ns": us_series_to_ns(events["ts"]),
                  "dur_ns": us_series_to_ns(events["dur"]).clip(lower_bound=0)}
-    ev = events.with_columns(kind=kind, role=role, **times)
-    kinds = {key[0]: df for key, df in
-             ev.partition_by("kind", as_dict=True, include_key=False).items()}
+    ev = events.with_columns(kind=kind, **times)
+    kinds = {_KINDS[key[0]]: df for key, df in
+             ev.partition_by("kind", as_dict=True, include_key=False).items()
+             if key[0] is not None}  # None: instants, metadata, unknown categories
 
     def of(*keys: str) -> pl.DataFrame | None:
-        pieces = [kinds[k] for k in keys if k in kinds]
+        pieces = [kinds[k].with_columns(role=pl.lit(k)) for k in keys if k in kinds]
         return None if not pieces else pieces[0] if len(pieces) == 1 else pl.concat(pieces)
 
     raw = {"kernels": of("kernel"), "transfers": of("memcpy", "memset"),
            "runtime": of("runtime", "driver"), "gpu_annotations": of("gpu_annotation"),
            "syncs": of("sync"), "windows": of("window"), "memory": of("memory"),
            "flows": of("flow")}
-    host = kinds.get("host")
-    if host is not None:
+    host = kinds.get(_HOST)
+    if host is not None:  # one partition: cpu ops, annotations and Python calls keep file order
+        host = host.with_columns(role=pl.col("cat").replace_strict(
+            {cat: role for cat, role in roles.items() if role in _HOST_ROLES}, default=None,
+            return_dtype=pl.String))
         is_step = host["name"].str.contains(_STEP)
         raw["cpu_ops"], raw["steps"] = host.filter(~is_step), host.filter(is_step)
     # A batch lacks most kinds (no memory events, syncs...): only the frames it has events of

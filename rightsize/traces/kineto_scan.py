@@ -70,6 +70,15 @@ def available() -> bool:
     return kscan.module() is not None
 
 
+def keep_buffers(on: bool) -> None:
+    """While a trace is read (True), the compiled parser keeps the column buffers polars frees
+    for the next batch's columns (up to 16 MiB: no page faults and no unmapping for most
+    batches); False gives them back and keeps none from then on."""
+    module = kscan.module()
+    if module is not None:
+        module.pool(on)
+
+
 class _Column:
     """One column's capsules, handed to polars once (the Arrow PyCapsule interface)."""
 

@@ -179,6 +179,37 @@ def test_columns_are_released_with_the_frames(tmp_path):
     assert kscan.BUILT.live() == before
 
 
+@built
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mapped buffers: Linux only")
+def test_freed_buffers_kept_only_while_a_trace_is_read(tmp_path):
+    lines = b"".join(json.dumps({"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1,
+                                 "tid": 1, "ts": i, "dur": 1}).encode() + b"\n"
+                     for i in range(20_000))
+    gc.collect()
+    kineto_scan.keep_buffers(True)
+    try:
+        first = kineto_scan.read(lines, legacy=False)
+        del first
+        gc.collect()
+        kept = kscan.BUILT.pooled()
+        assert 0 < kept <= 16 << 20
+        again = kineto_scan.read(lines, legacy=False)  # built from the kept buffers
+        assert again["name"][19_999] == "op19999" and again["ts_ns"][5] == 5000
+        assert kscan.BUILT.pooled() < kept
+        del again
+    finally:
+        kineto_scan.keep_buffers(False)
+    assert kscan.BUILT.pooled() == 0
+    left = kineto_scan.read(lines, legacy=False)
+    del left
+    gc.collect()
+    assert kscan.BUILT.pooled() == 0  # closed: a freed column is unmapped at once
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [' + lines.decode().strip().replace("\n", ",") + "]}")
+    assert read_kineto(path).cpu_ops.height == 20_000
+    assert kscan.BUILT.pooled() == 0  # the reader closes the pool when it is done
+
+
 # Hostile and odd events, written as a trace: whatever the C pass takes or leaves to polars,
 # the frames (or the one-line error) must be the ones polars alone gives.
 _scalars = st.one_of(
