@@ -227,11 +227,20 @@ def _nulls_as_scalars(df: pl.DataFrame) -> pl.DataFrame:
 
 def _device_stream(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(
-        device=pl.coalesce(_int(_arg("device")), _digits(pl.col("pid"))),
-        stream=pl.coalesce(_int(_arg("stream")), _digits(pl.col("tid"))),
+        device=_arg_or_digits(df, "device", "pid"),
+        stream=_arg_or_digits(df, "stream", "tid"),
         correlation=_int(_arg("correlation")),
         external_id=_external_id(),
     )
+
+
+def _arg_or_digits(df: pl.DataFrame, arg: str, column: str) -> pl.Expr:
+    """The arg as an integer, else the first integer in ``column`` (older traces): the text is
+    searched only in a batch where some event lacks the arg (a regex per event otherwise)."""
+    value = df["args"].struct.field(arg)
+    if value.dtype == pl.Int64 and not value.null_count():
+        return _arg(arg)
+    return pl.coalesce(_int(_arg(arg)), _digits(pl.col(column)))
 
 
 def _kernels(df: pl.DataFrame) -> pl.DataFrame:
