@@ -36,20 +36,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from overhead import MODEL  # the same job as overhead.py's
+
 CHILD = r"""
 import json, sys, time, torch
 from torch.profiler import ProfilerActivity, profile, schedule
 variant, width, device, steps = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-torch.manual_seed(0)
-torch.set_num_threads(1)
-layer = torch.nn.TransformerEncoderLayer(width, nhead=4, dim_feedforward=4 * width,
-                                         batch_first=True)
-model = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, num_layers=2),
-                            torch.nn.Linear(width, 10)).to(device)
-opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-x = torch.randn(16, 64, width, device=device)
-y = torch.randint(0, 10, (16,), device=device)
-sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+""" + MODEL + r"""
 options = dict(record_shapes=True, profile_memory=True, with_flops=True)
 if variant == "bare":
     options = dict(record_shapes=False, profile_memory=False, with_flops=False)

@@ -29,9 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-TRAIN = """
-import json, sys, time, torch
-steps, width, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+# The model, optimizer and batch of the job (``width`` and ``device`` set before it); shared
+# with close_step.py.
+MODEL = """
 torch.manual_seed(0)
 torch.set_num_threads(1)
 layer = torch.nn.TransformerEncoderLayer(width, nhead=4, dim_feedforward=4 * width,
@@ -42,6 +42,11 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 x = torch.randn(16, 64, width, device=device)
 y = torch.randint(0, 10, (16,), device=device)
 sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+"""
+TRAIN = """
+import json, sys, time, torch
+steps, width, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+""" + MODEL + """
 times = []
 for _ in range(steps):
     t0 = time.perf_counter()

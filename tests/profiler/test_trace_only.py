@@ -73,6 +73,7 @@ def _record(tmp_path: Path, name: str, options: dict) -> collections.Counter:
         for e in events if e.get("ph") in ("X", "i"))
 
 
+@pytest.mark.filterwarnings("ignore:Warning. Profiler clears events:UserWarning")
 def test_trace_only_trace_is_the_same(tmp_path: Path, state) -> None:
     if not _has_trace_only():
         pytest.skip("this torch has no trace_only")
