@@ -73,7 +73,9 @@ def available() -> bool:
 def keep_buffers(on: bool) -> None:
     """While a trace is read (True), the compiled parser keeps the column buffers polars frees
     for the next batch's columns (up to 16 MiB: no page faults and no unmapping for most
-    batches); False gives them back and keeps none from then on."""
+    batches); False gives them back and keeps none from then on. The pool is the process's:
+    where two traces are read at once, the first to finish closes it for both (the other's
+    buffers are then unmapped as they are freed, as without it)."""
     module = kscan.module()
     if module is not None:
         module.pool(on)

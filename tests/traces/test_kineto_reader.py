@@ -310,3 +310,38 @@ def test_what_a_lean_read_leaves_out_changes_no_number(name):
     lean = analyze_document([path], Options(lean=True)).to_json()
     full = analyze_document([path], Options(lean=False)).to_json()
     assert lean == full
+
+
+def test_every_category_has_a_kind_and_host_events_keep_file_order():
+    """split_events partitions by a one-byte kind looked up from the categories as written:
+    every role of the category table has one, case does not matter, and cpu ops, annotations
+    and Python calls stay one piece in file order (ties in time are broken by that order)."""
+    import polars as pl
+
+    from rightsize.traces import kineto_frames as kf
+
+    assert set(kf.CATS.values()) - kf._HOST_ROLES <= set(kf._KINDS)
+    lines = [
+        {"ph": "X", "cat": "user_annotation", "name": "step part", "pid": "1", "tid": "1",
+         "ts": "5", "dur": "9"},
+        {"ph": "X", "cat": "CPU_OP", "name": "aten::mm", "pid": "1", "tid": "1", "ts": "5",
+         "dur": "4"},
+        {"ph": "X", "cat": "python_function", "name": "f", "pid": "1", "tid": "1", "ts": "5",
+         "dur": "1"},
+        {"ph": "X", "cat": "Kernel", "name": "k", "pid": "0", "tid": "stream 7", "ts": "6",
+         "dur": "1"},
+        {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "pid": "1", "tid": "1",
+         "ts": "5", "dur": "1"},
+        {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": "0",
+         "tid": "stream 7", "ts": "7", "dur": "1"},
+        {"ph": "X", "cat": "no such category", "name": "x", "pid": "1", "tid": "1", "ts": "5",
+         "dur": "1"},
+    ]
+    ndjson = "\n".join(json.dumps(line) for line in lines).encode()
+    frames = kf.split_events(pl.read_ndjson(ndjson, schema=kf.event_schema(typed=False)))
+    assert sorted(frames) == ["cpu_ops", "kernels", "runtime", "transfers"]
+    assert frames["cpu_ops"]["name"].to_list() == ["step part", "aten::mm", "f"]
+    assert frames["cpu_ops"]["cat"].to_list() == ["user_annotation", "cpu_op", "python_function"]
+    assert frames["runtime"]["api"].to_list() == ["driver"]
+    assert frames["transfers"]["kind"].to_list() == ["memset"]
+    assert frames["kernels"]["stream"].to_list() == [7]  # from "stream 7": no stream arg

@@ -392,10 +392,11 @@ def _trace_name(rank, pid, window):
 
 def _trace_only():
     """``experimental_config=_ExperimentalConfig(trace_only=True)`` where torch has it (2.13):
-    the stop then skips building the Python-side events (``events()``, ``key_averages()``) that
-    only the exported trace would be made from here; the trace is the same (pytorch#184306;
-    checked event for event on torch 2.13's CPU wheel). Not with stacks: torch would warn and
-    build them anyway. The stop runs inside the job's step that closes the window."""
+    the stop, which runs inside the job's step that closes the window, then skips building the
+    Python-side events behind ``events()`` and ``key_averages()``, which rightsize never reads
+    (it only exports the trace). The exported trace is the same (pytorch#184306; checked event
+    for event, tests/profiler/test_trace_only.py). Not with stacks: torch would warn and build
+    the events anyway."""
     if CONFIG["with_stack"]:
         return {}
     try:
