@@ -20,9 +20,13 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <locale.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__APPLE__)
+#include <xlocale.h>
+#endif
 
 #define MAX_COLS 32
 #define MAX_DEPTH 64
@@ -208,6 +212,10 @@ typedef struct {
     int kind;
     union { int64_t i; double f; } value; /* numeric columns: this row's value */
 } Col;
+
+/* The "C" locale, for strtod_l: a JSON number's decimal point is '.' whatever the process's
+ * LC_NUMERIC says (made once, at import). */
+static locale_t c_numeric;
 
 /* Parse status: OK, or FALLBACK (polars decides), or NOMEM (exception set by the caller). */
 enum { OK = 0, FALLBACK = 1, NOMEM = 2 };
@@ -492,13 +500,15 @@ static int numeric(Col *col, const char *s0, const char *end, int integer, int e
         *set = ok;
         return OK;
     }
-    default: { /* FLOAT: strtod rounds correctly, as polars' parse of the text does */
+    default: { /* FLOAT: strtod rounds correctly, as polars' parse of the text does. In the
+                * "C" locale: plain strtod reads the process's LC_NUMERIC, and where a program
+                * set a comma-decimal one (de_DE) it stopped at the '.' of 4.47 and gave 4. */
         char tmp[64];
         size_t n = (size_t)(end - s0);
         if (n >= sizeof tmp) return FALLBACK;
         memcpy(tmp, s0, n);
         tmp[n] = 0;
-        col->value.f = strtod(tmp, NULL);
+        col->value.f = strtod_l(tmp, NULL, c_numeric);
         return OK;
     }
     }
@@ -1055,5 +1065,10 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__kscan(void) {
     init_tables();
+    if (!c_numeric) c_numeric = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+    if (!c_numeric) { /* an ImportError: rightsize.traces.kscan then parses with polars */
+        PyErr_SetString(PyExc_ImportError, "_kscan: no \"C\" locale to read numbers in");
+        return NULL;
+    }
     return PyModule_Create(&module);
 }
