@@ -618,7 +618,7 @@ static int members(State *s, const char *p, const char *e, const char **end, int
         if (p >= e || *p != ':') return FALLBACK;
         p = ws(p + 1, e);
         int i = find(keys, k, klen);
-        if (top && i == s->args_index) {
+        if (top && i >= 0 && i == s->args_index) { /* not -1: an unknown key without "args" */
             if (s->args_seen) {
                 if ((st = skip(p, e, &p, 1))) return st;
             } else if (p < e && *p == '{') {
@@ -828,17 +828,32 @@ static PyObject *export(State *s) {
 
 /* ---- entry point --------------------------------------------------------------------- */
 
-static int keys_from(PyObject *seq, Keys *k) {
-    Py_ssize_t n = PyTuple_Size(seq);
-    if (n < 0 || n > MAX_COLS) return -1;
-    k->n = (int)n;
+/* The field names of `top` or `args`: str, each once (a second one would name a column that
+ * is never filled), at most MAX_COLS. An exception set on failure. */
+static int keys_from(PyObject *seq, const char *what, Keys *k) {
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    if (n > MAX_COLS) {
+        PyErr_Format(PyExc_ValueError, "%s: at most %d fields, not %zd", what, MAX_COLS, n);
+        return -1;
+    }
+    k->n = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyTuple_GET_ITEM(seq, i);
         Py_ssize_t len;
+        if (!PyUnicode_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "%s: field names are str, not %.100s", what,
+                         Py_TYPE(item)->tp_name);
+            return -1;
+        }
         const char *str = PyUnicode_AsUTF8AndSize(item, &len);
         if (!str) return -1;
+        if (find(k, str, (size_t)len) >= 0) {
+            PyErr_Format(PyExc_ValueError, "%s: %R named twice", what, item);
+            return -1;
+        }
         k->key[i] = str;
         k->keylen[i] = (size_t)len;
+        k->n = (int)i + 1;
     }
     return 0;
 }
@@ -895,7 +910,9 @@ PyDoc_STRVAR(parse_doc,
 "The events of one batch -- NDJSON, or with `array` a run of the event array as the file has\n"
 "it -- as Arrow columns: the fields named in `top` but \"args\", then, inside \"args\", those\n"
 "named in `args`; `kinds` gives each column's kind (0 text, 1 time in ns, 2 int64, 3 float64).\n"
-"None: let polars parse the batch.");
+"None: let polars parse the batch. TypeError: a field name that is not str; ValueError: a\n"
+"name given twice, `args` fields without \"args\" in `top`, more than 32 columns, or `kinds`\n"
+"not one 0-3 per column.");
 
 static PyObject *parse(PyObject *self, PyObject *argv) {
     Py_buffer view;
@@ -909,18 +926,24 @@ static PyObject *parse(PyObject *self, PyObject *argv) {
     memset(&s, 0, sizeof s);
     PyObject *result = NULL;
     int st = OK;
-    if (keys_from(top, &s.top) || keys_from(args, &s.args)) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "too many fields");
+    if (keys_from(top, "top", &s.top) || keys_from(args, "args", &s.args)) goto done;
+    s.args_index = find(&s.top, "args", 4);
+    if (s.args_index < 0 && s.args.n) { /* their columns would not exist: refused */
+        PyErr_SetString(PyExc_ValueError,
+                        "args: fields inside \"args\" need \"args\" among the top keys");
         goto done;
     }
-    s.args_index = find(&s.top, "args", 4);
     s.ntop = s.top.n - (s.args_index >= 0);
     s.ncols = s.ntop + (s.args_index >= 0 ? s.args.n : 0);
-    if (s.ncols > MAX_COLS) { PyErr_SetString(PyExc_ValueError, "too many fields"); goto done; }
+    if (s.ncols > MAX_COLS) {
+        PyErr_Format(PyExc_ValueError, "top and args: at most %d columns, not %d", MAX_COLS, s.ncols);
+        goto done;
+    }
     s.cols = calloc((size_t)(s.ncols ? s.ncols : 1), sizeof *s.cols);
     if (!s.cols) { PyErr_NoMemory(); goto done; }
     if (PyTuple_Size(kinds) != s.ncols) {
-        PyErr_SetString(PyExc_ValueError, "kinds: one per column");
+        PyErr_Format(PyExc_ValueError, "kinds: one per column (%d), not %zd", s.ncols,
+                     PyTuple_GET_SIZE(kinds));
         goto done;
     }
     for (int c = 0; c < s.ncols; c++) {
