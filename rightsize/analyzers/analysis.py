@@ -295,7 +295,7 @@ def _workload(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,
         current_sm_count=_device_prop(trace, device, "sm_count"),
         current_memory_bytes=_device_prop(trace, device, "memory_bytes"),
         flops_per_step=flops, bytes_per_step=bytes_, samples_per_step=samples_per_step,
-        bound=diag.bound.value if diag.bound else None,
+        bound=diag.bound,
         host_copy_gbs=_host_copy_gbs(trace, device),
         training=bool(trace.cpu_ops.select((pl.col("name").str.starts_with("Optimizer.step")
                                             | pl.col("name").str.contains("Backward")).any()).item()),

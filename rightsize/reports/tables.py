@@ -217,9 +217,9 @@ def precision_view(mix: ds.PrecisionMix | None) -> PrecisionView | None:
         return None
     shares = sorted(mix.time_pct.items(), key=lambda kv: -kv[1])
     rows = tuple(PrecisionRow(p, p, pct, None) for p, pct in shares)
-    groups = sorted(mix.groups, key=lambda g: (-g.time_ms, g.group))[:MAX_PRECISION_GROUPS]
+    groups = sorted(mix.groups, key=lambda g: (-g.time_ms, g.group or ""))[:MAX_PRECISION_GROUPS]
     return PrecisionView(mix.workload, rows, mix.unknown_pct,
-                         tuple(PrecisionRow(g.group, g.precision, None, g.time_ms)
+                         tuple(PrecisionRow(g.group or "(unnamed)", g.precision, None, g.time_ms)
                                for g in groups))
 
 

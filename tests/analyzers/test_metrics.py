@@ -143,7 +143,8 @@ def test_summary_has_no_notes_for_complete_trace(trace):
 def test_timeline_buckets(trace):
     from rightsize.analyzers.metrics.timeline import timeline
     tl = timeline(trace.kernels, BASE_NS + 1000 * US, BASE_NS + 3000 * US)
-    assert tl.bucket_ns == 10 * US and len(tl.trace_busy_pct) == 200
+    assert tl.bucket_ms == 0.01 and len(tl.trace_busy_pct) == 200
+    assert tl.t_ms[:3] == (0.0, 0.01, 0.02) and tl.to_json()["t_ms"][199] == 1.99
     assert sum(tl.trace_busy_pct) == pytest.approx(8500.0)  # 850 µs busy of 2000
     assert (tl.trace_busy_pct[24], tl.trace_busy_pct[25], tl.trace_busy_pct[79],
             tl.trace_busy_pct[80]) == (0.0, 100.0, 100.0, 0.0)

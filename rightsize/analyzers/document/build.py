@@ -20,10 +20,9 @@ from rightsize.analyzers.diagnosis.verdict import Diagnosis
 from rightsize.analyzers.document import SCHEMA_VERSION, Document
 from rightsize.analyzers.document import diagnosis as dd
 from rightsize.analyzers.document import metrics as dm
-from rightsize.analyzers.document import sizing as ds
 from rightsize.analyzers.document.codec import decode
 from rightsize.analyzers.document.definitions import definitions_for
-from rightsize.analyzers.metrics.precision import precision_json
+from rightsize.analyzers.metrics.precision import workload_precision
 from rightsize.vocab import Signal
 
 NS_PER_MS = 1e6
@@ -45,6 +44,14 @@ def _r(x: float | None, nd: int = 4) -> float | None:
 
 def document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
              definitions: str = "rightsize") -> Document:
+    """The document of ``analysis``, as its JSON reads back: the analyzers' nodes hold full
+    precision, and what every consumer (reports, compare, serve, the API) sees is the rounded
+    value the JSON publishes, so a document read from a file equals the one made here."""
+    return Document.from_json(_document(analysis, inputs, definitions).to_json())
+
+
+def _document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
+              definitions: str) -> Document:
     p = analysis.primary
     diagnosis = _diagnosis(p) if p else None
     if diagnosis is None and p is None and analysis.counters is not None:
@@ -59,24 +66,17 @@ def document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
         diagnosis=diagnosis,
         recommendations=tuple(decode(dd.Recommendation, r.to_json(), "recommendations")
                               for r in p.recommendations) if p else (),
-        sizing=decode(ds.Sizing, p.sizing.to_json(), "sizing") if p and p.sizing else None,
-        precision=_precision(p) if p else None,
-        timeline=decode(ds.Timeline, p.timeline.to_json(), "timeline")
-        if p and p.timeline else None,
+        sizing=p.sizing if p else None,
+        precision=workload_precision(p.work, p.device_match) if p else None,
+        timeline=p.timeline if p else None,
         top_kernels=_top_kernels(p) if p else (),
         top_ops=_top_ops(p) if p else (),
         ranks=tuple(_rank(r) for r in analysis.ranks),
         definitions=definitions_for(definitions),
         notes=tuple(sorted({n for r in analysis.ranks for n in r.notes})),
         self_ops=_self_ops(p) if p else (),
-        host_timeline=None if analysis.host is None else ds.HostTimeline(
-            **{f: getattr(analysis.host, f) for f in ds.HostTimeline.__dataclass_fields__}),
+        host_timeline=analysis.host,
     )
-
-
-def _precision(r: RankAnalysis) -> ds.PrecisionMix | None:
-    mix = precision_json(r.work, r.device_match)
-    return None if mix is None else decode(ds.PrecisionMix, mix, "precision")
 
 
 def _devices(r: RankAnalysis) -> list[dm.Device]:

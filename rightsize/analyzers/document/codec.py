@@ -4,7 +4,9 @@ Input/output: instances of the document classes (``rightsize.analyzers.document`
 lists and scalars ``json`` reads and writes. Keys are the field names in declaration order (so a
 new field is one line), renamed with ``field(metadata={"key": ...})`` where the JSON key is not a
 Python name (``class``). A field with ``metadata={"omit_none": True}`` is left out when ``None``;
-a class may decide presence itself with a ``_present(name)`` method. A field named ``extra``
+a class may decide presence itself with a ``_present(name)`` method; an ``internal`` field
+(:func:`rightsize.analyzers.node.internal`) is not written, and a ``num`` field is written
+rounded to its digits. Enums are written as their values and read back as the enum. A field named ``extra``
 keeps the keys a newer analyzer of the same ``schema_version`` added (adding keys does not
 change the version), so reading and writing again loses nothing. Decoding checks types and
 raises a one-line :class:`~rightsize.errors.RightsizeError` naming the key that is wrong.
@@ -14,12 +16,14 @@ Pure; no polars.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar, Union
 
+from rightsize.analyzers.node import INTERNAL, KEY, OMIT_NONE, ROUND, rounded
 from rightsize.errors import RightsizeError
 
 T = TypeVar("T")
@@ -31,7 +35,7 @@ class DocumentError(RightsizeError):
 
 
 def json_key(f: dataclasses.Field[Any]) -> str:
-    return str(f.metadata.get("key", f.name))
+    return str(f.metadata.get(KEY, f.name))
 
 
 def encode(obj: Any) -> Any:
@@ -40,17 +44,20 @@ def encode(obj: Any) -> Any:
         out: dict[str, Any] = {}
         present = getattr(obj, "_present", None)
         for f in dataclasses.fields(obj):
-            if f.name == EXTRA:
+            if f.name == EXTRA or f.metadata.get(INTERNAL):
                 continue
             value = getattr(obj, f.name)
             if present is not None and not present(f.name):
                 continue
-            if f.metadata.get("omit_none") and value is None:
+            if f.metadata.get(OMIT_NONE) and value is None:
                 continue
-            out[json_key(f)] = encode(value)
+            digits = f.metadata.get(ROUND)
+            out[json_key(f)] = encode(value if digits is None else rounded(value, digits))
         for k, v in (getattr(obj, EXTRA, None) or {}).items():
-            out.setdefault(k, v)
+            out.setdefault(k, encode(v))
         return out
+    if isinstance(obj, enum.Enum):
+        return obj.value
     if isinstance(obj, tuple | list):
         return [encode(v) for v in obj]
     if isinstance(obj, Mapping):
@@ -76,6 +83,8 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
         return _union(typing.get_args(tp), value, where)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _dataclass(tp, value, where)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return _enum(tp, value, where)
     if origin is tuple:
         item = typing.get_args(tp)[0]
         _expect(isinstance(value, list), where, "a list", value)
@@ -108,7 +117,7 @@ def _dataclass(cls: type, value: Any, where: str) -> Any:
     kwargs: dict[str, Any] = {}
     known = set()
     for f in dataclasses.fields(cls):
-        if f.name == EXTRA:
+        if f.name == EXTRA or f.metadata.get(INTERNAL):
             continue
         key = json_key(f)
         known.add(key)
@@ -119,6 +128,15 @@ def _dataclass(cls: type, value: Any, where: str) -> Any:
     if EXTRA in {f.name for f in dataclasses.fields(cls)}:
         kwargs[EXTRA] = {k: v for k, v in value.items() if k not in known}
     return cls(**kwargs)
+
+
+def _enum(tp: type[enum.Enum], value: Any, where: str) -> Any:
+    try:
+        return tp(value)
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in tp)
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
+        raise DocumentError(f"{where}: expected one of {choices}, found {shown}") from None
 
 
 _SCALARS: dict[Any, tuple[type, ...]] = {

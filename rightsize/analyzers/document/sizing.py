@@ -1,88 +1,103 @@
-"""Document classes for GPU sizing and the utilization timeline.
+"""Document nodes for GPU sizing, the precision mix and the timelines: one class per concept,
+made by the analyzers (``sizing/projection.py``, ``metrics/precision.py``, ``metrics/timeline.py``,
+``metrics/host_timeline.py``) and read back from JSON by the codec.
 
-Keys and meanings: docs/json-contract.md and docs/sizing.md. The sizing object is shaped by
-:meth:`rightsize.analyzers.sizing.projection.Sizing.to_json` and read back here; keys a newer
-projection adds are kept in ``extra`` until they get their own field (one line each). Pure.
+Keys and meanings: docs/json-contract.md and docs/sizing.md. Keys a newer rightsize adds are
+kept in ``extra`` until they get their own field. Pure; no polars.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+from enum import StrEnum
 from typing import Any
 
+from rightsize.analyzers.node import Node, node, num
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+
+class Verdict(StrEnum):
+    OVER_PROVISIONED = "over-provisioned"
+    RIGHT_SIZED = "right-sized"
+    UNDER_PROVISIONED = "under-provisioned"
+
+
+@node
+class Candidate(Node):
+    """One GPU (or N of them) for the measured workload: the ``sizing.candidates`` items."""
+
     gpu: str
     gpus: int
     fits_memory: bool | None  # None: peak memory unknown
-    projected_step_ms: float | None
-    usd_per_hour: float | None  # all ``gpus`` together
-    usd_per_1k_steps: float | None
-    energy_j_per_step: float | None
-    price_provider: str | None
-    price_instance: str | None
-    price_date_seen: str | None
-    meets_constraints: bool
-    precision_used: str
-    parallelism: str
-    interconnect: str
-    projected_step_ms_low: float | None = None  # the range from the projection's validation
-    projected_step_ms_high: float | None = None
+    projected_step_ms: float | None = num(4)
+    usd_per_hour: float | None = num(4)  # all ``gpus`` together
+    usd_per_1k_steps: float | None = num(4)
+    energy_j_per_step: float | None = num(4)  # TDP x time: an upper bound
+    price_provider: str | None = None
+    price_instance: str | None = None
+    price_date_seen: str | None = None
+    meets_constraints: bool = True
+    precision_used: str = "fp32"  # a Precision value
+    parallelism: str = ""
+    interconnect: str = ""
+    projected_step_ms_low: float | None = num(4, default=None)  # the range the validation error gives
+    projected_step_ms_high: float | None = num(4, default=None)
     consumer: bool = False  # a consumer GPU (recommended only with --include-consumer)
-    like_for_like: bool = True  # False: the rank count or fabric would change
-    recommendable: bool = True  # False: lacks the precision, consumer, or not like-for-like
+    like_for_like: bool = True  # False: communication could not be carried over (see warnings)
+    recommendable: bool = True  # False: consumer, missing precision or not like-for-like
     warnings: tuple[str, ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a newer rightsize
 
 
-@dataclass(frozen=True, slots=True)
-class GroupPrecision:
-    group: str
-    precision: str | None
-    time_ms: float
+@node
+class Sizing(Node):
+    """The ``sizing`` object of the document: every candidate and the recommendation."""
 
-
-@dataclass(frozen=True, slots=True)
-class PrecisionMix:
-    """Time-weighted precision of the primary device's kernels (``metrics/precision.py``)."""
-
-    workload: str | None
-    time_pct: Mapping[str, float]
-    unknown_pct: float
-    groups: tuple[GroupPrecision, ...]
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Sizing:
-    current: str | None
+    current: str | None  # catalog name of the measured device; None: CPU-only or unknown
     recommended: str | None
     recommended_gpus: int
-    verdict: str | None  # over-provisioned / right-sized / under-provisioned
-    savings_pct: float | None
-    candidates: tuple[Candidate, ...]
-    reason: str
-    current_note: str
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    verdict: Verdict | None  # None when there is no current GPU to judge
+    savings_pct: float | None = num(1)  # cost per 1k steps, current vs recommended
+    candidates: tuple[Candidate, ...] = ()
+    reason: str = ""
+    current_note: str = ""  # how the device was matched, or why not
+    extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a newer rightsize
 
     def candidate(self, gpu: str | None, gpus: int = 1) -> Candidate | None:
         return next((c for c in self.candidates if c.gpu == gpu and c.gpus == gpus), None)
 
 
-@dataclass(frozen=True, slots=True)
-class Timeline:
+@node
+class GroupPrecision(Node):
+    group: str | None  # None: a kernel group without a name (an nsys export's empty strings)
+    precision: str | None  # None: neither the name nor a recorded dtype says
+    time_ms: float = num(4)
+
+
+@node
+class PrecisionMix(Node):
+    """Time-weighted precision of the primary device's kernels: the document's ``precision``."""
+
+    workload: str | None  # dominant precision of compute-bound time; None: nothing says
+    time_pct: Mapping[str, float] = num(2)  # precision -> % of the kernel time with one known
+    unknown_pct: float = num(2)  # % of kernel time with no precision evidence
+    groups: tuple[GroupPrecision, ...] = ()  # by time, longest first
+    extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a newer rightsize
+
+
+@node
+class Timeline(Node):
+    """The document's ``timeline``: buckets from the first step's start."""
+
     bucket_ms: float
-    t_ms: tuple[float, ...]  # bucket starts from the first step's start
-    trace_busy_pct: tuple[float, ...]
-    nvml_gpu_util_pct: tuple[float | None, ...] | None = field(
-        default=None, metadata={"omit_none": True})
+    t_ms: tuple[float, ...] = num(4)  # bucket starts from the first step's start
+    trace_busy_pct: tuple[float, ...] = num(2)
+    nvml_gpu_util_pct: tuple[float | None, ...] | None = num(2, default=None, omit_none=True)
 
 
-@dataclass(frozen=True, slots=True)
-class HostTimeline:
-    """Host samples of a run directory over time (``metrics/host_timeline.py``)."""
+@node
+class HostTimeline(Node):
+    """Host samples of a run directory over time: the document's ``host_timeline``."""
 
     t_s: tuple[float, ...]  # from the first sample
     cpu_util_pct: tuple[float | None, ...]  # whole machine, 0-100

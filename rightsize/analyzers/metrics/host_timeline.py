@@ -9,24 +9,13 @@ where the profiled steps lie in it. Pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import polars as pl
 
+from rightsize.analyzers.document.sizing import HostTimeline
+
 MAX_POINTS = 200
 SERIES = ("cpu_util_pct", "job_cpu_util_pct", "job_rss_bytes", "dataloader_workers")
-
-
-@dataclass(frozen=True, slots=True)
-class HostTimeline:
-    t_s: tuple[float, ...]
-    cpu_util_pct: tuple[float | None, ...]  # whole machine, 0-100
-    job_cpu_util_pct: tuple[float | None, ...]  # the job's process tree, 100 = one core
-    job_rss_bytes: tuple[int | None, ...]
-    dataloader_workers: tuple[int | None, ...]
-    cpu_count: int | None
-    window_s: tuple[float, float] | None  # the profiled steps, from the first sample
 
 
 def host_timeline(samples: pl.DataFrame | None, window_ns: tuple[int, int] | None = None,

@@ -20,10 +20,11 @@ no kernel is compute-bound). Pure.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
+
+from rightsize.analyzers.document.sizing import GroupPrecision, PrecisionMix
 
 # (pattern over the lower-cased kernel name, precision), first match wins.
 NAME_RULES: tuple[tuple[str, str], ...] = (
@@ -56,30 +57,6 @@ def kernel_precision(name: str | None, op_precision: str | None,
             and not (architecture or "").startswith(NO_TF32_ARCHITECTURES)):
         return "tf32"
     return op_precision
-
-
-@dataclass(frozen=True, slots=True)
-class GroupPrecision:
-    group: str
-    precision: str | None  # None: neither the name nor a recorded dtype says
-    time_ms: float
-
-
-@dataclass(frozen=True, slots=True)
-class PrecisionMix:
-    workload: str | None  # dominant precision of compute-bound time; None: nothing says
-    time_pct: dict[str, float]  # precision -> % of the kernel time whose precision is known
-    unknown_pct: float  # % of kernel time with no precision evidence
-    groups: tuple[GroupPrecision, ...]  # by time, longest first
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "workload": self.workload,
-            "time_pct": {k: round(v, 2) for k, v in self.time_pct.items()},
-            "unknown_pct": round(self.unknown_pct, 2),
-            "groups": [{"group": g.group, "precision": g.precision,
-                        "time_ms": round(g.time_ms, 4)} for g in self.groups],
-        }
 
 
 def _codes(column: str) -> pl.Expr:
@@ -139,10 +116,10 @@ def precision_mix(work: pl.DataFrame, architecture: str | None = None,
     )
 
 
-def precision_json(work: pl.DataFrame | None, match: Any = None) -> dict[str, Any] | None:
+def workload_precision(work: pl.DataFrame | None, match: Any = None) -> PrecisionMix | None:
     """The document's ``precision`` object for a rank's classified work (``None``: no kernels);
     ``match`` is the rank's catalog DeviceMatch (its architecture decides TF32)."""
     if work is None or work.height == 0 or "dur_ns" not in work.columns:
         return None
     gpu = getattr(match, "gpu", None)
-    return precision_mix(work, getattr(gpu, "architecture", None)).to_json()
+    return precision_mix(work, getattr(gpu, "architecture", None))

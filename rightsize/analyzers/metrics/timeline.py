@@ -8,34 +8,13 @@ in it (null where no sample fell). Pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import polars as pl
 
+from rightsize.analyzers.document.sizing import Timeline
 from rightsize.analyzers.metrics import intervals as iv
 
 MAX_BUCKETS = 200  # enough to see step structure; keeps the report small for any trace size
-
-
-@dataclass(frozen=True, slots=True)
-class Timeline:
-    bucket_ns: int
-    start_ns: int
-    trace_busy_pct: tuple[float, ...]
-    nvml_gpu_util_pct: tuple[float | None, ...] | None
-
-    def to_json(self) -> dict[str, object]:
-        n = len(self.trace_busy_pct)
-        out: dict[str, object] = {
-            "bucket_ms": self.bucket_ns / 1e6,
-            "t_ms": [round(i * self.bucket_ns / 1e6, 4) for i in range(n)],
-            "trace_busy_pct": [round(v, 2) for v in self.trace_busy_pct],
-        }
-        if self.nvml_gpu_util_pct is not None:
-            out["nvml_gpu_util_pct"] = [None if v is None else round(v, 2)
-                                        for v in self.nvml_gpu_util_pct]
-        return out
 
 
 def timeline(kernels: pl.DataFrame, w0: int, w1: int, samples: pl.DataFrame | None = None,
@@ -57,4 +36,5 @@ def timeline(kernels: pl.DataFrame, w0: int, w1: int, samples: pl.DataFrame | No
             sums = np.bincount(idx, weights=w["gpu_util_pct"].to_numpy(), minlength=n)
             counts = np.bincount(idx, minlength=n)
             nvml = tuple(float(sums[i] / counts[i]) if counts[i] else None for i in range(n))
-    return Timeline(int(bucket), int(w0), tuple(float(v) for v in per), nvml)
+    return Timeline(int(bucket) / 1e6, tuple(i * int(bucket) / 1e6 for i in range(n)),
+                    tuple(float(v) for v in per), nvml)

@@ -1,29 +1,28 @@
 """The sizing data model: what is sized (:class:`Workload`), under which :class:`Constraints`,
-and the result (:class:`Candidate` per GPU, :class:`Sizing`), with the advisor's named
-judgement calls (:class:`SizingThresholds`). Frozen dataclasses with their JSON form; the
-logic is in ``projection``.
+and the result (:class:`Candidate` per GPU, :class:`Sizing`: the document's ``sizing`` nodes),
+with the advisor's named judgement calls (:class:`SizingThresholds`). The logic is in
+``projection``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING
 
-from rightsize.analyzers.sizing.kernels_projection import KernelWork
+from rightsize.analyzers.document.sizing import Candidate, Sizing, Verdict
 from rightsize.errors import RightsizeError
-from rightsize.vocab import Precision, Share
+from rightsize.vocab import Bound, Precision, Share
+
+if TYPE_CHECKING:
+    from rightsize.analyzers.sizing.kernels_projection import KernelWork
+
+__all__ = ["Candidate", "Constraints", "Sizing", "SizingError", "SizingThresholds", "Verdict",
+           "Workload"]
 
 
 class SizingError(RightsizeError):
     """The workload or constraints cannot be sized as given."""
-
-
-class Verdict(StrEnum):
-    OVER_PROVISIONED = "over-provisioned"
-    RIGHT_SIZED = "right-sized"
-    UNDER_PROVISIONED = "under-provisioned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +48,6 @@ THRESHOLDS = SizingThresholds()
 # Precisions a GPU must run natively to be recommended (int4 weight-only runs in 16-bit anyway).
 NATIVE_PRECISIONS = (Precision.TF32, Precision.BF16, Precision.FP16, Precision.FP8,
                      Precision.INT8)
-INCONCLUSIVE = "inconclusive"  # the diagnosis Bound value that allows no sizing verdict
 FIXED_SHARES = (Share.DATALOADER, Share.HOST, Share.IDLE, Share.COMMUNICATION)
 
 
@@ -71,7 +69,7 @@ class Workload:
     bytes_per_step: float | None = None
     training: bool = True  # words for multi-GPU proposals (FSDP vs tensor parallel)
     gpus: int = 1  # devices the measured run used (cost counts all of them)
-    bound: str | None = None  # the diagnosis verdict (Bound value), when there is one
+    bound: Bound | None = None  # the diagnosis verdict, when there is one
     kernels: tuple[KernelWork, ...] = ()  # per-step kernel work, for the per-kernel projection
     ranks: int = 1  # ranks of the measured job (world size); >1 with communication: see fabric
     # GB/s the host<->device copies achieved (bytes / busy time of HtoD and DtoH memcpy): well
@@ -87,70 +85,3 @@ class Constraints:
     headroom_fraction: float = 0.10  # free memory kept above the peak
     provider: str | None = None  # price only from this provider
     include_consumer: bool = False  # consumer (gaming) GPUs may be recommended
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    gpu: str
-    gpus: int
-    fits_memory: bool | None  # None: peak memory unknown
-    projected_step_ms: float | None
-    usd_per_hour: float | None  # all ``gpus`` together
-    usd_per_1k_steps: float | None
-    energy_j_per_step: float | None  # TDP x time: an upper bound
-    price_provider: str | None
-    price_instance: str | None
-    price_date_seen: str | None
-    meets_constraints: bool
-    precision_used: str
-    parallelism: str
-    interconnect: str
-    projected_step_ms_low: float | None = None  # the range the validation error gives
-    projected_step_ms_high: float | None = None
-    consumer: bool = False
-    like_for_like: bool = True  # False: communication could not be carried over (see warnings)
-    recommendable: bool = True  # False: consumer, missing precision or not like-for-like
-    warnings: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "gpu": self.gpu, "gpus": self.gpus, "fits_memory": self.fits_memory,
-            "projected_step_ms": _round(self.projected_step_ms),
-            "usd_per_hour": _round(self.usd_per_hour),
-            "usd_per_1k_steps": _round(self.usd_per_1k_steps),
-            "energy_j_per_step": _round(self.energy_j_per_step),
-            "price_provider": self.price_provider, "price_instance": self.price_instance,
-            "price_date_seen": self.price_date_seen,
-            "meets_constraints": self.meets_constraints, "precision_used": self.precision_used,
-            "parallelism": self.parallelism, "interconnect": self.interconnect,
-            "projected_step_ms_low": _round(self.projected_step_ms_low),
-            "projected_step_ms_high": _round(self.projected_step_ms_high),
-            "consumer": self.consumer, "like_for_like": self.like_for_like,
-            "recommendable": self.recommendable, "warnings": list(self.warnings),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Sizing:
-    current: str | None  # catalog name of the measured device; None: CPU-only or unknown
-    current_note: str  # how the device was matched, or why not
-    recommended: str | None
-    recommended_gpus: int
-    verdict: Verdict | None  # None when there is no current GPU to judge
-    savings_pct: float | None  # cost per 1k steps, current vs recommended
-    candidates: tuple[Candidate, ...]
-    reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "current": self.current, "recommended": self.recommended,
-            "recommended_gpus": self.recommended_gpus,
-            "verdict": None if self.verdict is None else str(self.verdict),
-            "savings_pct": _round(self.savings_pct, 1),
-            "candidates": [c.to_json() for c in self.candidates],
-            "reason": self.reason, "current_note": self.current_note,
-        }
-
-
-def _round(x: float | None, digits: int = 4) -> float | None:
-    return None if x is None else round(x, digits)

@@ -24,7 +24,6 @@ from typing import cast
 from rightsize.analyzers.sizing.kernels_projection import project_kernels_ms
 from rightsize.analyzers.sizing.model import (
     FIXED_SHARES,
-    INCONCLUSIVE,
     NATIVE_PRECISIONS,
     THRESHOLDS,
     Candidate,
@@ -49,7 +48,7 @@ from rightsize.analyzers.sizing.rates import (
 )
 from rightsize.analyzers.sizing.run_setup import ASSUMPTIONS as MEMORY_ASSUMPTIONS
 from rightsize.catalog import Catalog, Gpu
-from rightsize.vocab import Precision, Share
+from rightsize.vocab import Bound, Precision, Share
 
 # The data model lives in ``model``; these names stay importable from here.
 __all__ = ["THRESHOLDS", "Candidate", "Constraints", "Sizing", "SizingError",
@@ -246,8 +245,9 @@ def project(workload: Workload, catalog: Catalog, constraints: Constraints = _DE
         listed = tuple(_candidate(workload, constraints, catalog, None, g, 1, table,
                                   g.name in gpus)
                        for g in pool) if workload.flops_per_step else ()
-        return Sizing(None, note, None, 1, None, None, listed,
-                      f"{note}; without its specs the measured step cannot be projected.")
+        return Sizing(current=None, current_note=note, recommended=None, recommended_gpus=1,
+                      verdict=None, savings_pct=None, candidates=listed,
+                      reason=f"{note}; without its specs the measured step cannot be projected.")
     singles = [_candidate(workload, constraints, catalog, current, g, 1, table, g.name in gpus)
                for g in pool]
     best = _pick(singles)
@@ -286,7 +286,7 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
     stall = sum(shares.get(str(s), 0.0) for s in (Share.DATALOADER, Share.HOST, Share.IDLE))
     stall_frac = stall / workload.step_ms
     words = []
-    if stall_frac >= THRESHOLDS.stall_fraction or workload.bound in ("dataloader", "host"):
+    if stall_frac >= THRESHOLDS.stall_fraction or workload.bound in (Bound.DATALOADER, Bound.HOST):
         words.append(_stall_words(shares, workload.step_ms))
     if best is None:
         words.append("no catalog GPU fits the peak memory with the requested headroom, even"
@@ -294,8 +294,9 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
                                                              for c in cands)
                      else "no priced GPU meets the constraints; relax them or add a price"
                      " with --catalog")
-        return Sizing(current.name if current else None, note, None, 1, None, None, cands,
-                      "; ".join(words) + ".")
+        return Sizing(current=current.name if current else None, current_note=note,
+                      recommended=None, recommended_gpus=1, verdict=None, savings_pct=None,
+                      candidates=tuple(cands), reason="; ".join(words) + ".")
     if best.gpus > 1:
         words.append(f"nothing fits on one GPU: run on {best.gpus} x {best.gpu} with"
                      f" {best.parallelism}; needs {best.interconnect}")
@@ -336,7 +337,7 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
             best, savings = cur, 0.0
     else:
         words.append(f"cheapest per step: {best.gpu} at {best.projected_step_ms:.1f} ms")
-    if current is not None and verdict is not None and workload.bound == INCONCLUSIVE:
+    if current is not None and verdict is not None and workload.bound == Bound.INCONCLUSIVE:
         verdict, savings = None, None
         words.append("no over-/under-provisioned verdict: the diagnosis is inconclusive"
                      " (see its evidence for what to record)")
@@ -347,8 +348,9 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
     if (constraints.target_step_ms is None and constraints.target_throughput is None
             and verdict is Verdict.OVER_PROVISIONED):
         words.append("no step-time target was given; pass --target-step-ms to bound latency")
-    return Sizing(current.name if current else None, note, best.gpu, best.gpus, verdict,
-                  savings, cands, "; ".join(words) + ".")
+    return Sizing(current=current.name if current else None, current_note=note,
+                  recommended=best.gpu, recommended_gpus=best.gpus, verdict=verdict,
+                  savings_pct=savings, candidates=tuple(cands), reason="; ".join(words) + ".")
 
 
 def _speed_words(best: Candidate, cur: Candidate) -> tuple[str, str]:

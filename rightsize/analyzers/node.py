@@ -1,0 +1,145 @@
+"""One frozen class per concept: the analyzer result that is also a node of the JSON document.
+
+A class decorated with :func:`node` is a ``frozen``, ``slots`` dataclass whose constructor
+freezes what it is given: a list becomes a tuple and a mapping a :class:`FrozenMap`, which
+cannot be changed, so a published document cannot be edited through its dict fields. Analyzers
+fill the fields at full precision, in the units their names say.
+
+Field metadata says how the codec (:mod:`rightsize.analyzers.document.codec`) writes a field:
+:func:`num` rounds a float to its digits in the JSON (each item of a tuple, each value of a
+mapping), :func:`key` renames it (``class``), :func:`opt` leaves it out when ``None``, and an
+:func:`internal` field is part of the object but not of the JSON (the per-step shares in ns the
+document's steps are made from, for example). Enums are written as their values and read back
+as enums. Pure; no polars.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn, TypeVar, dataclass_transform
+
+T = TypeVar("T")
+
+ROUND = "round"  # metadata: digits a float field is rounded to
+KEY = "key"  # metadata: the JSON key when it is not the field name (``class``)
+OMIT_NONE = "omit_none"  # metadata: leave the key out when the value is None
+INTERNAL = "internal"  # metadata: not part of the JSON document
+
+
+class FrozenMap(dict[Any, Any]):
+    """A ``dict`` that refuses changes (JSON, equality and ``isinstance(x, dict)`` still work)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("a rightsize document is immutable: build a new one with "
+                        "dataclasses.replace()")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse
+    __ior__ = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenMap, (dict(self),))
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self.items()))
+
+
+def num(digits: int, default: Any = dataclasses.MISSING, **meta: Any) -> Any:
+    """A float field written rounded to ``digits`` decimals (as ``round(float(x), digits)``)."""
+    return _field(default, {ROUND: digits, **meta})
+
+
+def opt(**meta: Any) -> Any:
+    """An optional field, ``None`` by default and left out of the JSON when ``None``."""
+    return _field(None, {OMIT_NONE: True, **meta})
+
+
+def key(name: str, default: Any = dataclasses.MISSING) -> Any:
+    """A field whose JSON key is not a Python name (``class``)."""
+    return _field(default, {KEY: name})
+
+
+def internal(default: Any = None) -> Any:
+    """A field of the object that the JSON document does not carry."""
+    return dataclasses.field(default=default, compare=False, repr=False,
+                             metadata={INTERNAL: True})
+
+
+def _field(default: Any, metadata: dict[str, Any]) -> Any:
+    if isinstance(default, dict | list):
+        value = default
+        return dataclasses.field(default_factory=lambda: _freeze(value), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclass_transform(frozen_default=True,
+                     field_specifiers=(dataclasses.field, num, opt, key, internal))
+def node(cls: type[T]) -> type[T]:
+    """Make ``cls`` a frozen, slotted dataclass that freezes its containers."""
+    own = cls.__dict__.get("__post_init__")
+    cls.__post_init__ = _post_init(own)  # type: ignore[attr-defined]
+    return dataclasses.dataclass(frozen=True, slots=True)(cls)
+
+
+class Node:
+    """Base of the document's node classes (with :func:`node`): their JSON form."""
+
+    __slots__ = ()
+
+    def to_json(self) -> Any:
+        """This node as the document writes it (plain JSON types, keys in field order)."""
+        from rightsize.analyzers.document.codec import encode
+
+        return encode(self)
+
+
+def _post_init(own: Callable[[Any], None] | None) -> Callable[[Any], None]:
+    def __post_init__(self: Any) -> None:
+        for f in _plan(type(self)):
+            value = getattr(self, f.name)
+            fixed = _freeze(value)
+            if fixed is not value:
+                object.__setattr__(self, f.name, fixed)
+        if own is not None:
+            own(self)
+    return __post_init__
+
+
+_PLANS: dict[type, tuple[dataclasses.Field[Any], ...]] = {}
+
+
+def _plan(cls: type) -> tuple[dataclasses.Field[Any], ...]:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        plan = _PLANS[cls] = tuple(f for f in dataclasses.fields(cls)
+                                   if not f.metadata.get(INTERNAL))
+    return plan
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, FrozenMap) or value is None or isinstance(value, str | int | float):
+        return value
+    if isinstance(value, Mapping):
+        return FrozenMap({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, tuple | list):
+        items = tuple(_freeze(v) for v in value)
+        if isinstance(value, tuple) and all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return items
+    return value
+
+
+def rounded(value: Any, digits: int) -> Any:
+    """``value`` as the JSON writes a :func:`num` field: floats (and ints) rounded, in tuples
+    and mapping values too; ``None`` and other values unchanged."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return round(float(value), digits)
+    if isinstance(value, Mapping):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [rounded(v, digits) for v in value]
+    return value
