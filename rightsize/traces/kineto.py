@@ -34,6 +34,8 @@ from rightsize.errors import InputError
 from rightsize.traces import jsonbytes, kineto_scan, limits
 from rightsize.traces import kineto_frames as kf
 from rightsize.traces.jsonscan import Batch, Scan, ScanError
+from rightsize.traces.readers import Progress as Detail
+from rightsize.traces.readers import Read, ReadOptions
 from rightsize.traces.schema import Trace, TraceMeta
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -45,6 +47,36 @@ def looks_like_kineto(head: bytes) -> bool:
     """True when the first bytes (decompressed) look like a Chrome-trace JSON document."""
     text = head.lstrip()[:1]
     return text in (b"{", b"[")
+
+
+class KinetoReader:
+    """The loader's entry for Kineto JSON (:class:`rightsize.traces.readers.Reader`); the
+    registry tries it last: any JSON object or array is taken for a trace."""
+
+    name = "kineto"
+    described = "PyTorch Profiler/Kineto JSON (.json, .json.gz)"
+
+    def detect(self, path: Path, head: bytes) -> bool:
+        return looks_like_kineto(head)
+
+    def read(self, path: Path, options: ReadOptions, progress: Detail | None) -> Read:
+        return Read.of_trace(read_kineto(path, _ticker(progress), lean=options.lean))
+
+
+READER = KinetoReader()
+
+
+def _ticker(progress: Detail | None) -> Progress | None:
+    """The reader's (bytes read, events parsed) as the loader's progress detail; None stays
+    None (no progress: no per-batch callback)."""
+    if progress is None:
+        return None
+    report = progress
+
+    def tick(done: int, events: int) -> None:
+        report(f"{done / 1e6:,.0f} MB, {events:,} events")
+
+    return tick
 
 
 def read_kineto(path: str | Path, progress: Progress | None = None, *,

@@ -2,8 +2,9 @@
 
 Input: paths as the user typed them. Output: :class:`Inputs` - the traces (normalized), plus a
 description of each input for the report. The format of a file is detected from its content
-(gzip magic, JSON, SQLite header...), not from its name. Every problem is an
-:class:`~rightsize.errors.InputError` naming the file.
+(gzip magic, JSON, SQLite header...), not from its name, by the readers of
+:data:`rightsize.traces.registry.READERS` in order; this module names no format. Every problem
+is an :class:`~rightsize.errors.InputError` naming the file.
 
 Several traces are analyzed together as the ranks of one job only when they say so
 (:func:`check_one_job`): each carries distributedInfo with the same world size and backend and
@@ -30,18 +31,18 @@ import polars as pl
 
 from rightsize import rundir
 from rightsize.errors import InputError, RightsizeError
-from rightsize.traces import limits, ncu
-from rightsize.traces.kineto import GZIP_MAGIC, looks_like_kineto, read_kineto
-from rightsize.traces.metrics_logs import looks_like_metrics_log, read_metrics_log
+from rightsize.traces import limits, ncu, registry
+from rightsize.traces.kineto import GZIP_MAGIC
+from rightsize.traces.readers import Read, Reader, ReadOptions, Refused
+from rightsize.traces.registry import SUPPORTED
 from rightsize.traces.samples import read_kind
 from rightsize.traces.schema import Trace
 
-SUPPORTED = ("PyTorch Profiler/Kineto JSON (.json, .json.gz), Nsight Systems SQLite "
-             "(nsys export --type sqlite), Nsight Compute CSV (ncu --csv), nvidia-smi "
-             "--query-gpu CSV, dcgm-exporter scrape or dcgmi dmon log, a directory of traces, "
-             "or a run directory")
+__all__ = ["SUPPORTED", "Inputs", "ReadOptions", "detect", "load"]
+
 TRACE_GLOBS = ("*.json", "*.json.gz", "*.sqlite")
 SNIFF_BYTES = 4096
+DEFAULT_OPTIONS = ReadOptions()
 
 Progress = Callable[[str], None]
 
@@ -54,13 +55,6 @@ class Inputs:
     ncu: pl.DataFrame | None = None  # Nsight Compute per-kernel rows (rightsize.traces.ncu)
     gpu_samples: pl.DataFrame | None = None  # GPU_SAMPLES from runs and metric logs
     host_samples: pl.DataFrame | None = None  # HOST_SAMPLES of run directories
-
-
-@dataclass(frozen=True, slots=True)
-class ReadOptions:
-    step_range: str | None = None  # nsys: NVTX range name that marks a step
-    timezone: str | None = None  # nvidia-smi logs: the zone of their local timestamps
-    lean: bool = False  # Kineto: only what the analyzers read (kineto.read_kineto)
 
 
 def sniff(path: Path) -> bytes:
@@ -97,24 +91,18 @@ def _first_content(fh: Any) -> bytes:
     return b""
 
 
-def detect(path: Path) -> str:
-    """The format of a file from its content: kineto, nsys, ncu or metrics-log."""
+def detect(path: Path) -> Reader:
+    """The reader of a file, from its content: the first of ``registry.READERS`` that takes it
+    (looked up at each call, so a test may swap the list)."""
     head = sniff(path)
     if not head.strip():
         raise InputError(path, "the file is empty")
-    if head.startswith(b"SQLite format 3\x00"):
-        from rightsize.traces import nsys  # sqlite3 and the nsys readers only for SQLite files
-
-        if nsys.looks_like_nsys(path, head):
-            return "nsys"
-        raise InputError(path, f"an SQLite file that is not an Nsight Systems export; "
-                               f"supported: {SUPPORTED}")
-    if ncu.looks_like_ncu(head):
-        return "ncu"
-    if looks_like_metrics_log(head):
-        return "metrics-log"
-    if looks_like_kineto(head):
-        return "kineto"
+    for reader in registry.READERS:
+        try:
+            if reader.detect(path, head):
+                return reader
+        except Refused as exc:
+            raise InputError(path, f"{exc.why}; supported: {SUPPORTED}") from None
     raise InputError(path, f"not a supported format; supported: {SUPPORTED}")
 
 
@@ -174,7 +162,7 @@ def run_status(run_dir: Path) -> str | None:
 
 
 def load(paths: list[str | Path], progress: Progress | None = None,
-         options: ReadOptions = ReadOptions()) -> Inputs:
+         options: ReadOptions = DEFAULT_OPTIONS) -> Inputs:
     """Read every input into the normalized schema (``-`` is standard input)."""
     with stdin_as_file(paths) as real:
         return _load(real, progress, options)
@@ -208,30 +196,17 @@ def _load(paths: list[Path], progress: Progress | None, options: ReadOptions) ->
     gpu_frames: list[pl.DataFrame] = []
     statuses: dict[Path, str | None] = {}
     for i, (f, run) in enumerate(files, 1):
-        fmt = detect(f)
+        reader = detect(f)
         label = f"[{i}/{len(files)}] {f.name}"
         if progress:
             progress(f"reading {label}")
         size = f.stat().st_size
-        entry: dict[str, Any] = {"path": str(f), "format": fmt, "bytes": size}
+        entry: dict[str, Any] = {"path": str(f), "format": reader.name, "bytes": size}
         if run is not None:
             entry["run_status"] = statuses.setdefault(run, run_status(run))
-        if fmt in ("kineto", "nsys"):
-            trace = _read_trace(f, fmt, label, progress, options)
-            traces.append(trace)
-            entry.update(rank=trace.meta.rank, events=trace.meta.event_count)
-        elif fmt == "ncu":
-            frame = ncu.read_ncu_csv(f)
-            if frame.is_empty():
-                raise InputError(f, "an Nsight Compute CSV without kernel rows")
-            ncu_frames.append(frame)
-            entry.update(kernels=frame.height)
-        else:
-            frame = read_metrics_log(f, timezone=options.timezone)
-            if frame.is_empty():
-                raise InputError(f, "a GPU metrics log without samples")
-            gpu_frames.append(frame)
-            entry.update(samples=frame.height)
+        read = reader.read(f, options, _detail(label, progress))
+        _collect(read, traces, ncu_frames, gpu_frames)
+        entry.update(read.entry)
         described.append(entry)
         if run is not None and run not in run_dirs:
             run_dirs.append(run)
@@ -255,18 +230,27 @@ def _load(paths: list[Path], progress: Progress | None, options: ReadOptions) ->
     )
 
 
-def _read_trace(f: Path, fmt: str, label: str, progress: Progress | None,
-                options: ReadOptions) -> Trace:
-    if fmt == "nsys":
-        from rightsize.traces import nsys
+def _detail(label: str, progress: Progress | None) -> Progress | None:
+    """A reader's progress detail as a line naming the file (None: no progress wanted)."""
+    if progress is None:
+        return None
+    report = progress
 
-        return nsys.read_nsys(f, step_range=options.step_range)
+    def detail(text: str) -> None:
+        report(f"reading {label}: {text}")
 
-    def tick(done: int, events: int) -> None:
-        if progress:
-            progress(f"reading {label}: {done / 1e6:,.0f} MB, {events:,} events")
+    return detail
 
-    return read_kineto(f, tick if progress else None, lean=options.lean)
+
+def _collect(read: Read, traces: list[Trace], ncu_frames: list[pl.DataFrame],
+             gpu_frames: list[pl.DataFrame]) -> None:
+    """File one reader's contribution with the others of its kind."""
+    if read.trace is not None:
+        traces.append(read.trace)
+    if read.ncu is not None:
+        ncu_frames.append(read.ncu)
+    if read.gpu_samples is not None:
+        gpu_frames.append(read.gpu_samples)
 
 
 def _device_kind(t: Trace) -> str:

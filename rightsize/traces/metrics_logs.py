@@ -30,9 +30,10 @@ import polars as pl
 
 from rightsize.errors import InputError
 from rightsize.traces import dcgm_logs, limits
+from rightsize.traces.readers import Progress, Read, ReadOptions
 from rightsize.traces.samples import conform_samples
 
-__all__ = ["looks_like_metrics_log", "metrics_log_kind", "read_metrics_log"]
+__all__ = ["READER", "looks_like_metrics_log", "metrics_log_kind", "read_metrics_log"]
 
 MIB = 1024 * 1024
 # nvidia-smi query field -> (GPU_SAMPLES column, nvidia-smi's default unit).
@@ -115,6 +116,25 @@ def metrics_log_kind(head: bytes) -> str | None:
 def looks_like_metrics_log(head: bytes) -> bool:
     """True when ``head`` (the file's first bytes) is one of the supported metric logs."""
     return metrics_log_kind(head) is not None
+
+
+class MetricsLogReader:
+    """The loader's entry for GPU metric logs (:class:`rightsize.traces.readers.Reader`)."""
+
+    name = "metrics-log"
+    described = "nvidia-smi --query-gpu CSV, dcgm-exporter scrape or dcgmi dmon log"
+
+    def detect(self, path: Path, head: bytes) -> bool:
+        return looks_like_metrics_log(head)
+
+    def read(self, path: Path, options: ReadOptions, progress: Progress | None) -> Read:
+        frame = read_metrics_log(path, timezone=options.timezone)
+        if frame.is_empty():
+            raise InputError(path, "a GPU metrics log without samples")
+        return Read(entry={"samples": frame.height}, gpu_samples=frame)
+
+
+READER = MetricsLogReader()
 
 
 def _value_expr(column: str, header_unit: str | None, default_unit: str, target: str) -> pl.Expr:

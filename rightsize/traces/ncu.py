@@ -26,6 +26,7 @@ from rightsize.errors import InputError
 from rightsize.traces import limits
 from rightsize.traces.kernel_names import normalize_kernel_name
 from rightsize.traces.ncu_units import FLOP_WEIGHTS, METRIC_TARGETS, TENSOR_OPS_PREFIX, unit_scale
+from rightsize.traces.readers import Progress, Read, ReadOptions
 
 __all__ = ["NCU_KERNELS", "combine_ncu", "looks_like_ncu", "normalize_kernel_name", "read_ncu_csv"]
 
@@ -96,6 +97,25 @@ def looks_like_ncu(head: bytes) -> bool:
         if line.startswith(("==PROF==", "==ERROR==")):
             return True
     return False
+
+
+class NcuReader:
+    """The loader's entry for ncu CSV (:class:`rightsize.traces.readers.Reader`)."""
+
+    name = "ncu"
+    described = "Nsight Compute CSV (ncu --csv)"
+
+    def detect(self, path: Path, head: bytes) -> bool:
+        return looks_like_ncu(head)
+
+    def read(self, path: Path, options: ReadOptions, progress: Progress | None) -> Read:
+        frame = read_ncu_csv(path)
+        if frame.is_empty():
+            raise InputError(path, "an Nsight Compute CSV without kernel rows")
+        return Read(entry={"kernels": frame.height}, ncu=frame)
+
+
+READER = NcuReader()
 
 
 def _split_stream(path: Path, text: str) -> tuple[list[str], list[list[str]]]:

@@ -28,7 +28,8 @@ import polars as pl
 
 from rightsize.errors import InputError
 from rightsize.traces import limits, nsys_gpu, nsys_host
-from rightsize.traces.nsys_db import NsysDb, is_nsys_sqlite, one_line, open_nsys
+from rightsize.traces.nsys_db import SQLITE_MAGIC, NsysDb, is_nsys_sqlite, one_line, open_nsys
+from rightsize.traces.readers import Progress, Read, ReadOptions, Refused
 from rightsize.traces.samples import conform_samples, empty_samples
 from rightsize.traces.schema import Trace, TraceMeta, empty
 
@@ -72,6 +73,28 @@ _EVENT_FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations"
 def looks_like_nsys(path: str | Path, head: bytes) -> bool:
     """True when the file is SQLite (``head`` = its first bytes) with nsys export tables."""
     return is_nsys_sqlite(path, head)
+
+
+class NsysReader:
+    """The loader's entry for nsys exports (:class:`rightsize.traces.readers.Reader`), imported
+    through ``registry.NSYS`` only for SQLite files: an SQLite file is an nsys export or
+    refused (no other reader takes SQLite)."""
+
+    name = "nsys"
+    described = "Nsight Systems SQLite (nsys export --type sqlite)"
+
+    def detect(self, path: Path, head: bytes) -> bool:
+        if not head.startswith(SQLITE_MAGIC):
+            return False
+        if looks_like_nsys(path, head):
+            return True
+        raise Refused("an SQLite file that is not an Nsight Systems export")
+
+    def read(self, path: Path, options: ReadOptions, progress: Progress | None) -> Read:
+        return Read.of_trace(read_nsys(path, step_range=options.step_range))
+
+
+READER = NsysReader()
 
 
 def _session_start_ns(db: NsysDb) -> int | None:
