@@ -1,4 +1,9 @@
-"""Shared fixtures: where ../shared lives, and skipping cleanly when it is absent."""
+"""Shared fixtures: where ../shared lives, and skipping cleanly when it is absent.
+
+Tests marked ``shared`` (or calling :func:`shared_path`) skip with the missing path as the
+reason when ../shared is not beside the checkout (a fresh clone, an unpacked sdist); tests
+marked ``gpu`` skip without an NVIDIA GPU.
+"""
 
 from __future__ import annotations
 
@@ -41,9 +46,12 @@ def has_nvidia_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if has_nvidia_gpu():
-        return
     skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU with a working driver")
+    skip_shared = pytest.mark.skip(
+        reason=f"{SHARED} is absent (the shared data sits beside a developer checkout)")
+    gpu, shared_there = has_nvidia_gpu(), SHARED.is_dir()
     for item in items:
-        if "gpu" in item.keywords:
+        if "gpu" in item.keywords and not gpu:
             item.add_marker(skip_gpu)
+        if "shared" in item.keywords and not shared_there:
+            item.add_marker(skip_shared)

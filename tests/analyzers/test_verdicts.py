@@ -6,7 +6,7 @@ import pytest
 
 from rightsize.errors import InputError
 from rightsize.pipeline import analyze_paths
-from tests.conftest import SAMPLES, SHARED, shared_path
+from tests.conftest import SAMPLES, shared_path
 
 # Each sample script is engineered to one bottleneck (samples/*.py). Recorded on CPU: there is
 # no host<->device link, so the PCIe sample's stand-in copy is a memory-bound host copy.
@@ -181,8 +181,9 @@ def test_inconclusive_diagnosis_gets_no_provisioning_verdict():
     assert "diagnosis is inconclusive" in doc["sizing"]["reason"]
 
 
+@pytest.mark.shared
 def test_every_shared_trace_analyzes():
-    paths = sorted(p for d in ("kineto", "nsys") for p in (SHARED / "traces" / d).iterdir()
+    paths = sorted(p for d in ("kineto", "nsys") for p in shared_path("traces", d).iterdir()
                    if p.name.endswith((".json.gz", ".sqlite")))
     assert len(paths) == 24
     for path in paths:
