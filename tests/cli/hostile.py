@@ -22,10 +22,12 @@ def cli(*args: object, cwd: str | Path | None = None, timeout: float = 60,
     """``rightsize ARGS`` in a subprocess (bytes out), under a memory cap and a timeout."""
     full_env = dict(os.environ, PYTHONWARNINGS="ignore", **(env or {}))
     full_env.pop("RIGHTSIZE_DEBUG", None)
+    if cwd is None:  # a scratch directory for what the CLI writes, removed afterwards
+        with tempfile.TemporaryDirectory(prefix="rightsize-hostile-") as scratch:
+            return cli(*args, cwd=scratch, timeout=timeout, stdin=stdin, env=env, capped=capped)
     return subprocess.run(
         [sys.executable, "-m", "rightsize", *map(str, args)],
-        capture_output=True, cwd=cwd or tempfile.mkdtemp(prefix="rightsize-hostile-"),
-        env=full_env, timeout=timeout, check=False, input=stdin,
+        capture_output=True, cwd=cwd, env=full_env, timeout=timeout, check=False, input=stdin,
         preexec_fn=_cap_memory if capped else None,
     )
 

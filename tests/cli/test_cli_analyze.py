@@ -19,8 +19,13 @@ BREAKDOWN = {"kernel", "memcpy", "memset", "communication", "runtime", "dataload
 
 
 def rightsize(*args, cwd=None):
-    """The real CLI in a subprocess, by default in a fresh directory (reports land there)."""
-    return cli(*args, cwd=cwd or tempfile.mkdtemp(prefix="rightsize-cli-"))
+    """The real CLI in a subprocess, by default in a fresh directory (reports land there),
+    removed afterwards: a test that looks at what was written passes its own ``cwd``."""
+    if cwd is not None:
+        return cli(*args, cwd=cwd)
+    with tempfile.TemporaryDirectory(prefix="rightsize-cli-") as scratch:
+        return cli(*args, cwd=scratch)
+
 
 @pytest.fixture
 def trace_file(tmp_path):

@@ -8,7 +8,6 @@ import pty
 import re
 import subprocess
 import sys
-import tempfile
 
 from rightsize.reports.fmt import safe_line, safe_text
 from tests.cli.hostile import cli
@@ -65,7 +64,7 @@ def test_tty_gets_only_rightsize_colours(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "rightsize", "analyze", str(trace),
                              "--format", "text", "--no-report"],
                             stdout=child, stderr=child, stdin=subprocess.DEVNULL,
-                            cwd=tempfile.mkdtemp(), env=dict(os.environ, TERM="xterm"))
+                            cwd=tmp_path, env=dict(os.environ, TERM="xterm"))
     os.close(child)
     chunks = []
     while True:

@@ -12,6 +12,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -34,8 +35,21 @@ SPECIAL_NUMBERS = st.sampled_from(["NaN", "Infinity", "-Infinity", "1e400", "-0"
                                    "99999999999999999999999", "1.5"])
 
 
+_SCRATCH: list[Path] = []  # the running test's scratch directories (one per example)
+
+
+@pytest.fixture(autouse=True)
+def _remove_scratch():
+    """Every example writes into a fresh directory; they all go when the test ends."""
+    yield
+    while _SCRATCH:
+        shutil.rmtree(_SCRATCH.pop(), ignore_errors=True)
+
+
 def _tmp(name: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix="rightsize-fuzz-")) / name
+    """A path named ``name`` in a new directory, removed after the test."""
+    _SCRATCH.append(Path(tempfile.mkdtemp(prefix="rightsize-fuzz-")))
+    return _SCRATCH[-1] / name
 
 
 EVENT = st.fixed_dictionaries(
