@@ -121,6 +121,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     assert res.returncode == 1 and "newer" in res.stderr and res.stderr.count("\n") == 1
 
 
+@pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
 def test_recorded_runs_num_workers_0_vs_2(tmp_path):
     """Two real `rightsize run` CPU runs of the data-loader sample: the wait is named first."""
     pytest.importorskip("torch")

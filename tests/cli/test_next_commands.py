@@ -66,6 +66,7 @@ def test_analyze_and_report_next_commands_work(tmp_path: Path) -> None:
     assert check_pasted(res.stdout + res.stderr, tmp_path) == 1
 
 
+@pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
 def test_run_next_commands_work_twice(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     res = _cli(["run", "--out", str(tmp_path / "run"), "--no-gpu-samples",

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from rightsize.rundir import read_manifest, trace_paths
 
 SCRIPT = """
@@ -34,6 +36,7 @@ def test_import_rightsize_is_cheap() -> None:
     assert out.strip() == "[]"
 
 
+@pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
 def test_profile_block_outside_rightsize_run(tmp_path: Path) -> None:
     (tmp_path / "block.py").write_text(SCRIPT)
     res = subprocess.run(
@@ -52,6 +55,7 @@ def test_profile_block_outside_rightsize_run(tmp_path: Path) -> None:
     assert sum(e.get("name") == "aten::linear" for e in events) == 3
 
 
+@pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
 def test_step_drives_the_schedule_under_rightsize_run(tmp_path: Path) -> None:
     loop = (
         "import torch, rightsize\nm = torch.nn.Linear(8, 8)\n"

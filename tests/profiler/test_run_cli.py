@@ -42,6 +42,7 @@ def step_names(trace: Path) -> list[str]:
     ]
 
 
+@pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
 def test_training_sample_gives_a_complete_run_directory(tmp_path: Path) -> None:
     out = tmp_path / "run"
     res = rightsize_run(
@@ -85,6 +86,7 @@ def test_training_sample_gives_a_complete_run_directory(tmp_path: Path) -> None:
     assert f"rightsize report {out}" in res.stderr
 
 
+@pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
 def test_inference_sample_uses_the_time_window(tmp_path: Path) -> None:
     out = tmp_path / "run"
     res = rightsize_run(
@@ -110,6 +112,7 @@ m(x)  # opens the time window (--window-delay-s 0.2); the job ends inside it
 """
 
 
+@pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
 def test_a_time_window_cut_by_the_exit_says_why_and_what_to_change(tmp_path: Path) -> None:
     # Seen on an H100: CUPTI's first start took most of a 4 s job, and the trace held one call.
     (tmp_path / "short.py").write_text(SHORT_INFERENCE)
@@ -186,6 +189,7 @@ def test_module_and_command_forms(tmp_path: Path) -> None:
     assert res.stdout.strip() == "['-c', 'x']"
 
 
+@pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
 def test_dataloader_workers_are_counted_not_profiled(tmp_path: Path) -> None:
     out = tmp_path / "run"
     res = rightsize_run(
@@ -246,6 +250,7 @@ while True:
 """
 
 
+@pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signals_reach_the_job_and_the_data_is_flushed(
     tmp_path: Path, signum: int, code: int

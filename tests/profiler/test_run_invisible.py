@@ -49,6 +49,7 @@ def _job_stderr(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if not line.startswith("rightsize:")]
 
 
+@pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
 @pytest.mark.parametrize(("mode", "steps", "flags"), [
     ("train", "8", []),
     ("infer", "40", ["--window-delay-s", "0", "--window-s", "0.2"]),

@@ -40,6 +40,7 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
 def test_torchrun_gives_one_trace_per_rank_and_skips_the_launcher(tmp_path: Path) -> None:
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
     if torchrun is None:
@@ -58,6 +59,7 @@ def test_torchrun_gives_one_trace_per_rank_and_skips_the_launcher(tmp_path: Path
     assert names == ["rank0", "rank1"]
 
 
+@pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
 def test_spawned_dataloader_workers_are_not_profiled(tmp_path: Path) -> None:
     (tmp_path / "loader.py").write_text(SPAWN_LOADER)
     res = run(["--sample-interval-s", "0.02", "loader.py"], tmp_path)

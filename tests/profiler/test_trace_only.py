@@ -91,6 +91,7 @@ def _record(tmp_path: Path, name: str) -> collections.Counter:
         for e in events if e.get("ph") in ("X", "i"))
 
 
+@pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
 def test_trace_only_trace_is_the_same(tmp_path: Path) -> None:
     if not _has_trace_only():
         pytest.skip("this torch has no trace_only")

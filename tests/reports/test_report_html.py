@@ -46,6 +46,7 @@ def test_names_are_escaped_in_the_source():
     assert "</" not in data and "<" not in data
 
 
+@pytest.mark.slow  # renders a page from a huge analysis: about 15 s on the 2-core VM
 def test_a_report_from_a_huge_analysis_stays_small():
     """Top-k tables and a downsampled timeline: a 1 GB trace's analysis is bounded like this."""
     doc = with_everything(real_doc())
