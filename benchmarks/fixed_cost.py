@@ -12,9 +12,8 @@ the same machine load, and the ratio is printed.
 Bytecode: the children get ``PYTHONPYCACHEPREFIX`` (a temporary directory) and no
 ``PYTHONDONTWRITEBYTECODE``, and one warm-up run per tree fills it, as a pip install would have
 (otherwise every run recompiles rightsize's modules from source, ~0.1 s); it also fills
-rightsize's caches (``RIGHTSIZE_CACHE_DIR``, a temporary directory per tree): compiled report
-templates (``rightsize/reports/template_cache.py``) and compiled dataclass methods
-(``rightsize/dataclass_cache.py``), as the user's second run would find them.
+rightsize's cache (``RIGHTSIZE_CACHE_DIR``, a temporary directory per tree) of compiled report
+templates (``rightsize/reports/template_cache.py``), as the user's second run would find it.
 
 Two floors: ``floor`` is ``python -c 'import polars, numpy, click, jinja2'`` as it is, with the
 interpreter's teardown at exit; ``floor, lean`` imports the same with one OpenBLAS thread and

@@ -21,7 +21,6 @@ import threading
 import click
 
 from rightsize import __version__, allocator
-from rightsize.dataclass_cache import compiled_dataclasses
 from rightsize.errors import RightsizeError
 
 # command name -> "module:attribute"; modules import their heavy dependencies lazily.
@@ -90,8 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     gc.set_threshold(150_000, 10, 10)
     allocator.configure()  # before anything imports polars
     try:
-        with compiled_dataclasses():  # ~60 ms less start-up, see rightsize.dataclass_cache
-            code = cli.main(args=argv, prog_name="rightsize", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="rightsize", standalone_mode=False)
         sys.stdout.flush()  # a full disk behind stdout fails here, inside the boundary
     except RightsizeError as exc:
         if sys.stderr.isatty():
