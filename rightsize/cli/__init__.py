@@ -20,7 +20,7 @@ import threading
 
 import click
 
-from rightsize import __version__, allocator
+from rightsize import __version__
 from rightsize.errors import RightsizeError
 
 # command name -> "module:attribute"; modules import their heavy dependencies lazily.
@@ -87,7 +87,6 @@ def main(argv: list[str] | None = None) -> None:
     # line does the same). Only this process: a job that `rightsize run` starts keeps its
     # interpreter's defaults.
     gc.set_threshold(150_000, 10, 10)
-    allocator.configure()  # before anything imports polars
     try:
         code = cli.main(args=argv, prog_name="rightsize", standalone_mode=False)
         sys.stdout.flush()  # a full disk behind stdout fails here, inside the boundary
