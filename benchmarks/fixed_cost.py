@@ -15,14 +15,21 @@ Bytecode: the children get ``PYTHONPYCACHEPREFIX`` (a temporary directory) and n
 rightsize's cache (``RIGHTSIZE_CACHE_DIR``, a temporary directory per tree) of compiled report
 templates (``rightsize/reports/template_cache.py``), as the user's second run would find it.
 
-Two floors: ``floor`` is ``python -c 'import polars, numpy, click, jinja2'`` as it is, with the
-interpreter's teardown at exit; ``floor, lean`` imports the same with one OpenBLAS thread and
-ends with ``os._exit``, as ``rightsize`` itself now does (see ``rightsize.cli.entry`` and
-``import_numpy_lean``): what no change to rightsize can remove.
+Start-up tuning (``rightsize/cli/startup.py``, which only the console entry point calls): with
+``--tuning both`` (the default) the "after" tree runs twice, as ``python -m rightsize`` (the
+console entry point, tuned) and as ``python -c 'from rightsize.cli import main; main()'`` (the
+same command without it, "after, untuned"); ``--tuning on`` or ``off`` runs one of them.
+``--after PATH`` takes the "after" tree from PATH (an exported tree) instead of the installed
+rightsize, so that edits elsewhere in a shared working tree do not reach the measurement.
+
+Two floors: ``floor`` is ``python -c 'import polars, numpy, click, jinja2'`` as it is;
+``floor, lean`` imports the same with one OpenBLAS thread and rightsize's start-up tuning (see
+``rightsize.cli.startup`` and ``import_numpy_lean``): what no change to rightsize can remove.
 
     python benchmarks/fixed_cost.py /work/shared
     python benchmarks/fixed_cost.py /work/shared --repeat 15 --before /tmp/base
     python benchmarks/fixed_cost.py /work/shared --before /tmp/t/b68d0d4 --before /tmp/t/c682717
+    python benchmarks/fixed_cost.py /work/shared --repeat 15 --before /tmp/base --after /tmp/new
 """
 
 from __future__ import annotations
@@ -38,7 +45,10 @@ import time
 from pathlib import Path
 
 FLOOR = "import polars, numpy, click, jinja2"
-LEAN_FLOOR = FLOOR + "; import os; os._exit(0)"
+# the floor with what rightsize.cli.startup does (threshold first, freeze at the end)
+LEAN_FLOOR = f"import gc; gc.set_threshold(150_000, 10, 10); {FLOOR}; gc.freeze()"
+# the console entry point without its start-up tuning
+UNTUNED = "import sys; from rightsize.cli import main; sys.argv[0] = 'rightsize'; main()"
 TRACE = "traces/kineto/tracelens-h100-gaunernst_bert-small-uncased__1016001.json.gz"
 
 
@@ -58,8 +68,9 @@ def child_env(pycache: Path, tree: Path | None) -> dict[str, str]:
     return env
 
 
-def command(trace: Path, out: Path, as_json: bool) -> list[str]:
-    cmd = [sys.executable, "-m", "rightsize", "analyze", str(trace), "--force"]
+def command(trace: Path, out: Path, as_json: bool, tuned: bool = True) -> list[str]:
+    entry = ["-m", "rightsize"] if tuned else ["-c", UNTUNED]
+    cmd = [sys.executable, *entry, "analyze", str(trace), "--force"]
     if as_json:
         cmd += ["--format", "json", "-o", str(out / "out.json")]
     return cmd
@@ -113,23 +124,34 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="--format json -o FILE instead of text")
     ap.add_argument("--before", type=Path, action="append",
                     help="another tree to run alternately (repeatable: one column per tree)")
+    ap.add_argument("--after", type=Path,
+                    help="the tree to measure as 'after' (default: the installed rightsize)")
+    ap.add_argument("--tuning", choices=("both", "on", "off"), default="both",
+                    help="the after tree with rightsize.cli.startup (on), without (off), or both")
     ap.add_argument("--top", type=int, default=12, help="importtime entries to print")
     args = ap.parse_args()
     trace = args.shared / args.trace
-    trees: dict[str, Path | None] = {"this tree": None}
+    after = args.after.resolve() if args.after else None
+    trees: dict[str, Path | None] = {"this tree": after}
     if args.before:
         named = len(args.before) > 1  # several: each by its directory name
         trees = {(p.name if named else "before"): p.resolve() for p in args.before}
-        trees["after"] = None
+        trees["after"] = after
+    last = list(trees)[-1]  # the tree under test
     with tempfile.TemporaryDirectory(prefix="rightsize-fixed-") as tmp:
         work = Path(tmp)
         cmd = command(trace, work, args.json)
         envs = {k: child_env(work / f"pyc-{i}", t) for i, (k, t) in enumerate(trees.items())}
         contenders = {name: (cmd, envs[name]) for name in trees}
+        untuned = f"{last}, untuned"
+        if args.tuning != "on":
+            contenders[untuned] = (command(trace, work, args.json, tuned=False), envs[last])
+        if args.tuning == "off":
+            del contenders[last]
         # What no change to rightsize can remove: the interpreter and the libraries it needs.
-        contenders["floor"] = ([sys.executable, "-c", FLOOR], envs[list(trees)[-1]])
+        contenders["floor"] = ([sys.executable, "-c", FLOOR], envs[last])
         contenders["floor, lean"] = ([sys.executable, "-c", LEAN_FLOOR],
-                                     dict(envs[list(trees)[-1]], OPENBLAS_NUM_THREADS="1"))
+                                     dict(envs[last], OPENBLAS_NUM_THREADS="1"))
         runs = measure(contenders, work, args.repeat)
         print(
             f"trace {trace.name} ({trace.stat().st_size / 1e6:.2f} MB on disk, "
@@ -137,18 +159,21 @@ def main() -> None:
         )
         print(
             f"command: rightsize analyze TRACE --force{' --format json -o F' if args.json else ''}"
-            f"; floor: python -c {FLOOR!r} (lean: one OpenBLAS thread, os._exit)"
+            f"; floor: python -c {FLOOR!r} (lean: one OpenBLAS thread, the GC tuning)"
         )
         print(f"load average when the runs ended: {os.getloadavg()[0]:.2f}")
         medians = {}
         for name, rs in runs.items():
             wall = statistics.median(r[0] for r in rs)
             medians[name] = cpu = statistics.median(r[1] for r in rs)
-            print(f"{name:>14}: median of {len(rs)}: wall {wall:.3f} s, CPU (user+sys) {cpu:.3f} s")
+            print(f"{name:>20}: median of {len(rs)}: wall {wall:.3f} s, CPU (user+sys) {cpu:.3f} s")
         for name in trees:
-            if name != "after" and args.before:
-                print(f"CPU after / {name}: {medians['after'] / medians[name]:.2f}")
-        print("\n".join(importtime_top(cmd, envs[list(trees)[-1]], work, args.top)))
+            if name != last and last in medians:
+                print(f"CPU {last} / {name}: {medians[last] / medians[name]:.2f}")
+        if last in medians and untuned in medians:
+            gain = medians[untuned] - medians[last]
+            print(f"start-up tuning saves {gain:.3f} CPU-s ({last} vs {untuned})")
+        print("\n".join(importtime_top(cmd, envs[last], work, args.top)))
 
 
 def measure(

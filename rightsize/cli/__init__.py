@@ -3,20 +3,18 @@
 Each subcommand lives in its own module and is imported only when it is invoked or listed, so
 ``rightsize --help`` stays fast and imports neither torch nor polars (a test checks this).
 Library code raises :class:`rightsize.errors.RightsizeError`; :func:`main` turns it into one line
-on stderr and exit status 1.
+on stderr and exit status 1. :func:`main` changes nothing process-wide; only :func:`entry`, the
+console script, adds the garbage-collector tuning of :mod:`rightsize.cli.startup`.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import errno
-import gc
 import importlib
 import importlib.util
 import os
 import sys
-import threading
 
 import click
 
@@ -78,15 +76,8 @@ def _quiet_exit(code: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: the one place that turns errors into exit codes."""
-    # Start-up creates ~100k long-lived objects (polars, numpy, dataclass methods): at the
-    # default threshold (700) that is ~130 collections, ~30 ms of a short command; at 50k it
-    # was still one collection in the middle of the imports (~12 ms, 66 objects freed). At
-    # 150k a short command collects nothing. Frames live in Arrow/numpy buffers, not in cyclic
-    # Python objects, so collecting less often costs no memory worth counting (mypy's command
-    # line does the same). Only this process: a job that `rightsize run` starts keeps its
-    # interpreter's defaults.
-    gc.set_threshold(150_000, 10, 10)
+    """The command line: the one place that turns errors into exit codes. It changes nothing
+    process-wide (tests and notebooks call it); the console script is :func:`entry`."""
     try:
         code = cli.main(args=argv, prog_name="rightsize", standalone_mode=False)
         sys.stdout.flush()  # a full disk behind stdout fails here, inside the boundary
@@ -129,39 +120,13 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def entry() -> None:
-    """The ``rightsize`` console script and ``python -m rightsize``: :func:`main`, then a fast
-    exit.
+    """The ``rightsize`` console script and ``python -m rightsize``: :func:`main` with the
+    garbage-collector tuning of :mod:`rightsize.cli.startup` (imported here only, so that
+    ``main`` and the library never change the process), then the interpreter's normal exit."""
+    from rightsize.cli import startup
 
-    Tearing the interpreter down after a short command costs about what the analysis of a
-    small trace costs: it runs full garbage collections (~27 ms each) and frees every module's
-    objects, polars', numpy's and the analyzers' (~0.09 s of CPU in all after ``rightsize
-    analyze`` on a 1 MB trace, a sixth of the command). The operating system reclaims that
-    memory anyway, so once the output is flushed and the
-    registered exit handlers have run, the process ends with ``os._exit`` (mypy's command
-    line does the same). :func:`main` itself keeps the normal exit, for callers in a process
-    that goes on (tests, notebooks).
-    """
+    startup.before_command()
     try:
         main()
-        code: str | int | None = 0
-    except SystemExit as exc:
-        code = exc.code
-    _exit_fast(code)
-
-
-def _exit_fast(code: str | int | None) -> None:
-    """End the process with ``code`` without the interpreter's teardown, when that is safe: an
-    integer status, output flushed, no other non-daemon thread alive. Otherwise the normal
-    exit (which also prints a non-integer status, as ``sys.exit`` does)."""
-    status = 0 if code is None else code
-    others = [t for t in threading.enumerate()
-              if t is not threading.main_thread() and not t.daemon and t.is_alive()]
-    if not isinstance(status, int) or others:
-        sys.exit(code)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        sys.exit(code)  # the normal exit reports it, as before
-    atexit._run_exitfuncs()  # what the normal exit would run: logging, temporary files
-    os._exit(status)
+    finally:
+        startup.before_exit()

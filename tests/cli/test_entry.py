@@ -1,5 +1,5 @@
-"""The console entry point's fast exit: output flushed, exit handlers run, the status passed
-through; a non-integer status or a live non-daemon thread takes the normal exit."""
+"""The console entry point: :func:`rightsize.cli.main` and then the interpreter's normal exit
+(output flushed, exit handlers run, the status passed through, running threads waited for)."""
 
 from __future__ import annotations
 
