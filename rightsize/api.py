@@ -3,7 +3,9 @@
     >>> import rightsize
     >>> a = rightsize.analyze("samples/runs/train_dataloader-cpu")
     >>> a.diagnosis.bound, a.diagnosis.device
-    ('dataloader', 'cpu')
+    (<Bound.DATALOADER: 'dataloader'>, <DeviceKind.CPU: 'cpu'>)
+    >>> a.diagnosis.bound == "dataloader"  # vocabularies are StrEnums: their text compares too
+    True
     >>> a.steps.count, a.sizing.recommended
     (3, 'L4')
     >>> "ts_ns" in a.ranks[0].ops.columns

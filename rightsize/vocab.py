@@ -30,6 +30,15 @@ class Bound(StrEnum):
     INCONCLUSIVE = "inconclusive"  # the capture cannot support a verdict (the evidence says why)
 
 
+class DeviceKind(StrEnum):
+    """What a diagnosis was made from (the document's ``diagnosis.device``)."""
+
+    GPU = "gpu"  # a trace's GPU kernels
+    CPU = "cpu"  # a CPU-only trace's ops
+    COUNTERS = "counters"  # GPU metric samples alone (NVML, DCGM, nvidia-smi)
+    NCU = "ncu"  # Nsight Compute rows alone
+
+
 class Share(StrEnum):
     """The diagnosis' exclusive per-step shares (they sum to the step time), in display order."""
 

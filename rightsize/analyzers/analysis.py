@@ -14,7 +14,8 @@ from typing import cast
 import polars as pl
 
 from rightsize.analyzers.diagnosis import advise
-from rightsize.analyzers.diagnosis.verdict import Diagnosis, diagnose
+from rightsize.analyzers.diagnosis.verdict import diagnose
+from rightsize.analyzers.document.diagnosis import Diagnosis
 from rightsize.analyzers.metrics import hta, kernels, tb_plugin
 from rightsize.analyzers.metrics.host_timeline import HostTimeline, host_timeline
 from rightsize.analyzers.metrics.self_ops import self_ops
@@ -256,7 +257,8 @@ def _measures(trace: Trace, diag: Diagnosis, work: pl.DataFrame,
         (pl.col("kind") == "memcpy")
         & (((pl.col("direction") == "HtoD") & (pl.col("src_memory") == "pageable"))
            | ((pl.col("direction") == "DtoH") & (pl.col("dst_memory") == "pageable"))))
-    gpm = (diag.utilization.get("nvml") or {}).get("gpm_sm_util_pct_mean")
+    nvml = diag.utilization.nvml
+    gpm = nvml.gpm_sm_util_pct_mean if nvml is not None else None
     return {
         "dataloader_pct": s["dataloader"],
         "gpu_util_pct": dev.gpu_util_pct if dev is not None else None,

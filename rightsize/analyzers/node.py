@@ -7,8 +7,8 @@ fill the fields at full precision, in the units their names say.
 
 Field metadata says how the codec (:mod:`rightsize.analyzers.document.codec`) writes a field:
 :func:`num` rounds a float to its digits in the JSON (each item of a tuple, each value of a
-mapping), :func:`key` renames it (``class``), :func:`opt` leaves it out when ``None``, and an
-:func:`internal` field is part of the object but not of the JSON (the per-step shares in ns the
+mapping; ``omit_none=True`` leaves it out when ``None``), :func:`key` renames it (``class``),
+and an :func:`internal` field is part of the object but not of the JSON (the per-step shares in ns the
 document's steps are made from, for example). Enums are written as their values and read back
 as enums. Pure; no polars.
 """
@@ -51,17 +51,12 @@ def num(digits: int, default: Any = dataclasses.MISSING, **meta: Any) -> Any:
     return _field(default, {ROUND: digits, **meta})
 
 
-def opt(**meta: Any) -> Any:
-    """An optional field, ``None`` by default and left out of the JSON when ``None``."""
-    return _field(None, {OMIT_NONE: True, **meta})
-
-
 def key(name: str, default: Any = dataclasses.MISSING) -> Any:
     """A field whose JSON key is not a Python name (``class``)."""
     return _field(default, {KEY: name})
 
 
-def internal(default: Any = None) -> Any:
+def internal(*, default: Any = None) -> Any:
     """A field of the object that the JSON document does not carry."""
     return dataclasses.field(default=default, compare=False, repr=False,
                              metadata={INTERNAL: True})
@@ -75,7 +70,7 @@ def _field(default: Any, metadata: dict[str, Any]) -> Any:
 
 
 @dataclass_transform(frozen_default=True,
-                     field_specifiers=(dataclasses.field, num, opt, key, internal))
+                     field_specifiers=(dataclasses.field, num, key, internal))
 def node(cls: type[T]) -> type[T]:
     """Make ``cls`` a frozen, slotted dataclass that freezes its containers."""
     own = cls.__dict__.get("__post_init__")

@@ -117,7 +117,7 @@ class Recommendation:
 
 def signal_index(diagnosis: dd.Diagnosis | None) -> dict[str, tuple[str | None, str | None]]:
     """Kernel group -> (compute/memory class, the signal that decided it)."""
-    return {g.group: (g.class_, g.signal) for g in diagnosis.signals} if diagnosis else {}
+    return {g.group or "": (g.class_, g.signal) for g in diagnosis.signals} if diagnosis else {}
 
 
 def _classify(name: str, index: Classes) -> tuple[str | None, str | None]:

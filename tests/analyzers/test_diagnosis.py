@@ -145,11 +145,12 @@ def test_counters_signal_and_nvml_side_by_side():
     })
     d, work = run(b, samples=samples)
     assert work.select("work", "signal").row(0) == ("memory", "counters")
-    nv = d.utilization["nvml"]
-    assert (nv["samples"], nv["gpm_samples"], nv["utilization_period_ms"]) == (5, 6, 300.0)
-    assert (nv["gpu_util_pct_mean"], nv["gpu_util_pct_peak"]) == (80.0, 100.0)
-    assert nv["gpm_sm_util_pct_mean"] == pytest.approx(75.0)  # 90 90 80 80 70 40
-    assert d.utilization["trace"]["gpu_busy_pct_mean"] == 80.0
+    nv = d.utilization.nvml
+    assert (nv.samples, nv.gpm_samples, nv.utilization_period_ms) == (5, 6, 300.0)
+    assert (nv.gpu_util_pct_mean, nv.gpu_util_pct_peak) == (80.0, 100.0)
+    assert nv.gpm_sm_util_pct_mean == pytest.approx(75.0)  # 90 90 80 80 70 40
+    assert nv.counter("gpm_sm_util", "peak") == 90.0
+    assert d.utilization.trace.gpu_busy_pct_mean == 80.0
     assert "NVML utilization.gpu 80.0% (peak 100%, 5 samples averaging step time only) vs " \
         "80.0% of the step with a kernel running in the trace" in d.evidence
 
@@ -163,7 +164,7 @@ def test_steps_recorded_back_to_back_are_one_window_for_the_counters():
     samples = pl.DataFrame({"t_ns": [500_000_000, 1_000_000_000, 1_500_000_000],
                             "gpu_index": [0] * 3, "gpu_util_pct": [80.0] * 3})
     d, _ = run(b, samples=samples)
-    assert d.utilization["nvml"]["samples"] == 3  # each averages time across several steps
+    assert d.utilization.nvml.samples == 3  # each averages time across several steps
 
 
 def test_counter_samples_of_a_short_window_do_not_count():
@@ -173,7 +174,7 @@ def test_counter_samples_of_a_short_window_do_not_count():
     samples = pl.DataFrame({"t_ns": [600_000], "gpu_index": [0], "gpu_util_pct": [1.0],
                             "gpm_sm_util_pct": [19.9], "gpm_from_ns": [-99_400_000]})
     d, _ = run(b, samples=samples)
-    assert d.utilization["nvml"] == {"samples": 0}
+    assert d.utilization.nvml.to_json() == {"samples": 0}
     assert not any("NVML" in e for e in d.evidence)
 
 
@@ -327,7 +328,7 @@ def test_nvml_and_trace_disagreeing_is_inconclusive():
     samples = pl.DataFrame({"t_ns": [200_000_000 * i for i in range(1, 11)], "gpu_index": [0] * 10,
                             "gpu_util_pct": [20.0] * 10})
     d, _ = run(b, samples=samples)
-    assert d.utilization["nvml"]["samples"] == 9
+    assert d.utilization.nvml.samples == 9
     assert d.bound is Bound.INCONCLUSIVE
     e = d.evidence_items[0]
     assert (e.share, e.value, e.threshold) == ("utilization", 60.0, 30.0)
@@ -354,7 +355,8 @@ def test_evidence_items_carry_share_value_threshold():
     first = d.evidence_items[0]
     assert (first.share, first.value, first.threshold) == ("dataloader", 60.0, 5.0)
     assert d.evidence == tuple(e.text for e in d.evidence_items)
-    assert first.as_dict()["text"] == d.evidence[0]
+    assert first.to_json() == {"share": "dataloader", "value": 60.0, "threshold": 5.0,
+                               "text": d.evidence[0]}
 
 
 CONV_BWD = {"Input Dims": [[16, 64, 16, 16], [16, 32, 16, 16], [64, 32, 3, 3]] + [[]] * 8,

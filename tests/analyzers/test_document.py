@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import doctest
 import json
 import re
@@ -17,7 +16,7 @@ from rightsize.analyzers.document import SCHEMA_VERSION, Document, DocumentError
 from rightsize.analyzers.document import diagnosis as dd
 from rightsize.analyzers.document import metrics as dm
 from rightsize.analyzers.document import sizing as ds
-from rightsize.analyzers.document.codec import json_key
+from rightsize.analyzers.document.codec import json_fields, json_key
 from tests.report_docs import real_doc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +64,7 @@ def _section(text: str, name: str) -> str:
 
 
 def _keys(cls: type) -> set[str]:
-    return {json_key(f) for f in dataclasses.fields(cls) if f.name != "extra"}
+    return {json_key(f) for f in json_fields(cls)}
 
 
 @pytest.mark.parametrize("section, cls", [

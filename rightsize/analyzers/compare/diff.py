@@ -135,7 +135,8 @@ def _groups(da: Document, db: Document, a: SideInfo, b: SideInfo,
         out: dict[str, float] = {}
         for s in doc.diagnosis.signals if doc.diagnosis else ():
             if doc.diagnosis and doc.diagnosis.device == "gpu" and s.time_ms is not None:
-                out[s.group] = out.get(s.group, 0.0) + s.time_ms / max(doc.steps.count, 1)
+                name = s.group or ""
+                out[name] = out.get(name, 0.0) + s.time_ms / max(doc.steps.count, 1)
         return out
 
     where = f" on {b.device} vs {a.device}" if a.device != b.device else ""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import operator
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from rightsize.analyzers.diagnosis.classify import Ridge
+from rightsize.analyzers.document.diagnosis import Recommendation
 from rightsize.analyzers.metrics.kernels import tensor_core_flag
 from rightsize.catalog import Gpu
 from rightsize.vocab import Precision
@@ -60,18 +60,6 @@ def dominant_precision(work: pl.DataFrame) -> str:
            .sort(["dur_ns", "p"], descending=[True, False]))
     value = top["p"][0]
     return value if value in PRECISIONS else "fp32"
-
-
-@dataclass(frozen=True, slots=True)
-class Recommendation:
-    id: str
-    title: str
-    detail: str
-    evidence: str  # what was measured against which threshold, and its source
-
-    def to_json(self) -> dict[str, str]:
-        return {"id": self.id, "title": self.title, "detail": self.detail,
-                "evidence": self.evidence}
 
 
 @cache

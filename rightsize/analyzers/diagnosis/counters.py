@@ -25,9 +25,14 @@ from typing import cast
 
 import polars as pl
 
-from rightsize.analyzers.diagnosis.evidence import Evidence
-from rightsize.analyzers.diagnosis.verdict import THRESHOLDS, Diagnosis, DiagnosisThresholds
-from rightsize.vocab import Bound
+from rightsize.analyzers.diagnosis.thresholds import THRESHOLDS, DiagnosisThresholds
+from rightsize.analyzers.document.diagnosis import (
+    Diagnosis,
+    Evidence,
+    NvmlUtilization,
+    Utilization,
+)
+from rightsize.vocab import Bound, DeviceKind
 
 COUNTERS_ONLY_MAX_CONFIDENCE = 0.5  # counters see averages, not what the GPU waits for
 PCIE_BOUND_PCT = 50.0  # the host link is at least half full on average
@@ -91,11 +96,13 @@ def diagnose_counters(samples: pl.DataFrame,
                                  "compute from memory"))
     confidence = None if bound is None else round(
         COUNTERS_ONLY_MAX_CONFIDENCE * (0.5 + 0.5 * min(margin, 1.0)), 2)
-    util = {"trace": None, "nvml": {"samples": g.height, "gpu_util_pct_mean": busy,
-                                    "gpu_util_pct_peak":
-                                        float(cast(float, g["gpu_util_pct"].max()))}}
-    return Diagnosis(bound, confidence, shares, 0, "counters", {}, tuple(evidence), util,
-                     thresholds)
+    util = Utilization(None, NvmlUtilization(
+        samples=g.height, gpu_util_pct_mean=busy,
+        gpu_util_pct_peak=float(cast(float, g["gpu_util_pct"].max()))))
+    return Diagnosis(bound=bound, confidence=confidence, device=DeviceKind.COUNTERS,
+                     shares_pct=shares, evidence=tuple(e.text for e in evidence),
+                     thresholds=thresholds.as_dict(), utilization=util,
+                     evidence_items=tuple(evidence))
 
 
 def _pcie_pct(g: pl.DataFrame) -> float | None:

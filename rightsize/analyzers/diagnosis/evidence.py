@@ -10,32 +10,14 @@ sentence shown to users - and the reasons a capture cannot support a verdict
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
 from rightsize.analyzers.diagnosis.capture import Capture
 from rightsize.analyzers.diagnosis.roofline import ShapeNote
+from rightsize.analyzers.diagnosis.thresholds import DiagnosisThresholds
+from rightsize.analyzers.document.diagnosis import Evidence, Utilization
 from rightsize.vocab import Bound
-
-if TYPE_CHECKING:
-    from rightsize.analyzers.diagnosis.verdict import DiagnosisThresholds
 
 STEADY = "profile steady-state steps, e.g. steps 10-15 with torch.profiler.schedule(wait=1, " \
          "warmup=9, active=5)"
-
-
-@dataclass(frozen=True, slots=True)
-class Evidence:
-    share: str  # a Share value, or the capture fact: coverage, startup, kernels, steps, ...
-    value: float | None
-    threshold: float | None
-    text: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"share": self.share,
-                "value": None if self.value is None else round(self.value, 3),
-                "threshold": None if self.threshold is None else round(self.threshold, 3),
-                "text": self.text}
 
 
 def _unrecorded_advice(c: Capture) -> str:
@@ -58,7 +40,7 @@ def _unrecorded_advice(c: Capture) -> str:
             "job that keeps the device busy, or size for the work it has")
 
 
-def inconclusive_reasons(c: Capture, util: dict[str, Any],
+def inconclusive_reasons(c: Capture, util: Utilization,
                          th: DiagnosisThresholds) -> list[Evidence]:
     """Why the capture cannot support a verdict (empty: it can)."""
     out = []
@@ -92,21 +74,22 @@ def inconclusive_reasons(c: Capture, util: dict[str, Any],
             f"inconclusive: only {c.kernels} kernel(s) in {c.steps} step(s), fewer than "
             f"{th.min_kernels}: too little device work to judge a workload by; {STEADY} of the "
             "full training or inference loop"))
-    nvml, trace_u = util.get("nvml") or {}, util.get("trace") or {}
-    if nvml.get("samples", 0) >= th.min_nvml_samples and "gpu_util_pct_mean" in nvml and trace_u:
-        gap = abs(nvml["gpu_util_pct_mean"] - trace_u["gpu_busy_pct_mean"])
+    nvml, trace_u = util.nvml, util.trace
+    if (nvml is not None and nvml.samples >= th.min_nvml_samples
+            and nvml.gpu_util_pct_mean is not None and trace_u is not None):
+        gap = abs(nvml.gpu_util_pct_mean - trace_u.gpu_busy_pct_mean)
         if gap > th.signals_disagree_pct:
             out.append(Evidence(
                 "utilization", gap, th.signals_disagree_pct,
-                f"inconclusive: NVML utilization.gpu {nvml['gpu_util_pct_mean']:.1f}% and the "
-                f"trace's {trace_u['gpu_busy_pct_mean']:.1f}% busy disagree by {gap:.1f} points "
+                f"inconclusive: NVML utilization.gpu {nvml.gpu_util_pct_mean:.1f}% and the "
+                f"trace's {trace_u.gpu_busy_pct_mean:.1f}% busy disagree by {gap:.1f} points "
                 f"(> {th.signals_disagree_pct:.0f}): another process may share the GPU or the "
                 "trace missed work; profile again with the GPU to itself"))
     return out
 
 
 def findings(shares: dict[str, float], busy: float, bound: Bound | None,
-             signal_pct: dict[str, float], util: dict[str, Any], on_gpu: bool,
+             signal_pct: dict[str, float], util: Utilization, on_gpu: bool,
              c: Capture, notes: tuple[ShapeNote, ...],
              th: DiagnosisThresholds) -> list[Evidence]:
     """The measured evidence, the verdict's own share first."""
@@ -170,15 +153,15 @@ def _steps(c: Capture, bound: Bound | None) -> list[Evidence]:
                      "(standard deviation / mean)")]
 
 
-def _utilization(util: dict[str, Any], th: DiagnosisThresholds) -> list[Evidence]:
-    trace_u, nvml = util.get("trace"), util.get("nvml")
-    if not (trace_u and nvml and "gpu_util_pct_mean" in nvml):
+def _utilization(util: Utilization, th: DiagnosisThresholds) -> list[Evidence]:
+    trace_u, nvml = util.trace, util.nvml
+    if trace_u is None or nvml is None or nvml.gpu_util_pct_mean is None:
         return []
-    gap = nvml["gpu_util_pct_mean"] - trace_u["gpu_busy_pct_mean"]
-    n = nvml.get("samples", 0)
-    note = (f"NVML utilization.gpu {nvml['gpu_util_pct_mean']:.1f}% (peak "
-            f"{nvml['gpu_util_pct_peak']:.0f}%, {n} sample{'s' if n != 1 else ''} averaging "
-            f"step time only) vs {trace_u['gpu_busy_pct_mean']:.1f}% of the step with a kernel "
+    gap = nvml.gpu_util_pct_mean - trace_u.gpu_busy_pct_mean
+    n = nvml.samples
+    note = (f"NVML utilization.gpu {nvml.gpu_util_pct_mean:.1f}% (peak "
+            f"{nvml.gpu_util_pct_peak or 0:.0f}%, {n} sample{'s' if n != 1 else ''} averaging "
+            f"step time only) vs {trace_u.gpu_busy_pct_mean:.1f}% of the step with a kernel "
             "running in the trace")
     if abs(gap) > th.disagreement_pct:
         note += (" - they disagree: NVML counts a sample period busy when any kernel ran in "

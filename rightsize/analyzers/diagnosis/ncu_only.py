@@ -22,9 +22,12 @@ from __future__ import annotations
 import polars as pl
 
 from rightsize.analyzers.diagnosis.classify import NCU_HEAVY_PCT
-from rightsize.analyzers.diagnosis.evidence import Evidence
-from rightsize.analyzers.diagnosis.verdict import THRESHOLDS, Diagnosis, DiagnosisThresholds
-from rightsize.vocab import Bound
+from rightsize.analyzers.diagnosis.thresholds import THRESHOLDS, DiagnosisThresholds
+from rightsize.analyzers.document.diagnosis import (
+    Diagnosis,
+    Evidence,
+)
+from rightsize.vocab import Bound, DeviceKind
 
 NCU_ONLY_MAX_CONFIDENCE = 0.5  # no timeline: the time between kernels is unknown
 
@@ -76,5 +79,6 @@ def diagnose_ncu(ncu: pl.DataFrame,
                  f"{heavy:.1f}% of the kernel time on a unit at {NCU_HEAVY_PCT:.0f}% of its peak "
                  "or more; the rest is latency-limited (neither unit near its peak)"),
     )
-    return Diagnosis(bound, confidence, shares, 0, "ncu", {}, evidence,
-                     {"trace": None, "nvml": None}, thresholds)
+    return Diagnosis(bound=bound, confidence=confidence, device=DeviceKind.NCU, shares_pct=shares,
+                     evidence=tuple(e.text for e in evidence), thresholds=thresholds.as_dict(),
+                     evidence_items=evidence)

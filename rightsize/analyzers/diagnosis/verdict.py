@@ -18,8 +18,6 @@ the classifying signal x steps seen x recorded coverage x step-to-step stability
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,72 +30,26 @@ from rightsize.analyzers.diagnosis.classify import (
     counter_windows,
     op_cost_table,
 )
-from rightsize.analyzers.diagnosis.evidence import Evidence, findings, inconclusive_reasons
+from rightsize.analyzers.diagnosis.evidence import findings, inconclusive_reasons
 from rightsize.analyzers.diagnosis.shares import cpu_shares, gpu_shares
+from rightsize.analyzers.diagnosis.thresholds import THRESHOLDS, DiagnosisThresholds
+from rightsize.analyzers.document.diagnosis import (
+    Diagnosis,
+    NvmlUtilization,
+    SignalGroup,
+    TraceUtilization,
+    Utilization,
+)
 from rightsize.analyzers.metrics import intervals as iv
-from rightsize.analyzers.metrics.per_step import PerStep, SplitOverTime, per_step, split_over_time
+from rightsize.analyzers.metrics.per_step import per_step, split_over_time
 from rightsize.analyzers.metrics.steps import Steps
 from rightsize.traces.schema import Trace
-from rightsize.vocab import SHARES, Bound, Signal
+from rightsize.vocab import SHARES, Bound, DeviceKind, Signal
 
-
-@dataclass(frozen=True, slots=True)
-class DiagnosisThresholds:
-    """Named thresholds, each with the reason (and the source when borrowed)."""
-
-    # The work bounds the step when it takes at least 1.5x the time spent waiting (>= 60% of the
-    # step); below that, removing the largest wait shortens the step more than faster kernels.
-    work_bound_pct: float = 60.0
-    dataloader_pct: float = 5.0  # TensorBoard plugin: data loading > 5% of the step
-    communication_pct: float = 10.0  # TensorBoard plugin: communication > 10% of the step
-    gpu_util_pct: float = 50.0  # TensorBoard plugin: GPU utilization < 50% is low
-    disagreement_pct: float = 15.0  # NVML vs trace utilization gap worth a line of evidence
-    tiny_op_us: float = 10.0  # CPU-only: ops this short are mostly dispatch overhead
-    # CPU-only: assumed ridge point, ~1-2 TFLOP/s fp32 over ~100-200 GB/s of a server CPU
-    cpu_ridge_flops_per_byte: float = 10.0
-    # Below half the step recorded, the unrecorded part could hold any bottleneck.
-    min_recorded_pct: float = 50.0
-    # Start-up work (init, JIT, autotuning, warm-up) a steady-state step never repeats: from a
-    # quarter of the step it outweighs any share but the largest, so the verdict describes it.
-    startup_pct: float = 25.0
-    # A training or inference step launches hundreds of kernels; below 20 the shares hinge on a
-    # handful of launches (a test harness, a micro-benchmark).
-    min_kernels: int = 20
-    # NVML vs trace busy: NVML counts a whole sample period busy, so it reads above the trace;
-    # more than 30 points apart the two do not describe the same activity.
-    signals_disagree_pct: float = 30.0
-    min_nvml_samples: int = 5  # fewer NVML samples in the steps cannot contradict the trace
-
-    def as_dict(self) -> dict[str, float]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
-
-
-Thresholds = DiagnosisThresholds  # the former name
-THRESHOLDS = DiagnosisThresholds()
 SIGNAL_QUALITY = {Signal.NCU.value: 1.0, Signal.COUNTERS.value: 0.9,
                   Signal.ROOFLINE.value: 0.85, Signal.NAME.value: 0.7,
                   Signal.DEFAULT.value: 0.5}
 STALLS = ("pcie", "dataloader", "communication", "host")
-
-
-@dataclass(frozen=True, slots=True)
-class Diagnosis:
-    bound: Bound | None
-    confidence: float | None
-    shares_pct: Mapping[str, float | None]  # None: not measured (counters-only diagnosis)
-    step_ns: int  # summed step time the shares are of
-    device: str  # "gpu" | "cpu"
-    signal_pct: dict[str, float]  # share of classified work time decided by each signal
-    evidence_items: tuple[Evidence, ...]
-    utilization: dict[str, Any]
-    thresholds: DiagnosisThresholds = field(default=THRESHOLDS)
-    per_step: PerStep | None = None  # the shares cut at the step boundaries
-    split: SplitOverTime | None = None  # a single step's shares over time (a strip)
-
-    @property
-    def evidence(self) -> tuple[str, ...]:
-        """The evidence sentences, in order (the JSON ``diagnosis.evidence``)."""
-        return tuple(e.text for e in self.evidence_items)
 
 
 def diagnose(
@@ -136,9 +88,29 @@ def diagnose(
         confidence = round(confidence * evidence_factor(facts), 2)
     items = reasons + findings(shares, busy, bound, signal_pct, util, on_gpu, facts, notes,
                                thresholds)
-    return Diagnosis(bound, confidence, shares, step_ns, "gpu" if on_gpu else "cpu",
-                     signal_pct, tuple(items), util, thresholds, per_step(parts, steps),
-                     split_over_time(parts, steps) if steps.count == 1 else None), work
+    return Diagnosis(
+        bound=bound, confidence=confidence, device=DeviceKind.GPU if on_gpu else DeviceKind.CPU,
+        shares_pct=shares, evidence=tuple(e.text for e in items), signals=signal_groups(work),
+        signal_pct=signal_pct, thresholds=thresholds.as_dict(), utilization=util,
+        evidence_items=tuple(items), step_ns=step_ns, per_step=per_step(parts, steps),
+        split=split_over_time(parts, steps) if steps.count == 1 else None), work
+
+
+TOP_SIGNAL_GROUPS = 15
+
+
+def signal_groups(work: pl.DataFrame | None,
+                  top: int = TOP_SIGNAL_GROUPS) -> tuple[SignalGroup, ...]:
+    """Classified work summed per kernel group (per name when there are no groups), longest
+    first: which class each group got and which signal decided it."""
+    if work is None or not work.height:
+        return ()
+    by = "group" if "group" in work.columns else "name"
+    g = (work.group_by(by, "work", "signal").agg(pl.col("dur_ns").sum(), calls=pl.len())
+         .sort(["dur_ns", by], descending=[True, False]).head(top))
+    return tuple(SignalGroup(row[by], row["work"], row["signal"],
+                             None if row["dur_ns"] is None else row["dur_ns"] / 1e6, row["calls"])
+                 for row in g.to_dicts())
 
 
 def evidence_factor(c: capture.Capture) -> float:
@@ -149,12 +121,20 @@ def evidence_factor(c: capture.Capture) -> float:
 
 
 def _signal_pct(work: pl.DataFrame) -> dict[str, float]:
+    """Share of classified work time decided by each signal, best signal first."""
     w = work.filter(pl.col("work").is_in(["compute", "memory"]))
     total = int(w["dur_ns"].sum()) if w.height else 0
     if total <= 0:
         return {}
     by = w.group_by("signal").agg(pl.col("dur_ns").sum())
-    return {r["signal"]: 100.0 * r["dur_ns"] / total for r in by.to_dicts()}
+    pct = {r["signal"]: 100.0 * r["dur_ns"] / total for r in by.to_dicts()}
+    return dict(sorted(pct.items(), key=_signal_rank))
+
+
+def _signal_rank(item: tuple[str, object]) -> tuple[int, str]:
+    """Best signal first (``vocab.Signal`` order): a stable key order in every document."""
+    order = [s.value for s in Signal]
+    return (order.index(item[0]) if item[0] in order else len(order), item[0])
 
 
 def _verdict(shares: dict[str, float], signal_pct: dict[str, float],
@@ -225,7 +205,7 @@ def _within(windows: tuple[np.ndarray, np.ndarray], start: pl.Expr, end: pl.Expr
 
 
 def utilization(trace: Trace, steps: Steps, device: int | None,
-                samples: pl.DataFrame | None) -> dict[str, Any]:
+                samples: pl.DataFrame | None) -> Utilization:
     """Peak and mean utilization over the step windows: trace-derived and NVML/GPM side by side.
 
     A counter sample counts only when the time it averages lies inside a window: GPM values
@@ -233,19 +213,18 @@ def utilization(trace: Trace, steps: Steps, device: int | None,
     before) to ``t_ns``; utilization.gpu from two driver periods before ``t_ns`` (a period,
     and up to a period until it is reported) to ``t_ns``. ``samples`` counts the
     utilization.gpu rows, ``gpm_samples`` the GPM rows."""
-    out: dict[str, Any] = {"trace": None, "nvml": None}
     if device is None:
-        return out
+        return Utilization(None, None)
     k = trace.kernels.filter(pl.col("device") == device)
     busy = iv.union(iv.from_durations(k["ts_ns"].to_numpy(), k["dur_ns"].to_numpy()))
     per = iv.per_window(busy, steps.start_ns, steps.end_ns) / np.maximum(steps.dur_ns, 1) * 100
-    out["trace"] = {"gpu_busy_pct_mean": float(iv.total(iv.clip(busy, int(steps.start_ns[0]),
-                                                                 int(steps.end_ns[-1])))
-                                                / max(int(steps.end_ns[-1] - steps.start_ns[0]), 1)
-                                                * 100),
-                    "gpu_busy_pct_peak_step": float(per.max())}
+    window_ns = max(int(steps.end_ns[-1] - steps.start_ns[0]), 1)
+    trace_u = TraceUtilization(
+        gpu_busy_pct_mean=float(iv.total(iv.clip(busy, int(steps.start_ns[0]),
+                                                 int(steps.end_ns[-1]))) / window_ns * 100),
+        gpu_busy_pct_peak_step=float(per.max()))
     if samples is None or samples.height == 0:
-        return out
+        return Utilization(trace_u, None)
     w = samples.filter(pl.col("gpu_index") == device).sort("t_ns")
     windows = _merged(iv.union(iv.of(steps.start_ns, steps.end_ns)), STEP_GAP_NS)
     period = util_period_ns(w)
@@ -259,8 +238,7 @@ def utilization(trace: Trace, steps: Steps, device: int | None,
         else pl.lit(False)
     gpm = w.filter(_within(windows, since, pl.col("t_ns")) & has_gpm)
     if util.height == 0 and gpm.height == 0:
-        out["nvml"] = {"samples": 0}
-        return out
+        return Utilization(trace_u, NvmlUtilization(samples=0))
     nv: dict[str, Any] = {"samples": util.height, "gpm_samples": gpm.height,
                           "utilization_period_ms": round(period / 1e6, 1)}
     for col in ("gpu_util_pct", "mem_util_pct", "gpm_sm_util_pct", "gpm_sm_occupancy_pct",
@@ -269,5 +247,4 @@ def utilization(trace: Trace, steps: Steps, device: int | None,
         if col in rows.columns and rows[col].null_count() < rows.height:
             nv[col.replace("_pct", "_pct_mean")] = float(rows[col].mean())  # type: ignore[arg-type]
             nv[col.replace("_pct", "_pct_peak")] = float(rows[col].max())  # type: ignore[arg-type]
-    out["nvml"] = nv
-    return out
+    return Utilization(trace_u, NvmlUtilization(**nv))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from rightsize.analyzers.document.metrics import (
     TopOp,
 )
 from rightsize.analyzers.document.sizing import HostTimeline, PrecisionMix, Sizing, Timeline
+from rightsize.analyzers.node import Node, node
 
 # Changes when a key is renamed or removed or its meaning changes; adding keys does not.
 SCHEMA_VERSION = 1
@@ -39,8 +40,8 @@ OLDEST_READABLE = 1
 __all__ = ["SCHEMA_VERSION", "Document", "DocumentError"]
 
 
-@dataclass(frozen=True, slots=True)
-class Document:
+@node
+class Document(Node):
     """One analysis: the primary rank's numbers at the top level, every rank under ``ranks``."""
 
     schema_version: int

@@ -9,24 +9,21 @@ so no renderer aggregates analysis. Pure.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import polars as pl
-
 from rightsize import __version__
 from rightsize.analyzers.analysis import Analysis, RankAnalysis
-from rightsize.analyzers.diagnosis.verdict import Diagnosis
 from rightsize.analyzers.document import SCHEMA_VERSION, Document
 from rightsize.analyzers.document import diagnosis as dd
 from rightsize.analyzers.document import metrics as dm
 from rightsize.analyzers.document.codec import decode
 from rightsize.analyzers.document.definitions import definitions_for
+from rightsize.analyzers.document.diagnosis import Diagnosis
 from rightsize.analyzers.metrics.precision import workload_precision
-from rightsize.vocab import Signal
 
 NS_PER_MS = 1e6
-TOP_SIGNAL_GROUPS = 15
 
 
 def _ms(ns: float | None) -> float | None:
@@ -53,9 +50,7 @@ def document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
 def _document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
               definitions: str) -> Document:
     p = analysis.primary
-    diagnosis = _diagnosis(p) if p else None
-    if diagnosis is None and p is None and analysis.counters is not None:
-        diagnosis = _from_verdict(analysis.counters, (), None)
+    diagnosis = _diagnosis(p) if p else analysis.counters
     return Document(
         schema_version=SCHEMA_VERSION,
         tool=dm.Tool("rightsize", __version__),
@@ -64,8 +59,7 @@ def _document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
         steps=_steps(p) if p else dm.NO_STEPS,
         metrics=_metrics(p) if p else dm.NO_METRICS,
         diagnosis=diagnosis,
-        recommendations=tuple(decode(dd.Recommendation, r.to_json(), "recommendations")
-                              for r in p.recommendations) if p else (),
+        recommendations=p.recommendations if p else (),
         sizing=p.sizing if p else None,
         precision=workload_precision(p.work, p.device_match) if p else None,
         timeline=p.timeline if p else None,
@@ -168,49 +162,13 @@ def _top_kernels(r: RankAnalysis) -> tuple[dm.TopKernel, ...]:
         for k in r.top_kernels.to_dicts())
 
 
-def signal_groups(work: pl.DataFrame | None,
-                  top: int = TOP_SIGNAL_GROUPS) -> tuple[dd.SignalGroup, ...]:
-    """Classified work summed per kernel group (per name when there are no groups), longest
-    first: which class each group got and which signal decided it."""
-    if work is None or not work.height:
-        return ()
-    key = "group" if "group" in work.columns else "name"
-    g = (work.group_by(key, "work", "signal").agg(pl.col("dur_ns").sum(), calls=pl.len())
-         .sort(["dur_ns", key], descending=[True, False]).head(top))
-    return tuple(dd.SignalGroup(row[key], row["work"], row["signal"], _ms(row["dur_ns"]),
-                                row["calls"]) for row in g.to_dicts())
-
-
-def _diagnosis(r: RankAnalysis) -> dd.Diagnosis | None:
+def _diagnosis(r: RankAnalysis) -> Diagnosis | None:
     if r.diagnosis is None:
         return None
     m = r.device_match
     match = None if m is None else dd.DeviceMatch(
         m.reported_name, m.gpu.name if m.gpu else None, m.note)
-    return _from_verdict(r.diagnosis, signal_groups(r.work), match)
-
-
-def _from_verdict(d: Diagnosis, signals: tuple[dd.SignalGroup, ...],
-                  match: dd.DeviceMatch | None) -> dd.Diagnosis:
-    return dd.Diagnosis(
-        bound=d.bound.value if d.bound else None,
-        confidence=d.confidence,
-        device=d.device,
-        shares_pct={k: _r(v, 2) for k, v in d.shares_pct.items()},
-        evidence=tuple(d.evidence),
-        signals=signals,
-        signal_pct={k: _r(v, 2) for k, v in sorted(d.signal_pct.items(), key=_signal_rank)},
-        thresholds=d.thresholds.as_dict(),
-        utilization=decode(dd.Utilization, d.utilization, "diagnosis.utilization"),
-        device_match=match,
-        evidence_items=tuple(dd.EvidenceItem(**e.as_dict()) for e in d.evidence_items),
-    )
-
-
-def _signal_rank(item: tuple[str, object]) -> tuple[int, str]:
-    """Best signal first (``vocab.Signal`` order): a stable key order in every document."""
-    order = [s.value for s in Signal]
-    return (order.index(item[0]) if item[0] in order else len(order), item[0])
+    return dataclasses.replace(r.diagnosis, device_match=match)
 
 
 def _top_ops(r: RankAnalysis) -> tuple[dm.TopOp, ...]:

@@ -38,6 +38,12 @@ def json_key(f: dataclasses.Field[Any]) -> str:
     return str(f.metadata.get(KEY, f.name))
 
 
+def json_fields(cls: Any) -> tuple[dataclasses.Field[Any], ...]:
+    """The fields of a node class the JSON carries, in key order (not ``extra``, not internal)."""
+    return tuple(f for f in dataclasses.fields(cls)
+                 if f.name != EXTRA and not f.metadata.get(INTERNAL))
+
+
 def encode(obj: Any) -> Any:
     """The JSON types of a document object (dataclasses, tuples, mappings, scalars)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):

@@ -1,119 +1,127 @@
-"""Document classes for the verdict: diagnosis, its signals and utilization, recommendations.
+"""Document nodes of the verdict: diagnosis, its evidence, signals and utilization, and the
+tuning recommendations; one class per concept, made by ``analyzers/diagnosis`` (``verdict``,
+``counters``, ``ncu_only``, ``advise``) and read back from JSON by the codec.
 
 Keys and meanings: docs/json-contract.md and docs/diagnosis.md. A new key is one field line here
-(give it a default so older documents still read) plus its value in
-:mod:`rightsize.analyzers.document.build`. Pure; no polars.
+(give it a default so older documents still read). Pure; no polars.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from rightsize.analyzers.node import Node, internal, key, node, num
+from rightsize.vocab import Bound, DeviceKind
 
 # The NVML/GPM counters sampled during a run, in the order the verdict reports them.
 NVML_METRICS = ("gpu_util", "mem_util", "gpm_sm_util", "gpm_sm_occupancy", "gpm_tensor_util",
                 "gpm_dram_bw_util")
 
 
-def _opt() -> Any:
-    return field(default=None, metadata={"omit_none": True})
-
-
-@dataclass(frozen=True, slots=True)
-class SignalGroup:
+@node
+class SignalGroup(Node):
     """Classified work summed per kernel group (or per kernel / op name)."""
 
-    group: str
-    class_: str | None = field(metadata={"key": "class"})  # compute / memory / communication
-    signal: str | None  # ncu / counters / roofline / name / default
-    time_ms: float | None
-    calls: int
+    group: str | None
+    class_: str | None = key("class")  # compute / memory / communication
+    signal: str | None = None  # ncu / counters / roofline / name / default
+    time_ms: float | None = num(6, default=None)
+    calls: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class TraceUtilization:
+@node
+class TraceUtilization(Node):
     """Kernel busy time on the primary device, over the step windows (trace-derived)."""
 
     gpu_busy_pct_mean: float
     gpu_busy_pct_peak_step: float
 
 
-@dataclass(frozen=True, slots=True)
-class NvmlUtilization:
+@node
+class NvmlUtilization(Node):
     """NVML / GPM / DCGM samples whose averaged time lies inside the step windows: mean and
     peak of each counter that was sampled (a counter never sampled has no key). ``samples``
     counts utilization.gpu rows, ``gpm_samples`` GPM rows; ``utilization_period_ms`` is the
     driver's averaging period assumed for utilization.gpu (1/6 s to 1 s)."""
 
     samples: int
-    gpm_samples: int | None = _opt()
-    utilization_period_ms: float | None = _opt()
-    gpu_util_pct_mean: float | None = _opt()
-    gpu_util_pct_peak: float | None = _opt()
-    mem_util_pct_mean: float | None = _opt()
-    mem_util_pct_peak: float | None = _opt()
-    gpm_sm_util_pct_mean: float | None = _opt()
-    gpm_sm_util_pct_peak: float | None = _opt()
-    gpm_sm_occupancy_pct_mean: float | None = _opt()
-    gpm_sm_occupancy_pct_peak: float | None = _opt()
-    gpm_tensor_util_pct_mean: float | None = _opt()
-    gpm_tensor_util_pct_peak: float | None = _opt()
-    gpm_dram_bw_util_pct_mean: float | None = _opt()
-    gpm_dram_bw_util_pct_peak: float | None = _opt()
+    gpm_samples: int | None = None
+    utilization_period_ms: float | None = None
+    gpu_util_pct_mean: float | None = None
+    gpu_util_pct_peak: float | None = None
+    mem_util_pct_mean: float | None = None
+    mem_util_pct_peak: float | None = None
+    gpm_sm_util_pct_mean: float | None = None
+    gpm_sm_util_pct_peak: float | None = None
+    gpm_sm_occupancy_pct_mean: float | None = None
+    gpm_sm_occupancy_pct_peak: float | None = None
+    gpm_tensor_util_pct_mean: float | None = None
+    gpm_tensor_util_pct_peak: float | None = None
+    gpm_dram_bw_util_pct_mean: float | None = None
+    gpm_dram_bw_util_pct_peak: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def _present(self, name: str) -> bool:
+        """A counter that was not sampled has no key (nor do the GPM keys without GPM)."""
+        return name in ("samples", "extra") or getattr(self, name) is not None
 
     def counter(self, metric: str, stat: str) -> float | None:
         """``counter("gpu_util", "mean")``: one of :data:`NVML_METRICS`, ``mean`` or ``peak``."""
         return getattr(self, f"{metric}_pct_{stat}", None)
 
 
-@dataclass(frozen=True, slots=True)
-class Utilization:
+@node
+class Utilization(Node):
     trace: TraceUtilization | None
     nvml: NvmlUtilization | None
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceMatch:
+@node
+class DeviceMatch(Node):
     reported: str
     catalog: str | None
     note: str
 
 
-@dataclass(frozen=True, slots=True)
-class EvidenceItem:
+@node
+class Evidence(Node):
     """One piece of evidence: the share (or capture fact) it is about, the measured value, the
     threshold it was compared with, and the sentence shown to users."""
 
-    share: str
-    value: float | None
-    threshold: float | None
-    text: str
+    share: str  # a Share value, or the capture fact: coverage, startup, kernels, steps, ...
+    value: float | None = num(3)  # in the unit the text states
+    threshold: float | None = num(3)
+    text: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Diagnosis:
+@node
+class Diagnosis(Node):
     """What bounds the step; ``shares_pct`` sum to 100 (``None``: not measured)."""
 
-    bound: str | None
+    bound: Bound | None
     confidence: float | None
-    device: str  # gpu | cpu
-    shares_pct: Mapping[str, float | None]
-    evidence: tuple[str, ...]
-    signals: tuple[SignalGroup, ...]
-    signal_pct: Mapping[str, float | None]
-    thresholds: Mapping[str, Any]
-    utilization: Utilization
-    device_match: DeviceMatch | None
-    evidence_items: tuple[EvidenceItem, ...] = ()
+    device: DeviceKind  # what was diagnosed: the GPU's kernels, CPU ops, counters, ncu rows
+    shares_pct: Mapping[str, float | None] = num(2)
+    evidence: tuple[str, ...] = ()  # the items' sentences, in order
+    signals: tuple[SignalGroup, ...] = ()
+    signal_pct: Mapping[str, float | None] = num(2, default={})  # best signal first (vocab.Signal order)
+    thresholds: Mapping[str, Any] = field(default_factory=dict)
+    utilization: Utilization = field(default_factory=lambda: Utilization(None, None))
+    device_match: DeviceMatch | None = None
+    evidence_items: tuple[Evidence, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # what the document's steps are made from: not published here
+    step_ns: int = internal(default=0)  # summed step time the shares are of
+    per_step: Any = internal(default=None)  # metrics.per_step.PerStep: the shares cut at step boundaries
+    split: Any = internal(default=None)  # metrics.per_step.SplitOverTime: one step's shares over time
 
 
-@dataclass(frozen=True, slots=True)
-class Recommendation:
+@node
+class Recommendation(Node):
     id: str
     title: str
     detail: str
-    evidence: str | tuple[str, ...]
+    evidence: str | tuple[str, ...]  # what was measured against which threshold, and its source
     extra: Mapping[str, Any] = field(default_factory=dict)

@@ -10,20 +10,22 @@ Built by :mod:`rightsize.analyzers.document.build`, encoded by
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from rightsize.analyzers.node import Node, key, node
 
 TRACE_FORMATS = ("kineto", "nsys")
 
 
-@dataclass(frozen=True, slots=True)
-class Tool:
+@node
+class Tool(Node):
     name: str
     version: str
 
 
-@dataclass(frozen=True, slots=True)
-class InputFile:
+@node
+class InputFile(Node):
     """One file read. ``rank``/``events`` exist for traces, ``kernels`` for Nsight Compute
     CSV, ``samples`` for GPU metric logs (each key only for its kind of file)."""
 
@@ -49,16 +51,16 @@ class InputFile:
         return True
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceMetrics:
+@node
+class DeviceMetrics(Node):
     gpu_util_pct: float | None
     sm_efficiency_pct: float | None
     achieved_occupancy_pct: float | None
     kernel_ms: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class Device:
+@node
+class Device(Node):
     index: int
     rank: int | None
     name: str | None
@@ -69,8 +71,8 @@ class Device:
     metrics: DeviceMetrics
 
 
-@dataclass(frozen=True, slots=True)
-class StepSplit:
+@node
+class StepSplit(Node):
     """One step cut into the diagnosis' exclusive shares (``shares_ms`` sum to ``dur_ms``)."""
 
     step: int  # N of ProfilerStep#N, else the step's position
@@ -79,16 +81,16 @@ class StepSplit:
     shares_ms: Mapping[str, float]
 
 
-@dataclass(frozen=True, slots=True)
-class SplitOverTime:
+@node
+class SplitOverTime(Node):
     """A single step's exclusive shares in equal buckets across it (a timeline strip)."""
 
     bucket_ms: float
     shares_ms: Mapping[str, tuple[float, ...]]
 
 
-@dataclass(frozen=True, slots=True)
-class StepStats:
+@node
+class StepStats(Node):
     count: int
     mean_ms: float | None
     min_ms: float | None
@@ -104,8 +106,8 @@ class StepStats:
 NO_STEPS = StepStats(0, None, None, None, "none", False, 0, ())
 
 
-@dataclass(frozen=True, slots=True)
-class BreakdownMs:
+@node
+class BreakdownMs(Node):
     """TensorBoard plugin step-time breakdown, mean per step; the parts sum to ``step``."""
 
     kernel: float
@@ -119,16 +121,16 @@ class BreakdownMs:
     step: float
 
 
-@dataclass(frozen=True, slots=True)
-class StreamIdle:
+@node
+class StreamIdle(Node):
     stream: int
     host_wait_ms: float
     kernel_wait_ms: float
     other_ms: float
 
 
-@dataclass(frozen=True, slots=True)
-class Hta:
+@node
+class Hta(Node):
     idle_pct: float | None
     compute_pct: float | None
     non_compute_pct: float | None
@@ -136,16 +138,16 @@ class Hta:
     idle_by_stream: tuple[StreamIdle, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryPeak:
+@node
+class MemoryPeak(Node):
     device: int  # -1: host
     peak_allocated_bytes: int | None
     peak_reserved_bytes: int | None
     relative: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Memcpy:
+@node
+class Memcpy(Node):
     direction: str
     host_memory: str | None
     count: int
@@ -154,15 +156,15 @@ class Memcpy:
     gbps: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class Communication:
+@node
+class Communication(Node):
     time_ms: float | None
     overlapped_ms: float | None
     overlap_pct: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class Launch:
+@node
+class Launch(Node):
     launches: int
     median_launch_delay_us: float | None
     p95_launch_delay_us: float | None
@@ -173,8 +175,8 @@ class Launch:
     launch_delay_outliers: int
 
 
-@dataclass(frozen=True, slots=True)
-class Metrics:
+@node
+class Metrics(Node):
     """Metrics of one device (the primary one at the top level)."""
 
     device: int | None
@@ -198,20 +200,20 @@ NO_METRICS = Metrics(None, None, None, None, None, None, None, None, None, None,
                      None)
 
 
-@dataclass(frozen=True, slots=True)
-class TopKernel:
+@node
+class TopKernel(Node):
     name: str
     calls: int
     total_ms: float | None
     mean_us: float | None
     max_us: float | None
     pct: float | None  # of kernel time
-    class_: str | None = field(metadata={"key": "class"})  # compute / memory / communication
+    class_: str | None = key("class")  # compute / memory / communication
     signal: str | None  # what decided the class: ncu / counters / roofline / name / default
 
 
-@dataclass(frozen=True, slots=True)
-class TopOp:
+@node
+class TopOp(Node):
     name: str
     calls: int
     host_ms: float | None
@@ -219,8 +221,8 @@ class TopOp:
     kernels: int
 
 
-@dataclass(frozen=True, slots=True)
-class SelfOp:
+@node
+class SelfOp(Node):
     """Host ops of one call path by their own time (``rightsize/analyzers/metrics/self_ops.py``)."""
 
     name: str
@@ -233,8 +235,8 @@ class SelfOp:
     kernels: int
 
 
-@dataclass(frozen=True, slots=True)
-class Rank:
+@node
+class Rank(Node):
     rank: int | None
     path: str | None
     world_size: int | None
