@@ -15,6 +15,7 @@ import polars as pl
 
 from rightsize.analyzers.diagnosis import advise
 from rightsize.analyzers.diagnosis.verdict import diagnose
+from rightsize.analyzers.document import metrics as dm
 from rightsize.analyzers.document.diagnosis import Diagnosis
 from rightsize.analyzers.metrics import hta, kernels, tb_plugin
 from rightsize.analyzers.metrics.host_timeline import HostTimeline, host_timeline
@@ -46,18 +47,18 @@ class Context:
 class RankAnalysis:
     trace: Trace
     steps: Steps
-    breakdown: tb_plugin.Breakdown | None
-    devices: tuple[tb_plugin.DeviceMetrics, ...]
+    breakdown: dm.BreakdownMs | None
+    devices: tuple[dm.DeviceMetrics, ...]
     primary_device: int | None  # the device with the most kernel time
     tensor_cores: kernels.TensorCores
-    temporal: hta.Temporal | None
-    idle: tuple[hta.StreamIdle, ...]
-    launch: hta.LaunchStats
+    temporal: dm.Hta | None  # without idle_by_stream: that is ``idle``
+    idle: tuple[dm.StreamIdle, ...]
+    launch: dm.Launch
     top_kernels: pl.DataFrame
     top_ops: pl.DataFrame
     copies: pl.DataFrame
-    memory: tuple[kernels.MemoryPeak, ...]
-    communication: kernels.Communication | None
+    memory: tuple[dm.MemoryPeak, ...]
+    communication: dm.Communication | None
     notes: tuple[str, ...]
     device_match: DeviceMatch | None = None  # the catalog GPU the primary device is
     diagnosis: Diagnosis | None = None
@@ -71,7 +72,7 @@ class RankAnalysis:
     def rank(self) -> int | None:
         return self.trace.meta.rank
 
-    def device(self, index: int | None) -> tb_plugin.DeviceMetrics | None:
+    def device(self, index: int | None) -> dm.DeviceMetrics | None:
         return next((d for d in self.devices if d.device == index), None)
 
     @property
@@ -79,7 +80,7 @@ class RankAnalysis:
         return max((d.kernel_ns for d in self.devices), default=0)
 
     @property
-    def peak_memory(self) -> kernels.MemoryPeak | None:
+    def peak_memory(self) -> dm.MemoryPeak | None:
         """Peak of the primary device, else of the host for CPU-only traces."""
         by_dev = {m.device: m for m in self.memory}
         if self.primary_device is not None and self.primary_device in by_dev:
@@ -165,7 +166,7 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
     )
 
 
-def _hta(trace: Trace) -> tuple[hta.Temporal | None, tuple[hta.StreamIdle, ...]]:
+def _hta(trace: Trace) -> tuple[dm.Hta | None, tuple[dm.StreamIdle, ...]]:
     """HTA's temporal and idle breakdowns from one set of kept rows, freed on return (a row
     per kernel, copy and runtime call: not to be held through the rest of the analysis)."""
     rows = hta.kept_rows(trace)
@@ -240,19 +241,19 @@ def _device_match(trace: Trace, device: int | None, catalog: Catalog | None) -> 
     return catalog.match(row[0]["name"], row[0]["memory_bytes"], row[0]["sm_count"])
 
 
-def _peak(memory: tuple[kernels.MemoryPeak, ...], device: int | None) -> int | None:
+def _peak(memory: tuple[dm.MemoryPeak, ...], device: int | None) -> int | None:
     by_dev = {m.device: m for m in memory}
     m = by_dev.get(device if device is not None else -1)
     return m.peak_allocated_bytes if m is not None else None
 
 
 def _measures(trace: Trace, diag: Diagnosis, work: pl.DataFrame,
-              dev: tb_plugin.DeviceMetrics | None, peak: int | None, memory_bytes: int | None,
-              temporal: hta.Temporal | None,
-              idle: tuple[hta.StreamIdle, ...]) -> dict[str, float | None]:
+              dev: dm.DeviceMetrics | None, peak: int | None, memory_bytes: int | None,
+              temporal: dm.Hta | None,
+              idle: tuple[dm.StreamIdle, ...]) -> dict[str, float | None]:
     """The measured values the tuning rules compare with their thresholds."""
     s = cast(Mapping[str, float], diag.shares_pct)  # diagnose() measures every share
-    span = temporal.span_us if temporal is not None else 0
+    span = temporal.span_ms if temporal is not None else 0.0
     pageable = trace.transfers.filter(
         (pl.col("kind") == "memcpy")
         & (((pl.col("direction") == "HtoD") & (pl.col("src_memory") == "pageable"))
@@ -267,8 +268,8 @@ def _measures(trace: Trace, diag: Diagnosis, work: pl.DataFrame,
         "communication_pct": s["communication"],
         "memory_of_device_pct": 100.0 * peak / memory_bytes if peak and memory_bytes else None,
         "fp32_matmul_pct": advise.fp32_matmul_pct(work) if diag.device == "gpu" else None,
-        "host_wait_pct": 100.0 * sum(i.host_wait_us for i in idle) / span if span else None,
-        "kernel_wait_pct": 100.0 * sum(i.kernel_wait_us for i in idle) / span if span else None,
+        "host_wait_pct": 100.0 * sum(i.host_wait_ms for i in idle) / span if span else None,
+        "kernel_wait_pct": 100.0 * sum(i.kernel_wait_ms for i in idle) / span if span else None,
         "pageable_copies": float(pageable.height) if diag.device == "gpu" else None,
         "sync_pct": advise.sync_pct(trace.cpu_ops, trace.runtime, diag.step_ns),
         "sm_activity_pct": gpm,

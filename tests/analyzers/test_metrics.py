@@ -43,10 +43,11 @@ def test_breakdown_priority_subtracted(trace):
     assert b.per_step_ns["dataloader"] == (200 * US, 0)
     assert b.per_step_ns["cpu_exec"] == (40 * US, 80 * US)
     assert b.per_step_ns["other"] == (200 * US, 590 * US)
-    means = (b.kernel_ns, b.memcpy_ns, b.memset_ns, b.communication_ns, b.runtime_ns,
-             b.dataloader_ns, b.cpu_exec_ns, b.other_ns)
-    assert means == (350e3, 25e3, 5e3, 50e3, 15e3, 100e3, 60e3, 395e3)
-    assert sum(means) == b.step_ns == 1000e3
+    means = (b.kernel, b.memcpy, b.memset, b.communication, b.runtime, b.dataloader,
+             b.cpu_exec, b.other)
+    assert means == (0.35, 0.025, 0.005, 0.05, 0.015, 0.1, 0.06, 0.395)
+    assert sum(means) == pytest.approx(b.step) and b.step == 1.0
+    assert b.to_json()["kernel"] == 0.35 and "per_step_ns" not in b.to_json()
 
 
 def test_gpu_metrics(trace):
@@ -55,7 +56,9 @@ def test_gpu_metrics(trace):
     assert dev.gpu_util_pct == pytest.approx(42.5, abs=1e-12)  # 850 of 2000 µs
     assert dev.sm_efficiency_pct == pytest.approx(31.25, abs=1e-12)  # 625 of 2000 µs
     assert dev.achieved_occupancy_pct == pytest.approx(100 / 3, abs=1e-12)  # 30000 / 900
-    assert dev.kernel_ns == 900 * US
+    assert dev.kernel_ns == 900 * US and dev.kernel_ms == 0.9
+    assert dev.to_json() == {"gpu_util_pct": 42.5, "sm_efficiency_pct": 31.25,
+                             "achieved_occupancy_pct": 33.3333, "kernel_ms": 0.9}
 
 
 def test_hta_temporal_drops_last_step(trace):
@@ -64,14 +67,16 @@ def test_hta_temporal_drops_last_step(trace):
     full = hta.temporal_breakdown(trace, drop_last_step=False)
     assert (full.span_us, full.idle_us, full.compute_us, full.non_compute_us) == (1180, 320, 700, 160)
     assert full.pct(full.idle_us) == pytest.approx(100 * 320 / 1180)
+    assert full.to_json() == {"idle_pct": 27.1186, "compute_pct": 59.322, "non_compute_pct": 13.5593,
+                              "span_ms": 1.18, "idle_by_stream": []}
 
 
 def test_hta_idle_by_stream(trace):
     idle = {s.stream: s for s in hta.idle_breakdown(trace, drop_last_step=False)}
-    assert (idle[7].host_wait_us, idle[7].kernel_wait_us, idle[7].other_us) == (400, 20, 0)
-    assert idle[20].idle_us == 0
+    assert (idle[7].host_wait_ms, idle[7].kernel_wait_ms, idle[7].other_ms) == (0.4, 0.02, 0)
+    assert idle[20].idle_ms == 0
     kept = {s.stream: s for s in hta.idle_breakdown(trace)}
-    assert kept[7].idle_us == 0
+    assert kept[7].idle_ms == 0
 
 
 def test_launch_stats(trace):
@@ -121,7 +126,7 @@ def test_copies_memory_and_communication(trace):
     [m] = kernels.memory_peaks(trace.memory)
     assert (m.device, m.peak_allocated_bytes, m.peak_reserved_bytes, m.relative) == (0, 5000, 8192, False)
     comm = kernels.communication(trace.kernels, BASE_NS + 1000 * US, BASE_NS + 3000 * US)
-    assert (comm.comm_ns, comm.overlapped_ns, comm.overlap_pct) == (200 * US, 50 * US, 25.0)
+    assert (comm.time_ms, comm.overlapped_ms, comm.overlap_pct) == (0.2, 0.05, 25.0)
 
 
 def test_top_kernels_and_ops(trace):

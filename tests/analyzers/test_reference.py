@@ -30,10 +30,10 @@ from tests.conftest import REPO, SHARED, shared_path
 pytestmark = pytest.mark.shared
 
 GOLDEN = REPO / "tests" / "golden" / "shared_traces.json"
-ROLES = {"Kernel": "kernel_ns", "Memcpy": "memcpy_ns", "Memset": "memset_ns",
-         "Communication": "communication_ns", "Runtime": "runtime_ns",
-         "DataLoader": "dataloader_ns", "CpuOp": "cpu_exec_ns", "Other": "other_ns",
-         "Total": "step_ns"}
+ROLES = {"Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset",
+         "Communication": "communication", "Runtime": "runtime",
+         "DataLoader": "dataloader", "CpuOp": "cpu_exec", "Other": "other",
+         "Total": "step"}  # BreakdownMs fields, in ms
 RUNTIME = "plugin ignores cuda_runtime/cuda_driver: no device-aware step bounds, Runtime 0"
 GPU_STEPS = "plugin counts the GPU-side ProfilerStep annotation as a second step"
 COMM = "plugin misses NCCL kernels not launched by one of five exactly named ops"
@@ -89,7 +89,7 @@ def measure(trace, steps_opt: StepOptions, bd_opt: tb_plugin.BreakdownOptions) -
         "gpu_util_pct": {k: d.gpu_util_pct for k, d in dev.items()},
         "sm_efficiency_pct": {k: d.sm_efficiency_pct for k, d in dev.items()},
         "achieved_occupancy_pct": {k: d.achieved_occupancy_pct for k, d in dev.items()},
-        "breakdown_us": {role: getattr(b, attr) / 1000 for role, attr in ROLES.items()},
+        "breakdown_us": {role: getattr(b, attr) * 1000 for role, attr in ROLES.items()},
     }
 
 
@@ -155,10 +155,10 @@ def test_hta_idle_breakdown(traces, name):
     mine = {s.stream: s for s in hta.idle_breakdown(traces(name))}
     for row in HTA[name]["idle"]:
         s = mine[row["stream"]]
-        value = {"host_wait": s.host_wait_us, "kernel_wait": s.kernel_wait_us,
-                 "other": s.other_us}[row["category"]]
+        value = {"host_wait": s.host_wait_ms, "kernel_wait": s.kernel_wait_ms,
+                 "other": s.other_ms}[row["category"]] * 1000
         # Equal-time kernels on one stream may sort differently from pandas: allow 0.5% of idle.
-        assert value == pytest.approx(row["idle_time_us"], abs=max(1.0, 0.005 * s.idle_us))
+        assert value == pytest.approx(row["idle_time_us"], abs=max(1.0, 5 * s.idle_ms))
 
 
 def regenerate_golden() -> None:

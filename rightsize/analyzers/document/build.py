@@ -84,8 +84,7 @@ def _devices(r: RankAnalysis) -> list[dm.Device]:
             compute_capability=(f"{p['compute_major']}.{p['compute_minor']}"
                                 if p.get("compute_major") is not None else None),
             primary=d.device == r.primary_device,
-            metrics=dm.DeviceMetrics(_r(d.gpu_util_pct), _r(d.sm_efficiency_pct),
-                                     _r(d.achieved_occupancy_pct), _ms(d.kernel_ns)),
+            metrics=d,
         ))
     return out
 
@@ -95,17 +94,12 @@ def _steps(r: RankAnalysis) -> dm.StepStats:
     if not s.count:
         return dm.StepStats(0, None, None, None, s.source, s.device_aware, s.dropped, s.names)
     durs = s.dur_ns
-    per, split = (r.diagnosis.per_step, r.diagnosis.split) if r.diagnosis else (None, None)
+    d = r.diagnosis
     return dm.StepStats(
         s.count, _ms(float(durs.mean())), _ms(int(durs.min())), _ms(int(durs.max())), s.source,
         s.device_aware, s.dropped, tuple(s.names),
-        per_step=() if per is None else tuple(
-            dm.StepSplit(per.step[i], _msv(per.start_ns[i]), _msv(per.dur_ns[i]),
-                         {k: _msv(v[i]) for k, v in per.shares_ns.items()})
-            for i in range(len(per.step))),
-        split_over_time=None if split is None else dm.SplitOverTime(
-            _msv(split.bucket_ns), {k: tuple(_msv(x) for x in v)
-                                    for k, v in split.shares_ns.items()}))
+        per_step=d.per_step if d is not None and d.per_step else (),
+        split_over_time=d.split if d is not None else None)
 
 
 def _metrics(r: RankAnalysis) -> dm.Metrics:
@@ -113,37 +107,21 @@ def _metrics(r: RankAnalysis) -> dm.Metrics:
     b, t, peak, comm = r.breakdown, r.temporal, r.peak_memory, r.communication
     return dm.Metrics(
         device=r.primary_device,
-        gpu_util_pct=_r(dev.gpu_util_pct) if dev else None,
-        sm_efficiency_pct=_r(dev.sm_efficiency_pct) if dev else None,
-        achieved_occupancy_pct=_r(dev.achieved_occupancy_pct) if dev else None,
-        tensor_core_kernel_pct=_r(r.tensor_cores.plugin_pct),
-        tensor_core_kernel_pct_extended=_r(r.tensor_cores.extended_pct),
-        breakdown_ms=None if b is None else dm.BreakdownMs(*(_msv(getattr(b, f"{k}_ns")) for k in (
-            "kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec",
-            "other", "step"))),
-        hta=None if t is None else dm.Hta(
-            _r(t.pct(t.idle_us)), _r(t.pct(t.compute_us)), _r(t.pct(t.non_compute_us)),
-            _msv(t.span_us * 1000),
-            tuple(dm.StreamIdle(s.stream, _msv(s.host_wait_us * 1000),
-                                _msv(s.kernel_wait_us * 1000), _msv(s.other_us * 1000))
-                  for s in r.idle)),
+        gpu_util_pct=dev.gpu_util_pct if dev else None,
+        sm_efficiency_pct=dev.sm_efficiency_pct if dev else None,
+        achieved_occupancy_pct=dev.achieved_occupancy_pct if dev else None,
+        tensor_core_kernel_pct=r.tensor_cores.plugin_pct,
+        tensor_core_kernel_pct_extended=r.tensor_cores.extended_pct,
+        breakdown_ms=b,
+        hta=None if t is None else dataclasses.replace(t, idle_by_stream=r.idle),
         peak_memory_bytes=peak.peak_allocated_bytes if peak else None,
         peak_reserved_bytes=peak.peak_reserved_bytes if peak else None,
-        memory=tuple(dm.MemoryPeak(m.device, m.peak_allocated_bytes, m.peak_reserved_bytes,
-                                   m.relative) for m in r.memory),
+        memory=r.memory,
         memcpy=tuple(dm.Memcpy(c["direction"], c["host_memory"], c["count"], c["bytes"],
                                _ms(c["busy_ns"]), _r(c["gbps"])) for c in r.copies.to_dicts()),
-        communication=None if comm is None else dm.Communication(
-            _ms(comm.comm_ns), _ms(comm.overlapped_ns), _r(comm.overlap_pct)),
-        launch=_launch(r),
+        communication=comm,
+        launch=r.launch,
     )
-
-
-def _launch(r: RankAnalysis) -> dm.Launch:
-    s = r.launch
-    return dm.Launch(s.launches, s.median_launch_delay_us, _r(s.p95_launch_delay_us, 2),
-                     s.median_cpu_us, s.median_gpu_us, s.short_kernels, s.runtime_outliers,
-                     s.launch_delay_outliers)
 
 
 def kernel_classes(r: RankAnalysis) -> dict[str, tuple[str | None, str | None]]:

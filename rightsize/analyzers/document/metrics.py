@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
-from rightsize.analyzers.node import Node, key, node
+from rightsize.analyzers.node import Node, internal, key, node, num
 
 TRACE_FORMATS = ("kineto", "nsys")
 
@@ -53,10 +53,15 @@ class InputFile(Node):
 
 @node
 class DeviceMetrics(Node):
-    gpu_util_pct: float | None
-    sm_efficiency_pct: float | None
-    achieved_occupancy_pct: float | None
-    kernel_ms: float | None
+    """The TensorBoard plugin's GPU metrics of one device over the step window
+    (``metrics/tb_plugin.py``)."""
+
+    gpu_util_pct: float | None = num(4)
+    sm_efficiency_pct: float | None = num(4)
+    achieved_occupancy_pct: float | None = num(4)
+    kernel_ms: float | None = num(6)  # summed kernel durations on the device (not a union)
+    device: int = internal(default=-1)  # the device index (the document has it on Device)
+    kernel_ns: int = internal(default=0)  # kernel_ms exactly: picks the primary device
 
 
 @node
@@ -73,20 +78,21 @@ class Device(Node):
 
 @node
 class StepSplit(Node):
-    """One step cut into the diagnosis' exclusive shares (``shares_ms`` sum to ``dur_ms``)."""
+    """One step cut into the diagnosis' exclusive shares (``shares_ms`` sum to ``dur_ms``;
+    ``metrics/per_step.py``)."""
 
     step: int  # N of ProfilerStep#N, else the step's position
-    start_ms: float  # from the first step's start
-    dur_ms: float
-    shares_ms: Mapping[str, float]
+    start_ms: float = num(6)  # from the first step's start
+    dur_ms: float = num(6)  # exclusive window (the step's duration when none overlap)
+    shares_ms: Mapping[str, float] = num(6)
 
 
 @node
 class SplitOverTime(Node):
     """A single step's exclusive shares in equal buckets across it (a timeline strip)."""
 
-    bucket_ms: float
-    shares_ms: Mapping[str, tuple[float, ...]]
+    bucket_ms: float = num(6)
+    shares_ms: Mapping[str, tuple[float, ...]] = num(6)
 
 
 @node
@@ -110,40 +116,59 @@ NO_STEPS = StepStats(0, None, None, None, "none", False, 0, ())
 class BreakdownMs(Node):
     """TensorBoard plugin step-time breakdown, mean per step; the parts sum to ``step``."""
 
-    kernel: float
-    memcpy: float
-    memset: float
-    communication: float
-    runtime: float
-    dataloader: float
-    cpu_exec: float
-    other: float
-    step: float
+    kernel: float = num(6)
+    memcpy: float = num(6)
+    memset: float = num(6)
+    communication: float = num(6)
+    runtime: float = num(6)
+    dataloader: float = num(6)
+    cpu_exec: float = num(6)
+    other: float = num(6)
+    step: float = num(6)
+    per_step_ns: Mapping[str, tuple[int, ...]] = internal(default=None)  # role -> ns per step
 
 
 @node
 class StreamIdle(Node):
+    """HTA's idle-time breakdown of one stream (``metrics/hta.py``; whole µs as ms)."""
+
     stream: int
-    host_wait_ms: float
-    kernel_wait_ms: float
-    other_ms: float
+    host_wait_ms: float = num(6)
+    kernel_wait_ms: float = num(6)
+    other_ms: float = num(6)
+
+    @property
+    def idle_ms(self) -> float:
+        return self.host_wait_ms + self.kernel_wait_ms + self.other_ms
 
 
 @node
 class Hta(Node):
-    idle_pct: float | None
-    compute_pct: float | None
-    non_compute_pct: float | None
-    span_ms: float
-    idle_by_stream: tuple[StreamIdle, ...]
+    """HTA's temporal breakdown of one rank (shares of the GPU span) and its idle time per
+    stream (``metrics/hta.py``). The whole-µs parts HTA computes stay on the object."""
+
+    idle_pct: float | None = num(4)
+    compute_pct: float | None = num(4)
+    non_compute_pct: float | None = num(4)
+    span_ms: float = num(6)
+    idle_by_stream: tuple[StreamIdle, ...] = ()
+    span_us: int = internal(default=0)
+    idle_us: int = internal(default=0)
+    compute_us: int = internal(default=0)
+    non_compute_us: int = internal(default=0)
+
+    def pct(self, part_us: int) -> float | None:
+        return 100.0 * part_us / self.span_us if self.span_us > 0 else None
 
 
 @node
 class MemoryPeak(Node):
+    """Peak of the caching allocator on one device (``metrics/kernels.py``)."""
+
     device: int  # -1: host
     peak_allocated_bytes: int | None
     peak_reserved_bytes: int | None
-    relative: bool
+    relative: bool  # True: from deltas only (2021 traces), relative to the trace start
 
 
 @node
@@ -158,21 +183,25 @@ class Memcpy(Node):
 
 @node
 class Communication(Node):
-    time_ms: float | None
-    overlapped_ms: float | None
-    overlap_pct: float | None
+    """Communication kernels inside the step window (``metrics/kernels.py``)."""
+
+    time_ms: float | None = num(6)  # union of communication kernels
+    overlapped_ms: float | None = num(6)  # part of it that ran while compute kernels ran
+    overlap_pct: float | None = num(4)
 
 
 @node
 class Launch(Node):
+    """Kernel launch statistics, HTA ``get_cuda_kernel_launch_stats`` (``metrics/hta.py``)."""
+
     launches: int
     median_launch_delay_us: float | None
-    p95_launch_delay_us: float | None
-    median_cpu_us: float | None
-    median_gpu_us: float | None
-    short_kernels: int
-    runtime_outliers: int
-    launch_delay_outliers: int
+    p95_launch_delay_us: float | None = num(2)
+    median_cpu_us: float | None = None
+    median_gpu_us: float | None = None
+    short_kernels: int = 0  # launch call <= 50 µs and kernel shorter than its launch call
+    runtime_outliers: int = 0  # launch call > 50 µs
+    launch_delay_outliers: int = 0  # launch delay > 100 µs
 
 
 @node
@@ -180,11 +209,11 @@ class Metrics(Node):
     """Metrics of one device (the primary one at the top level)."""
 
     device: int | None
-    gpu_util_pct: float | None
-    sm_efficiency_pct: float | None
-    achieved_occupancy_pct: float | None
-    tensor_core_kernel_pct: float | None
-    tensor_core_kernel_pct_extended: float | None
+    gpu_util_pct: float | None = num(4)
+    sm_efficiency_pct: float | None = num(4)
+    achieved_occupancy_pct: float | None = num(4)
+    tensor_core_kernel_pct: float | None = num(4)
+    tensor_core_kernel_pct_extended: float | None = num(4)
     breakdown_ms: BreakdownMs | None
     hta: Hta | None
     peak_memory_bytes: int | None

@@ -18,12 +18,12 @@ Definitions follow HolisticTraceAnalysis 0.5.0 (``breakdown_analysis.py``,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
 import polars as pl
 
+from rightsize.analyzers.document.metrics import Hta, Launch, StreamIdle
 from rightsize.analyzers.metrics import intervals as iv
 from rightsize.traces.schema import Trace
 
@@ -38,47 +38,6 @@ NOT_COMPUTE = r"^(?:nccl.*Kernel|.*Memcpy|Memset|.*Sync)"
 GPU_SYNC_NAMES = ("Event Sync", "Context Sync")
 # The row kinds of rounded_rows: one byte a row instead of a string (millions of rows).
 ROW_KINDS = pl.Enum(["kernel", "transfer", "sync", "runtime", "step"])
-
-
-@dataclass(frozen=True, slots=True)
-class Temporal:
-    """HTA temporal breakdown of one rank (µs and percent of the GPU span)."""
-
-    span_us: int
-    idle_us: int
-    compute_us: int
-    non_compute_us: int
-
-    def pct(self, part_us: int) -> float | None:
-        return 100.0 * part_us / self.span_us if self.span_us > 0 else None
-
-
-@dataclass(frozen=True, slots=True)
-class StreamIdle:
-    """HTA idle-time breakdown of one stream (µs)."""
-
-    stream: int
-    host_wait_us: int
-    kernel_wait_us: int
-    other_us: int
-
-    @property
-    def idle_us(self) -> int:
-        return self.host_wait_us + self.kernel_wait_us + self.other_us
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchStats:
-    """Kernel launch statistics (µs)."""
-
-    launches: int
-    median_launch_delay_us: float | None
-    p95_launch_delay_us: float | None
-    median_cpu_us: float | None
-    median_gpu_us: float | None
-    short_kernels: int  # launch call <= 50 µs and kernel shorter than its launch call
-    runtime_outliers: int  # launch call > 50 µs
-    launch_delay_outliers: int  # launch delay > 100 µs
 
 
 def rounded_rows(trace: Trace) -> pl.DataFrame:
@@ -125,7 +84,7 @@ def kept_rows(trace: Trace, drop_last_step: bool = True) -> pl.DataFrame:
 
 
 def temporal_breakdown(trace: Trace, drop_last_step: bool = True,
-                       rows: pl.DataFrame | None = None) -> Temporal | None:
+                       rows: pl.DataFrame | None = None) -> Hta | None:
     """HTA ``get_temporal_breakdown`` for one rank; None without GPU activity.
 
     ``rows``: :func:`kept_rows` when the caller already has them."""
@@ -141,7 +100,11 @@ def temporal_breakdown(trace: Trace, drop_last_step: bool = True,
     not_compute = names.filter(names.str.contains(NOT_COMPUTE)).implode()
     compute = _union_us(k.select("ts", "end").filter(~k["name"].is_in(not_compute)))
     idle = span - busy
-    return Temporal(span_us=span, idle_us=idle, compute_us=compute, non_compute_us=busy - compute)
+    def pct(part_us: int) -> float | None:
+        return 100.0 * part_us / span if span > 0 else None
+    return Hta(idle_pct=pct(idle), compute_pct=pct(compute), non_compute_pct=pct(busy - compute),
+               span_ms=span / 1000, span_us=span, idle_us=idle, compute_us=compute,
+               non_compute_us=busy - compute)
 
 
 def _union_us(df: pl.DataFrame) -> int:
@@ -187,12 +150,12 @@ def idle_breakdown(
     for stream in sorted(sums["stream"].unique().to_list()):
         s = sums.filter(pl.col("stream") == stream)
         by = {r["category"]: int(r["gap"] or 0) for r in s.iter_rows(named=True)}
-        out.append(StreamIdle(int(stream), by.get("host_wait", 0), by.get("kernel_wait", 0),
-                              by.get("other", 0)))
+        out.append(StreamIdle(int(stream), by.get("host_wait", 0) / 1000,
+                              by.get("kernel_wait", 0) / 1000, by.get("other", 0) / 1000))
     return out
 
 
-def launch_stats(trace: Trace) -> LaunchStats:
+def launch_stats(trace: Trace) -> Launch:
     """Launch delay and launch-call statistics (HTA ``get_cuda_kernel_launch_stats``)."""
     rows = rounded_rows(trace)
     cpu = rows.filter(~pl.col("is_gpu") & pl.col("name").is_in(LAUNCH_CALLS)).select(
@@ -205,9 +168,9 @@ def launch_stats(trace: Trace) -> LaunchStats:
         delay_us=pl.max_horizontal(pl.col("gpu_ts") - pl.col("cpu_end"), pl.lit(0)),
     )
     if j.height == 0:
-        return LaunchStats(0, None, None, None, None, 0, 0, 0)
+        return Launch(0, None, None, None, None, 0, 0, 0)
     cut = LAUNCH_RUNTIME_CUTOFF_US
-    return LaunchStats(
+    return Launch(
         launches=j.height,
         median_launch_delay_us=float(cast(float, j["delay_us"].median())),
         p95_launch_delay_us=float(

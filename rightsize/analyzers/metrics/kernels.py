@@ -24,6 +24,7 @@ from typing import cast
 
 import polars as pl
 
+from rightsize.analyzers.document.metrics import Communication, MemoryPeak
 from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.tb_plugin import COMM_KERNEL
 from rightsize.traces.schema import Trace
@@ -149,14 +150,6 @@ def copies(transfers: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryPeak:
-    device: int  # -1 = host (CPU)
-    peak_allocated_bytes: int | None
-    peak_reserved_bytes: int | None
-    relative: bool  # True: from deltas only (2021 traces), relative to the trace start
-
-
 def memory_peaks(memory: pl.DataFrame) -> list[MemoryPeak]:
     if memory.height == 0:
         return []
@@ -181,13 +174,6 @@ def _opt_int(v: object) -> int | None:
     return None if v is None else int(v)  # type: ignore[call-overload]
 
 
-@dataclass(frozen=True, slots=True)
-class Communication:
-    comm_ns: int  # union of communication kernels inside the window
-    overlapped_ns: int  # part of it that ran while compute kernels ran
-    overlap_pct: float | None
-
-
 def communication(kernels: pl.DataFrame, w0: int, w1: int) -> Communication:
     is_comm = pl.col("name").str.contains(COMM_KERNEL)
     def spans(df: pl.DataFrame) -> iv.Intervals:
@@ -197,4 +183,4 @@ def communication(kernels: pl.DataFrame, w0: int, w1: int) -> Communication:
     comp = spans(kernels.filter(~is_comm))
     c = iv.total(comm)
     o = iv.total(iv.intersect(comm, comp))
-    return Communication(c, o, 100.0 * o / c if c else None)
+    return Communication(c / 1e6, o / 1e6, 100.0 * o / c if c else None)

@@ -1,9 +1,10 @@
 """How each step splits into the diagnosis' exclusive shares, and how one step splits over time.
 
 Input: the exclusive interval lists per share (``diagnosis/shares.py``: ``gpu_shares`` or
-``cpu_shares``) and the steps. Output: :class:`PerStep`, ns per share for every step, and,
-for a capture of a single step, :class:`SplitOverTime` (ns per share in equal buckets across
-the step). Pure.
+``cpu_shares``) and the steps. Output: the document's ``steps.per_step`` (a
+:class:`~rightsize.analyzers.document.metrics.StepSplit` per step) and, for a capture of a
+single step, its ``steps.split_over_time`` (:class:`~rightsize.analyzers.document.metrics.
+SplitOverTime`: the shares in equal buckets across the step); times in ms. Pure.
 
 Definition: the same exclusive shares the verdict sums (``shares_pct``), cut at the step
 boundaries. Each instant of the step windows belongs to one step only - the first one that
@@ -16,32 +17,15 @@ shares sum to its (exclusive) duration.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
+from rightsize.analyzers.document.metrics import SplitOverTime, StepSplit
 from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.steps import Steps
 
+NS_PER_MS = 1e6
 MAX_SPLIT_BUCKETS = 120  # one step drawn as a strip: enough to see its phases, small JSON
-
-
-@dataclass(frozen=True, slots=True)
-class PerStep:
-    """One entry per step, in step order: its number, window and ns per share."""
-
-    step: tuple[int, ...]  # N of ProfilerStep#N, else the step's position (0, 1, ...)
-    start_ns: tuple[int, ...]  # from the first step's start
-    dur_ns: tuple[int, ...]  # exclusive window length (the step's duration when none overlap)
-    shares_ns: Mapping[str, tuple[int, ...]]  # share -> ns in each step
-
-
-@dataclass(frozen=True, slots=True)
-class SplitOverTime:
-    """Equal buckets across the step windows, ns per share in each."""
-
-    bucket_ns: int
-    shares_ns: Mapping[str, tuple[int, ...]]
 
 
 def exclusive_windows(steps: Steps) -> tuple[np.ndarray, np.ndarray]:
@@ -65,15 +49,17 @@ def step_numbers(names: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def per_step(parts: Mapping[str, iv.Intervals], steps: Steps) -> PerStep | None:
-    """ns of each share inside each step's exclusive window (``None`` without steps)."""
+def per_step(parts: Mapping[str, iv.Intervals], steps: Steps) -> tuple[StepSplit, ...]:
+    """Each share inside each step's exclusive window, in ms (empty without steps)."""
     if not steps.count:
-        return None
+        return ()
     lo, hi = exclusive_windows(steps)
-    shares = {k: tuple(int(v) for v in iv.per_window(parts[k], lo, hi)) for k in parts}
+    shares = {k: iv.per_window(parts[k], lo, hi) for k in parts}
     first = int(steps.start_ns[0])
-    return PerStep(step_numbers(steps.names), tuple(int(v) - first for v in lo),
-                   tuple(int(v) for v in hi - lo), shares)
+    return tuple(
+        StepSplit(n, (int(lo[i]) - first) / NS_PER_MS, int(hi[i] - lo[i]) / NS_PER_MS,
+                  {k: int(v[i]) / NS_PER_MS for k, v in shares.items()})
+        for i, n in enumerate(step_numbers(steps.names)))
 
 
 def split_over_time(parts: Mapping[str, iv.Intervals], steps: Steps,
@@ -88,6 +74,6 @@ def split_over_time(parts: Mapping[str, iv.Intervals], steps: Steps,
     n = max(1, min(max_buckets, (w1 - w0) // 1000))  # buckets of at least 1 µs
     bucket = -(-(w1 - w0) // n)  # ceil: the last bucket may reach past the window (no share)
     edges = w0 + bucket * np.arange(n + 1, dtype=np.int64)
-    return SplitOverTime(int(bucket), {
-        k: tuple(int(v) for v in iv.per_window(parts[k], edges[:-1], edges[1:]))
+    return SplitOverTime(int(bucket) / NS_PER_MS, {
+        k: tuple(int(v) / NS_PER_MS for v in iv.per_window(parts[k], edges[:-1], edges[1:]))
         for k in parts})

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from rightsize.analyzers.document.metrics import BreakdownMs, DeviceMetrics
 from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.steps import Steps
 from rightsize.traces.schema import Trace
@@ -47,33 +48,6 @@ class BreakdownOptions:
 
     legacy_runtime_only: bool = False  # only 2021 "Runtime" events are runtime
     plugin_comm_rules: bool = False  # comm = 5 exact op names and the kernels they launched
-
-
-@dataclass(frozen=True, slots=True)
-class Breakdown:
-    """Mean per-step time of each role (ns); the parts sum to ``step_ns``."""
-
-    kernel_ns: float
-    memcpy_ns: float
-    memset_ns: float
-    communication_ns: float
-    runtime_ns: float
-    dataloader_ns: float
-    cpu_exec_ns: float
-    other_ns: float
-    step_ns: float
-    per_step_ns: dict[str, tuple[int, ...]]  # role -> one value per step
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceMetrics:
-    """The plugin's GPU metrics for one device over the step window."""
-
-    device: int
-    gpu_util_pct: float | None
-    sm_efficiency_pct: float | None
-    achieved_occupancy_pct: float | None
-    kernel_ns: int  # summed kernel durations on the device (not a union)
 
 
 def _span(df: pl.DataFrame) -> iv.Intervals:
@@ -135,7 +109,7 @@ def exclusive_roles(
     return out
 
 
-def breakdown(trace: Trace, steps: Steps, options: BreakdownOptions = BreakdownOptions()) -> Breakdown:
+def breakdown(trace: Trace, steps: Steps, options: BreakdownOptions = BreakdownOptions()) -> BreakdownMs:
     """The plugin's step-time breakdown, averaged over ``steps``."""
     roles = exclusive_roles(role_frames(trace, options), steps)
     per_step = {
@@ -145,11 +119,11 @@ def breakdown(trace: Trace, steps: Steps, options: BreakdownOptions = BreakdownO
     n = max(steps.count, 1)
     mean = {role: sum(v) / n for role, v in per_step.items()}
     step_ns = float(steps.dur_ns.sum()) / n if steps.count else 0.0
-    return Breakdown(
-        kernel_ns=mean["kernel"], memcpy_ns=mean["memcpy"], memset_ns=mean["memset"],
-        communication_ns=mean["communication"], runtime_ns=mean["runtime"],
-        dataloader_ns=mean["dataloader"], cpu_exec_ns=mean["cpu_exec"], other_ns=mean["other"],
-        step_ns=step_ns, per_step_ns=per_step,
+    return BreakdownMs(
+        kernel=mean["kernel"] / 1e6, memcpy=mean["memcpy"] / 1e6, memset=mean["memset"] / 1e6,
+        communication=mean["communication"] / 1e6, runtime=mean["runtime"] / 1e6,
+        dataloader=mean["dataloader"] / 1e6, cpu_exec=mean["cpu_exec"] / 1e6,
+        other=mean["other"] / 1e6, step=step_ns / 1e6, per_step_ns=per_step,
     )
 
 
@@ -166,12 +140,14 @@ def device_metrics(trace: Trace, steps: Steps) -> list[DeviceMetrics]:
         k = kernels.filter(pl.col("device") == device)
         busy = iv.clip(iv.union(_span(k)), w0, w1)
         util = 100.0 * iv.total(busy) / window if window > 0 else None
+        kernel_ns = int(k["dur_ns"].sum())
         out.append(DeviceMetrics(
-            device=int(device),
             gpu_util_pct=util,
             sm_efficiency_pct=_sm_efficiency(k, w0, w1),
             achieved_occupancy_pct=_occupancy(k, w0, w1),
-            kernel_ns=int(k["dur_ns"].sum()),
+            kernel_ms=kernel_ns / 1e6,
+            device=int(device),
+            kernel_ns=kernel_ns,
         ))
     return out
 
