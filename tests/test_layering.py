@@ -15,6 +15,7 @@ _ABOVE_ANALYZERS = ("rightsize.profiler", "rightsize.reports", "rightsize.cli", 
                     "rightsize.api")
 FORBIDDEN = {
     "vocab": ("rightsize.",),
+    "node": ("rightsize.",),  # the node classes every layer declares its results with
     "errors": ("rightsize.",),
     "catalog": ("rightsize.analyzers", "rightsize.traces", *_ABOVE_ANALYZERS),
     "rundir": ("rightsize.analyzers", "rightsize.traces", *_ABOVE_ANALYZERS),

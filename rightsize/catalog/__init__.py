@@ -2,7 +2,7 @@
 
 Package data in ``data/`` (see its README); loaded with :func:`load_catalog`. The catalog sits
 beside the analyzers (sizing and the roofline read it) and the CLI (``rightsize gpus``); it
-imports nothing of rightsize but errors and the shared vocabulary.
+imports nothing of rightsize but errors, the shared vocabulary and the node classes (node.py).
 """
 
 from rightsize.catalog.catalog import (

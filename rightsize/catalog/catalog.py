@@ -23,6 +23,7 @@ from importlib import resources
 from typing import Any, TypeVar
 
 from rightsize.errors import RightsizeError
+from rightsize.node import Node, internal, node
 from rightsize.vocab import Precision
 
 GIB = 1 << 30
@@ -127,13 +128,15 @@ class Alias:
     note: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceMatch:
-    """A device as a trace spells it, and the catalog GPU it is (``None``: unknown, see note)."""
+@node
+class DeviceMatch(Node):
+    """A device as a trace spells it, and the catalog GPU it is (``None``: unknown, see note):
+    the document's ``diagnosis.device_match``."""
 
-    reported_name: str
-    gpu: Gpu | None
+    reported: str
+    catalog: str | None  # the catalog GPU's name
     note: str
+    gpu: Gpu | None = internal(default=None)  # that GPU's specs (not in the document)
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +316,7 @@ class Catalog:
         note = f"matched {name!r} to {gpu.name}"
         if sm_count and sm_of(cands[0]) and sm_of(cands[0]) != sm_count:
             note += f" (reports {sm_count} SMs, catalog says {sm_of(cands[0])})"
-        return DeviceMatch(name, gpu, note)
+        return DeviceMatch(name, gpu.name, note, gpu)
 
     def select(self, min_memory_gb: float | None = None,
                provider: str | None = None) -> tuple[Gpu, ...]:

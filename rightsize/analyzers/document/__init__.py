@@ -31,7 +31,7 @@ from rightsize.analyzers.document.metrics import (
     TopOp,
 )
 from rightsize.analyzers.document.sizing import HostTimeline, PrecisionMix, Sizing, Timeline
-from rightsize.analyzers.node import Node, node
+from rightsize.node import Node, node
 
 # Changes when a key is renamed or removed or its meaning changes; adding keys does not.
 SCHEMA_VERSION = 1

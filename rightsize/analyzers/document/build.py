@@ -16,7 +16,6 @@ from typing import Any
 from rightsize import __version__
 from rightsize.analyzers.analysis import Analysis, RankAnalysis
 from rightsize.analyzers.document import SCHEMA_VERSION, Document
-from rightsize.analyzers.document import diagnosis as dd
 from rightsize.analyzers.document import metrics as dm
 from rightsize.analyzers.document.codec import decode
 from rightsize.analyzers.document.definitions import definitions_for
@@ -143,10 +142,7 @@ def _top_kernels(r: RankAnalysis) -> tuple[dm.TopKernel, ...]:
 def _diagnosis(r: RankAnalysis) -> Diagnosis | None:
     if r.diagnosis is None:
         return None
-    m = r.device_match
-    match = None if m is None else dd.DeviceMatch(
-        m.reported_name, m.gpu.name if m.gpu else None, m.note)
-    return dataclasses.replace(r.diagnosis, device_match=match)
+    return dataclasses.replace(r.diagnosis, device_match=r.device_match)
 
 
 def _top_ops(r: RankAnalysis) -> tuple[dm.TopOp, ...]:

@@ -5,7 +5,7 @@ lists and scalars ``json`` reads and writes. Keys are the field names in declara
 new field is one line), renamed with ``field(metadata={"key": ...})`` where the JSON key is not a
 Python name (``class``). A field with ``metadata={"omit_none": True}`` is left out when ``None``;
 a class may decide presence itself with a ``_present(name)`` method; an ``internal`` field
-(:func:`rightsize.analyzers.node.internal`) is not written, and a ``num`` field is written
+(:func:`rightsize.node.internal`) is not written, and a ``num`` field is written
 rounded to its digits. Enums are written as their values and read back as the enum. A field named ``extra``
 keeps the keys a newer analyzer of the same ``schema_version`` added (adding keys does not
 change the version), so reading and writing again loses nothing. Decoding checks types and
@@ -23,52 +23,16 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar, Union
 
-from rightsize.analyzers.node import INTERNAL, KEY, OMIT_NONE, ROUND, rounded
 from rightsize.errors import RightsizeError
+from rightsize.node import EXTRA, INTERNAL, encode, json_fields, json_key
 
 T = TypeVar("T")
-EXTRA = "extra"
+
+__all__ = ["DocumentError", "decode", "encode", "json_fields", "json_key"]
 
 
 class DocumentError(RightsizeError):
     """An analysis document that does not have the shape its schema_version promises."""
-
-
-def json_key(f: dataclasses.Field[Any]) -> str:
-    return str(f.metadata.get(KEY, f.name))
-
-
-def json_fields(cls: Any) -> tuple[dataclasses.Field[Any], ...]:
-    """The fields of a node class the JSON carries, in key order (not ``extra``, not internal)."""
-    return tuple(f for f in dataclasses.fields(cls)
-                 if f.name != EXTRA and not f.metadata.get(INTERNAL))
-
-
-def encode(obj: Any) -> Any:
-    """The JSON types of a document object (dataclasses, tuples, mappings, scalars)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out: dict[str, Any] = {}
-        present = getattr(obj, "_present", None)
-        for f in dataclasses.fields(obj):
-            if f.name == EXTRA or f.metadata.get(INTERNAL):
-                continue
-            value = getattr(obj, f.name)
-            if present is not None and not present(f.name):
-                continue
-            if f.metadata.get(OMIT_NONE) and value is None:
-                continue
-            digits = f.metadata.get(ROUND)
-            out[json_key(f)] = encode(value if digits is None else rounded(value, digits))
-        for k, v in (getattr(obj, EXTRA, None) or {}).items():
-            out.setdefault(k, encode(v))
-        return out
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    if isinstance(obj, tuple | list):
-        return [encode(v) for v in obj]
-    if isinstance(obj, Mapping):
-        return {str(k): encode(v) for k, v in obj.items()}
-    return obj
 
 
 def decode(cls: type[T], data: Any, where: str = "document") -> T:

@@ -12,8 +12,20 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
-from rightsize.analyzers.node import Node, internal, key, node, num
+from rightsize.catalog.catalog import DeviceMatch
+from rightsize.node import Node, internal, key, node, num
 from rightsize.vocab import Bound, DeviceKind
+
+__all__ = [
+    "DeviceMatch",
+    "Diagnosis",
+    "Evidence",
+    "NvmlUtilization",
+    "Recommendation",
+    "SignalGroup",
+    "TraceUtilization",
+    "Utilization",
+]
 
 # The NVML/GPM counters sampled during a run, in the order the verdict reports them.
 NVML_METRICS = ("gpu_util", "mem_util", "gpm_sm_util", "gpm_sm_occupancy", "gpm_tensor_util",
@@ -76,13 +88,6 @@ class NvmlUtilization(Node):
 class Utilization(Node):
     trace: TraceUtilization | None
     nvml: NvmlUtilization | None
-
-
-@node
-class DeviceMatch(Node):
-    reported: str
-    catalog: str | None
-    note: str
 
 
 @node

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
-from rightsize.analyzers.node import Node, internal, key, node, num
+from rightsize.node import Node, internal, key, node, num
 
 TRACE_FORMATS = ("kineto", "nsys")
 

@@ -13,7 +13,7 @@ from dataclasses import field
 from enum import StrEnum
 from typing import Any
 
-from rightsize.analyzers.node import Node, node, num
+from rightsize.node import Node, node, num
 
 
 class Verdict(StrEnum):

@@ -5,23 +5,27 @@ freezes what it is given: a list becomes a tuple and a mapping a :class:`FrozenM
 cannot be changed, so a published document cannot be edited through its dict fields. Analyzers
 fill the fields at full precision, in the units their names say.
 
-Field metadata says how the codec (:mod:`rightsize.analyzers.document.codec`) writes a field:
+:func:`encode` writes a node as JSON types (:mod:`rightsize.analyzers.document.codec` reads them
+back); field metadata says how a field is written:
 :func:`num` rounds a float to its digits in the JSON (each item of a tuple, each value of a
 mapping; ``omit_none=True`` leaves it out when ``None``), :func:`key` renames it (``class``),
 and an :func:`internal` field is part of the object but not of the JSON (the per-step shares in ns the
 document's steps are made from, for example). Enums are written as their values and read back
-as enums. Pure; no polars.
+as enums. This module imports nothing of rightsize, so every layer (the catalog too) can
+declare nodes. Pure; no polars.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar, dataclass_transform
 
 T = TypeVar("T")
 
 ROUND = "round"  # metadata: digits a float field is rounded to
+EXTRA = "extra"  # the field that keeps the keys a newer rightsize wrote
 KEY = "key"  # metadata: the JSON key when it is not the field name (``class``)
 OMIT_NONE = "omit_none"  # metadata: leave the key out when the value is None
 INTERNAL = "internal"  # metadata: not part of the JSON document
@@ -85,8 +89,6 @@ class Node:
 
     def to_json(self) -> Any:
         """This node as the document writes it (plain JSON types, keys in field order)."""
-        from rightsize.analyzers.document.codec import encode
-
         return encode(self)
 
 
@@ -138,3 +140,40 @@ def rounded(value: Any, digits: int) -> Any:
     if isinstance(value, tuple | list):
         return [rounded(v, digits) for v in value]
     return value
+
+
+def json_key(f: dataclasses.Field[Any]) -> str:
+    return str(f.metadata.get(KEY, f.name))
+
+
+def json_fields(cls: Any) -> tuple[dataclasses.Field[Any], ...]:
+    """The fields of a node class the JSON carries, in key order (not ``extra``, not internal)."""
+    return tuple(f for f in dataclasses.fields(cls)
+                 if f.name != EXTRA and not f.metadata.get(INTERNAL))
+
+
+def encode(obj: Any) -> Any:
+    """The JSON types of a document object (dataclasses, tuples, mappings, scalars)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out: dict[str, Any] = {}
+        present = getattr(obj, "_present", None)
+        for f in dataclasses.fields(obj):
+            if f.name == EXTRA or f.metadata.get(INTERNAL):
+                continue
+            value = getattr(obj, f.name)
+            if present is not None and not present(f.name):
+                continue
+            if f.metadata.get(OMIT_NONE) and value is None:
+                continue
+            digits = f.metadata.get(ROUND)
+            out[json_key(f)] = encode(value if digits is None else rounded(value, digits))
+        for k, v in (getattr(obj, EXTRA, None) or {}).items():
+            out.setdefault(k, encode(v))
+        return out
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, tuple | list):
+        return [encode(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {str(k): encode(v) for k, v in obj.items()}
+    return obj
