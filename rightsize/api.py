@@ -93,9 +93,16 @@ class Rank:
         return self.result.top_kernels
 
     @property
-    def self_ops(self) -> pl.DataFrame | None:
-        """Host ops by self time, one row per call path (``analyzers/metrics/self_ops.py``)."""
-        return self.result.self_ops
+    def self_ops(self) -> pl.DataFrame:
+        """Host ops by self time, one row per call path (``analyzers/metrics/self_ops.py``):
+        the document's ``self_ops`` as a frame, times in ms."""
+        import polars as pl
+
+        rows = [o.to_json() for o in self.result.sections.get("self_ops", ())]
+        return pl.DataFrame(rows) if rows else pl.DataFrame(
+            schema={"name": pl.String, "path": pl.List(pl.String), "module": pl.String,
+                    "calls": pl.Int64, "self_ms": pl.Float64, "host_ms": pl.Float64,
+                    "gpu_ms": pl.Float64, "kernels": pl.Int64})
 
     def frame(self, name: str) -> pl.DataFrame:
         """Any frame of the normalized trace by name (``kernels``, ``steps``, ``flows``...)."""

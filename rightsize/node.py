@@ -8,7 +8,8 @@ fill the fields at full precision, in the units their names say.
 :func:`encode` writes a node as JSON types (:mod:`rightsize.analyzers.document.codec` reads them
 back); field metadata says how a field is written:
 :func:`num` rounds a float to its digits in the JSON (each item of a tuple, each value of a
-mapping; ``omit_none=True`` leaves it out when ``None``), :func:`key` renames it (``class``),
+mapping; ``omit_none=True`` leaves it out when ``None``), :func:`key` renames it (``class``), a :func:`flattened` mapping's items become keys of the
+enclosing object (the analyzer sections of the document),
 and an :func:`internal` field is part of the object but not of the JSON (the per-step shares in ns the
 document's steps are made from, for example). Enums are written as their values and read back
 as enums. This module imports nothing of rightsize, so every layer (the catalog too) can
@@ -28,6 +29,7 @@ ROUND = "round"  # metadata: digits a float field is rounded to
 EXTRA = "extra"  # the field that keeps the keys a newer rightsize wrote
 KEY = "key"  # metadata: the JSON key when it is not the field name (``class``)
 OMIT_NONE = "omit_none"  # metadata: leave the key out when the value is None
+FLATTEN = "flatten"  # metadata: a mapping whose items are keys of the enclosing object
 INTERNAL = "internal"  # metadata: not part of the JSON document
 
 
@@ -60,6 +62,12 @@ def key(name: str, default: Any = dataclasses.MISSING) -> Any:
     return _field(default, {KEY: name})
 
 
+def flattened(types: Callable[[], Mapping[str, Any]]) -> Any:
+    """A mapping field whose items are written as keys of the enclosing object, where the field
+    stands; ``types()`` says which keys it takes and the type each is read as."""
+    return dataclasses.field(default_factory=FrozenMap, metadata={FLATTEN: types})
+
+
 def internal(*, default: Any = None) -> Any:
     """A field of the object that the JSON document does not carry."""
     return dataclasses.field(default=default, compare=False, repr=False,
@@ -74,7 +82,7 @@ def _field(default: Any, metadata: dict[str, Any]) -> Any:
 
 
 @dataclass_transform(frozen_default=True,
-                     field_specifiers=(dataclasses.field, num, key, internal))
+                     field_specifiers=(dataclasses.field, num, key, internal, flattened))
 def node(cls: type[T]) -> type[T]:
     """Make ``cls`` a frozen, slotted dataclass that freezes its containers."""
     own = cls.__dict__.get("__post_init__")
@@ -147,9 +155,10 @@ def json_key(f: dataclasses.Field[Any]) -> str:
 
 
 def json_fields(cls: Any) -> tuple[dataclasses.Field[Any], ...]:
-    """The fields of a node class the JSON carries, in key order (not ``extra``, not internal)."""
-    return tuple(f for f in dataclasses.fields(cls)
-                 if f.name != EXTRA and not f.metadata.get(INTERNAL))
+    """The fields a node class writes under their own key, in order (not ``extra``, not
+    internal ones, not a flattened mapping)."""
+    return tuple(f for f in dataclasses.fields(cls) if f.name != EXTRA
+                 and not f.metadata.get(INTERNAL) and not f.metadata.get(FLATTEN))
 
 
 def encode(obj: Any) -> Any:
@@ -164,6 +173,9 @@ def encode(obj: Any) -> Any:
             if present is not None and not present(f.name):
                 continue
             if f.metadata.get(OMIT_NONE) and value is None:
+                continue
+            if f.metadata.get(FLATTEN):
+                out.update((str(k), encode(v)) for k, v in value.items())
                 continue
             digits = f.metadata.get(ROUND)
             out[json_key(f)] = encode(value if digits is None else rounded(value, digits))

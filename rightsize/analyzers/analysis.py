@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import polars as pl
 
+from rightsize.analyzers import sections
 from rightsize.analyzers.diagnosis import advise
 from rightsize.analyzers.diagnosis.verdict import diagnose
 from rightsize.analyzers.document import metrics as dm
 from rightsize.analyzers.document.diagnosis import Diagnosis
 from rightsize.analyzers.metrics import hta, kernels, tb_plugin
 from rightsize.analyzers.metrics.host_timeline import HostTimeline, host_timeline
-from rightsize.analyzers.metrics.self_ops import self_ops
 from rightsize.analyzers.metrics.steps import StepOptions, Steps, find_steps
 from rightsize.analyzers.metrics.timeline import Timeline, timeline
 from rightsize.analyzers.sizing import projection as sizing
@@ -66,7 +66,7 @@ class RankAnalysis:
     recommendations: tuple[advise.Recommendation, ...] = ()
     sizing: sizing.Sizing | None = None
     timeline: Timeline | None = None
-    self_ops: pl.DataFrame | None = None  # host ops by self time, per call path
+    sections: Mapping[str, Any] = field(default_factory=dict)  # analyzers.sections, by key
 
     @property
     def rank(self) -> int | None:
@@ -162,7 +162,8 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
         sizing=plan,
         timeline=timeline(prim_kernels, *window, context.gpu_samples, primary)
         if window else None,
-        self_ops=self_ops(trace),
+        sections=sections.run(sections.SECTIONS,
+                              sections.SectionInput(trace, steps, primary, work)),
     )
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rightsize.analyzers import sections as analyzer_sections
 from rightsize.analyzers.document import Document
 from rightsize.analyzers.document.metrics import NO_STEPS
 from rightsize.reports import charts as views
@@ -62,6 +63,7 @@ class ReportModel:
     warnings: tuple[str, ...] = ()  # the page's banner: read the numbers with care
     step_split: views.StepSplit = field(default_factory=lambda: views.step_split(NO_STEPS))
     host: views.HostChart = field(default_factory=lambda: views.host_chart(None))
+    sections: tuple[tables.SectionTable, ...] = ()  # analyzer sections drawn as tables
 
     def charts(self) -> dict[str, Any]:
         """The data the page's charts draw, as plain JSON types (into JavaScript via tojson)."""
@@ -169,6 +171,8 @@ def build_model(doc: Document, manifest: Mapping[str, Any] | None = None) -> Rep
         warnings=capture_warnings(doc, manifest),
         step_split=views.step_split(doc.steps),
         host=views.host_chart(doc.host_timeline),
+        sections=tuple(tables.section_table(s, doc.sections[s.key]) for s in analyzer_sections.SECTIONS
+                       if s.columns and s.key in doc.sections),
     )
 
 

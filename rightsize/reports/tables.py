@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from rightsize.analyzers.document import Document
 from rightsize.analyzers.document import diagnosis as dd
 from rightsize.analyzers.document import sizing as ds
 from rightsize.analyzers.document.metrics import SelfOp, TopKernel, TopOp
+from rightsize.analyzers.sections import Section
 from rightsize.reports import fmt
 from rightsize.reports.sections import NamedValue
 
@@ -226,3 +228,33 @@ def precision_view(mix: ds.PrecisionMix | None) -> PrecisionView | None:
 def recommendation(r: dd.Recommendation) -> Recommendation:
     ev = r.evidence
     return Recommendation(r.id, r.title, r.detail, (ev,) if isinstance(ev, str) else ev)
+
+
+@dataclass(frozen=True, slots=True)
+class SectionTable:
+    """An analyzer section drawn as a table (``rightsize.analyzers.sections``): cells as text."""
+
+    key: str
+    title: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    more: int  # rows left out (past the section's limit)
+
+
+def section_table(section: Section, value: Any) -> SectionTable:
+    """The rows of a section's value (one node, or a tuple of them), formatted by its columns."""
+    nodes = tuple(value) if section.many else (value,)
+    shown = nodes[:section.limit]
+    return SectionTable(
+        section.key, section.title, tuple(c.label for c in section.columns),
+        tuple(tuple(_cell(getattr(n, c.field, None), c.fmt) for c in section.columns)
+              for n in shown),
+        len(nodes) - len(shown))
+
+
+def _cell(value: Any, spec: str) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, tuple):
+        return " > ".join(str(v) for v in value)
+    return spec.format(value)

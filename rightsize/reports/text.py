@@ -180,6 +180,10 @@ def _details(model: ReportModel, color: bool) -> str:
                 f"  {fmt.ms(op.self_ms, 3):>12}  {op.calls:>6}x  "
                 f"{safe(fmt.short(op.name + caller, max(20, terminal_width() - 30)))}"
             )
+    for t in model.sections:
+        lines.append(b(safe(t.title)))
+        lines.append("  " + "  ".join(safe(h) for h in t.headers))
+        lines.extend("  " + "  ".join(safe(fmt.short(c, 60)) for c in row) for row in t.rows[:5])
     if model.recommendations:
         lines.append(b("Recommendations"))
         lines.extend(f"  - {safe(r.title)}" for r in model.recommendations[:5])

@@ -31,7 +31,8 @@ from rightsize.analyzers.document.metrics import (
     TopOp,
 )
 from rightsize.analyzers.document.sizing import HostTimeline, PrecisionMix, Sizing, Timeline
-from rightsize.node import Node, node
+from rightsize.analyzers.sections import value_types
+from rightsize.node import Node, flattened, node
 
 # Changes when a key is renamed or removed or its meaning changes; adding keys does not.
 SCHEMA_VERSION = 1
@@ -60,9 +61,16 @@ class Document(Node):
     ranks: tuple[Rank, ...]
     definitions: Mapping[str, str]
     notes: tuple[str, ...]
-    self_ops: tuple[SelfOp, ...] = ()  # host ops by self time, per call path (newer documents)
+    # the analyzer sections (``rightsize.analyzers.sections``), each under its own key
+    sections: Mapping[str, Any] = flattened(value_types)
     host_timeline: HostTimeline | None = None  # host samples of a run directory
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def self_ops(self) -> tuple[SelfOp, ...]:
+        """Host ops by self time, per call path (empty in documents older than the key)."""
+        ops: tuple[SelfOp, ...] = self.sections.get("self_ops", ())
+        return ops
 
     @property
     def primary_device(self) -> Device | None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rightsize import __version__
+from rightsize.analyzers import sections
 from rightsize.analyzers.analysis import Analysis, RankAnalysis
 from rightsize.analyzers.document import SCHEMA_VERSION, Document
 from rightsize.analyzers.document import metrics as dm
@@ -67,7 +68,7 @@ def _document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
         ranks=tuple(_rank(r) for r in analysis.ranks),
         definitions=definitions_for(definitions),
         notes=tuple(sorted({n for r in analysis.ranks for n in r.notes})),
-        self_ops=_self_ops(p) if p else (),
+        sections=p.sections if p else sections.empty(sections.SECTIONS),
         host_timeline=analysis.host,
     )
 
@@ -148,14 +149,6 @@ def _diagnosis(r: RankAnalysis) -> Diagnosis | None:
 def _top_ops(r: RankAnalysis) -> tuple[dm.TopOp, ...]:
     return tuple(dm.TopOp(o["name"], o["calls"], _ms(o["host_ns"]), _ms(o["gpu_ns"]),
                           o["kernels"]) for o in r.top_ops.to_dicts())
-
-
-def _self_ops(r: RankAnalysis) -> tuple[dm.SelfOp, ...]:
-    if r.self_ops is None:
-        return ()
-    return tuple(dm.SelfOp(o["name"], tuple(o["path"]), o["module"], o["calls"],
-                           _msv(o["self_ns"]), _msv(o["host_ns"]), _msv(o["gpu_ns"]),
-                           o["kernels"]) for o in r.self_ops.to_dicts())
 
 
 def _rank(r: RankAnalysis) -> dm.Rank:

@@ -5,7 +5,8 @@ lists and scalars ``json`` reads and writes. Keys are the field names in declara
 new field is one line), renamed with ``field(metadata={"key": ...})`` where the JSON key is not a
 Python name (``class``). A field with ``metadata={"omit_none": True}`` is left out when ``None``;
 a class may decide presence itself with a ``_present(name)`` method; an ``internal`` field
-(:func:`rightsize.node.internal`) is not written, and a ``num`` field is written
+(:func:`rightsize.node.internal`) is not written, a ``flattened`` mapping's items are keys of
+the enclosing object (read by the types it names), and a ``num`` field is written
 rounded to its digits. Enums are written as their values and read back as the enum. A field named ``extra``
 keeps the keys a newer analyzer of the same ``schema_version`` added (adding keys does not
 change the version), so reading and writing again loses nothing. Decoding checks types and
@@ -24,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar, Union
 
 from rightsize.errors import RightsizeError
-from rightsize.node import EXTRA, INTERNAL, encode, json_fields, json_key
+from rightsize.node import EXTRA, FLATTEN, INTERNAL, encode, json_fields, json_key
 
 T = TypeVar("T")
 
@@ -88,6 +89,12 @@ def _dataclass(cls: type, value: Any, where: str) -> Any:
     known = set()
     for f in dataclasses.fields(cls):
         if f.name == EXTRA or f.metadata.get(INTERNAL):
+            continue
+        if f.metadata.get(FLATTEN):
+            types = f.metadata[FLATTEN]()
+            kwargs[f.name] = {k: _decode(tp, value[k], f"{where}.{k}")
+                              for k, tp in types.items() if k in value}
+            known.update(types)
             continue
         key = json_key(f)
         known.add(key)

@@ -258,10 +258,10 @@ class SelfOp(Node):
     path: tuple[str, ...]  # enclosing ops, outermost first, ending at the op
     module: str | None  # innermost nn.Module of its longest call, when modules were recorded
     calls: int
-    self_ms: float  # duration minus its direct child ops
-    host_ms: float  # durations, children included
-    gpu_ms: float  # kernels it launched itself
-    kernels: int
+    self_ms: float = num(6)  # duration minus its direct child ops
+    host_ms: float = num(6)  # durations, children included
+    gpu_ms: float = num(6)  # kernels it launched itself
+    kernels: int = 0
 
 
 @node

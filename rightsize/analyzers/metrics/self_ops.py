@@ -27,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from rightsize.analyzers.document.metrics import SelfOp
+from rightsize.analyzers.sections import SectionInput
 from rightsize.traces.schema import Trace
 
 MODULE_PREFIX = "nn.Module: "
@@ -171,3 +173,10 @@ def _gpu(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
                  pl.col("row").filter(pl.col("ts_ns") == pl.col("ts_ns").max()).max()))
     return (k.join(owner, on="external_id", how="inner")
             .group_by("row").agg(gpu_ns=pl.col("dur_ns").sum(), kernels=pl.len()))
+
+
+def section(rank: SectionInput) -> tuple[SelfOp, ...]:
+    """The document's ``self_ops`` (an analyzer section, ``rightsize.analyzers.sections``)."""
+    return tuple(SelfOp(o["name"], tuple(o["path"]), o["module"], o["calls"], o["self_ns"] / 1e6,
+                        o["host_ns"] / 1e6, o["gpu_ns"] / 1e6, o["kernels"])
+                 for o in self_ops(rank.trace).to_dicts())

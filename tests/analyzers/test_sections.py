@@ -1,0 +1,104 @@
+"""Analyzer sections plug in: a new analyzer is its module plus one entry in SECTIONS.
+
+The toy section below lives in a module written at test time (so it touches no file of the
+package) and is registered by one list entry; the analysis, the JSON document, reading it back,
+the HTML and the text report all carry it with nothing else changed.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from rightsize.analyzers import sections
+from rightsize.analyzers.analysis import Analysis, Context, analyze_trace
+from rightsize.analyzers.document import Document
+from rightsize.analyzers.document.build import document
+from rightsize.catalog import load_catalog
+from rightsize.reports.render import render
+from tests.framebuilder import FrameBuilder
+
+TOY = '''
+"""A toy analyzer: the longest kernel launches, one row each."""
+from rightsize.analyzers.sections import SectionInput
+from rightsize.node import Node, node, num
+
+
+@node
+class LongKernel(Node):
+    name: str
+    dur_ms: float = num(3)
+
+
+def longest(rank: SectionInput) -> tuple[LongKernel, ...] | None:
+    k = rank.trace.kernels
+    if rank.device is None or k.height == 0:
+        return None
+    top = k.sort("dur_ns", descending=True).head(2)
+    return tuple(LongKernel(n, d / 1e6) for n, d in top.select("name", "dur_ns").iter_rows())
+'''
+
+ENTRY = sections.Section(
+    key="long_kernels", title="Longest kernel launches",
+    compute="toy_section:longest", node="toy_section:LongKernel", many=True,
+    needs=("kernels",),
+    columns=(sections.Column("Kernel", "name"), sections.Column("Time (ms)", "dur_ms", "{:.3f}")),
+)
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    (tmp_path / "toy_section.py").write_text(textwrap.dedent(TOY))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sections, "SECTIONS", [*sections.SECTIONS, ENTRY])
+
+
+def _trace():
+    b = FrameBuilder()
+    b.step(1, 0, 1000).op("aten::mm", 10, 500, ext=1)
+    b.launch("cudaLaunchKernel", 20, 5, corr=1).kernel("gemm_a", 100, 300, corr=1, ext=1)
+    b.launch("cudaLaunchKernel", 30, 5, corr=2).kernel("gemm_b", 500, 123.4567, corr=2, ext=1)
+    b.launch("cudaLaunchKernel", 40, 5, corr=3).kernel("copy_c", 700, 10, corr=3, ext=1)
+    return b.trace()
+
+
+def test_a_registered_section_reaches_the_document_and_reads_back(toy):
+    rank = analyze_trace(_trace(), Context(catalog=load_catalog()))
+    assert list(rank.sections) == ["self_ops", "long_kernels"]
+    doc = document(Analysis((rank,)), [])
+    data = doc.to_json()
+    keys = list(data)
+    assert keys[keys.index("notes") + 1:] == ["self_ops", "long_kernels", "host_timeline"]
+    assert data["long_kernels"] == [{"name": "gemm_a", "dur_ms": 0.3},
+                                    {"name": "gemm_b", "dur_ms": 0.123}]
+    back = Document.from_json(json.loads(json.dumps(data)))
+    assert back == doc and back.sections["long_kernels"][1].name == "gemm_b"
+    assert type(back.sections["long_kernels"][0]).__name__ == "LongKernel"
+
+
+def test_a_registered_section_is_a_table_in_the_reports(toy):
+    doc = document(Analysis((analyze_trace(_trace(), Context(catalog=load_catalog())),)), [])
+    page = render(doc, "html")
+    table = page[page.index('<section id="section-long_kernels">'):]
+    table = table[:table.index("</section>")]
+    assert "<h2>Longest kernel launches</h2>" in table
+    assert "<td>gemm_b</td><td>0.123</td>" in table
+    text = render(doc, "text")
+    assert "Longest kernel launches" in text and "gemm_a  0.300" in text
+
+
+def test_a_document_without_the_section_reads_and_rows_without_a_value_are_empty(toy):
+    rank = analyze_trace(_trace(), Context(catalog=load_catalog()))
+    data = document(Analysis((rank,)), []).to_json()
+    del data["long_kernels"]
+    assert "long_kernels" not in Document.from_json(data).sections
+    cpu = FrameBuilder().step(1, 0, 100).op("aten::add", 10, 50).trace()
+    assert analyze_trace(cpu, Context()).sections["long_kernels"] == ()  # None: no rows
+
+
+def test_the_registry_names_importable_functions_and_node_classes():
+    for s in sections.SECTIONS:
+        assert callable(s.function()) and isinstance(s.node_class(), type)
+        assert s.key not in {f.name for f in Document.__dataclass_fields__.values()}
