@@ -53,5 +53,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords and not gpu:
             item.add_marker(skip_gpu)
-        if "shared" in item.keywords and not shared_there:
-            item.add_marker(skip_shared)
+        if "shared" in item.keywords and not shared_there:  # first: its reason is the one shown
+            item.add_marker(skip_shared, append=False)
