@@ -113,14 +113,6 @@ class Rank:
         return self.result.trace.frame(name)
 
 
-class _NoRanks(tuple):  # type: ignore[type-arg]
-    """``ranks`` of an analysis read from JSON: indexing says why there are no frames."""
-
-    def __getitem__(self, index: Any) -> Any:
-        raise NoFramesError("this analysis was read from JSON: it has the document but no "
-                            "frames; call rightsize.analyze() on the traces for frames")
-
-
 class Analysis:
     """One analysis: the typed document, and the frames when it was computed here."""
 
@@ -159,8 +151,12 @@ class Analysis:
 
     @property
     def ranks(self) -> tuple[Rank, ...]:
+        """Each rank's frames and results; an analysis read from JSON has none, and asking for
+        them raises :class:`NoFramesError` (its per-rank numbers are ``document.ranks``)."""
         if self._result is None:
-            return _NoRanks()
+            raise NoFramesError("this analysis was read from JSON: it has the document but no "
+                                "frames (per-rank numbers are in .document.ranks); call "
+                                "rightsize.analyze() on the traces for frames")
         return tuple(Rank(r) for r in self._result.ranks)
 
     def to_json(self) -> dict[str, Any]:
@@ -194,19 +190,38 @@ class Analysis:
 
 
 def analyze(*paths: str | Path, catalog: Catalog | None = None,
-            constraints: Constraints | None = None,
-            definitions: str = "rightsize") -> Analysis:
-    """Analyze traces, run directories, Nsight exports or GPU metric logs, in any mix.
+            constraints: Constraints | None = None, definitions: str = "rightsize",
+            step_range: str | None = None, timezone: str | None = None,
+            samples_per_step: int | None = None) -> Analysis:
+    """Analyze traces, run directories, Nsight exports or GPU metric logs, in any mix: what
+    ``rightsize analyze`` does, with the same options.
 
-    ``catalog`` defaults to the shipped GPU catalog (so sizing is there);
-    ``definitions="tb-plugin"`` reproduces the TensorBoard plugin's numbers, defects included.
+    ``catalog`` defaults to the shipped GPU catalog (so sizing is there); ``constraints`` are
+    the sizing targets (``--target-step-ms`` and the others); ``definitions="tb-plugin"``
+    reproduces the TensorBoard plugin's numbers, defects included; ``step_range`` names the
+    NVTX range that marks a step in an Nsight Systems export (``--step-range``); ``timezone``
+    is the zone of an nvidia-smi log's local timestamps (``--timezone``);
+    ``samples_per_step`` gives throughput targets and cost per 1k samples
+    (``--samples-per-step``).
     """
     from rightsize.pipeline import Options, run
 
     if not paths:
         raise RightsizeError("analyze() needs at least one path")
-    result, document = run(list(paths), Options(catalog=catalog, constraints=constraints,
-                                                definitions=definitions, lean=False))
+    if samples_per_step is not None and (isinstance(samples_per_step, bool)
+                                         or not isinstance(samples_per_step, int)
+                                         or samples_per_step < 1):
+        raise RightsizeError(f"samples_per_step must be a positive integer, not "
+                             f"{samples_per_step!r}")
+    if constraints is not None and constraints.target_throughput is not None \
+            and samples_per_step is None:
+        raise RightsizeError("a throughput target (constraints.target_throughput) needs "
+                             "samples_per_step, as --target-throughput needs "
+                             "--samples-per-step")
+    options = Options(step_range=step_range, timezone=timezone, catalog=catalog,
+                      constraints=constraints, samples_per_step=samples_per_step,
+                      definitions=definitions, lean=False)
+    result, document = run(list(paths), options)
     return Analysis(document, result)
 
 

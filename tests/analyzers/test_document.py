@@ -115,8 +115,11 @@ def test_analysis_object_frames_and_reports(tmp_path):
     assert b.to_json() == a.to_json() and not b.has_frames
     with pytest.raises(rightsize.RightsizeError, match="read from JSON: it has the document"):
         b.ranks[0]
-    run = rightsize.open_run(SAMPLE)
-    assert "python" in run.report("text") or run.diagnosis.bound == "dataloader"
+    run = rightsize.open_run(SAMPLE)  # the run's manifest shows in the report's provenance
+    assert run.diagnosis == a.diagnosis
+    assert "<dt>command</dt><dd>/tmp/venv/bin/python samples/train_dataloader.py</dd>" \
+        in run.report("html")
+    assert "<dt>command</dt>" not in a.report("html")
 
 
 def test_tb_plugin_definitions_are_wired_through():
