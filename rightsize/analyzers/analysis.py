@@ -26,6 +26,7 @@ from rightsize.analyzers.sizing import projection as sizing
 from rightsize.analyzers.sizing.measured import measured_inputs
 from rightsize.catalog import Catalog, DeviceMatch
 from rightsize.traces.schema import Trace
+from rightsize.vocab import DeviceKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +135,7 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
         dev = next((d for d in devices if d.device == primary), None)
         measures = _measures(trace, diag, work, dev, peak,
                              _device_prop(trace, primary, "memory_bytes"), temporal, idle)
-        recs = tuple(advise.recommend(measures, diag.bound.value if diag.bound else None))
+        recs = tuple(advise.recommend(measures, diag.bound))
         plan = _sizing(trace, steps, diag, work, primary, peak, context, notes)
     window = (int(steps.start_ns[0]), int(steps.end_ns[-1])) if steps.count else None
     return RankAnalysis(
@@ -251,7 +252,7 @@ def _peak(memory: tuple[dm.MemoryPeak, ...], device: int | None) -> int | None:
 def _measures(trace: Trace, diag: Diagnosis, work: pl.DataFrame,
               dev: dm.DeviceMetrics | None, peak: int | None, memory_bytes: int | None,
               temporal: dm.Hta | None,
-              idle: tuple[dm.StreamIdle, ...]) -> dict[str, float | None]:
+              idle: tuple[dm.StreamIdle, ...]) -> advise.Measures:
     """The measured values the tuning rules compare with their thresholds."""
     s = cast(Mapping[str, float], diag.shares_pct)  # diagnose() measures every share
     span = temporal.span_ms if temporal is not None else 0.0
@@ -261,24 +262,24 @@ def _measures(trace: Trace, diag: Diagnosis, work: pl.DataFrame,
            | ((pl.col("direction") == "DtoH") & (pl.col("dst_memory") == "pageable"))))
     nvml = diag.utilization.nvml
     gpm = nvml.gpm_sm_util_pct_mean if nvml is not None else None
-    return {
-        "dataloader_pct": s["dataloader"],
-        "gpu_util_pct": dev.gpu_util_pct if dev is not None else None,
-        "gpu_idle_pct": 100.0 - dev.gpu_util_pct if dev is not None and dev.gpu_util_pct
+    return advise.Measures(
+        dataloader_pct=s["dataloader"],
+        gpu_util_pct=dev.gpu_util_pct if dev is not None else None,
+        gpu_idle_pct=100.0 - dev.gpu_util_pct if dev is not None and dev.gpu_util_pct
         is not None else None,
-        "communication_pct": s["communication"],
-        "memory_of_device_pct": 100.0 * peak / memory_bytes if peak and memory_bytes else None,
-        "fp32_matmul_pct": advise.fp32_matmul_pct(work) if diag.device == "gpu" else None,
-        "host_wait_pct": 100.0 * sum(i.host_wait_ms for i in idle) / span if span else None,
-        "kernel_wait_pct": 100.0 * sum(i.kernel_wait_ms for i in idle) / span if span else None,
-        "pageable_copies": float(pageable.height) if diag.device == "gpu" else None,
-        "sync_pct": advise.sync_pct(trace.cpu_ops, trace.runtime, diag.step_ns),
-        "sm_activity_pct": gpm,
-        "data_parallel_ops": float(advise.data_parallel_ops(trace.cpu_ops)),
-        "memory_pct": s["memory"],
-        "host_pct": s["host"] + s["idle"],
-        "pcie_pct": s["pcie"],
-    }
+        communication_pct=s["communication"],
+        memory_of_device_pct=100.0 * peak / memory_bytes if peak and memory_bytes else None,
+        fp32_matmul_pct=advise.fp32_matmul_pct(work) if diag.device is DeviceKind.GPU else None,
+        host_wait_pct=100.0 * sum(i.host_wait_ms for i in idle) / span if span else None,
+        kernel_wait_pct=100.0 * sum(i.kernel_wait_ms for i in idle) / span if span else None,
+        pageable_copies=float(pageable.height) if diag.device is DeviceKind.GPU else None,
+        sync_pct=advise.sync_pct(trace.cpu_ops, trace.runtime, diag.step_ns),
+        sm_activity_pct=gpm,
+        data_parallel_ops=float(advise.data_parallel_ops(trace.cpu_ops)),
+        memory_pct=s["memory"],
+        host_pct=s["host"] + s["idle"],
+        pcie_pct=s["pcie"],
+    )
 
 
 def _workload(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,

@@ -35,6 +35,7 @@ from rightsize.reports.sections import (
 )
 from rightsize.reports.tables import KernelRow, Memory, OpRow, Recommendation, SizingView
 from rightsize.rundir import RunInfo, run_info
+from rightsize.vocab import Bound
 
 TOP_KERNELS = 15
 TOP_OPS = 15
@@ -191,7 +192,7 @@ def capture_warnings(doc: Document, manifest: Mapping[str, Any] | None) -> tuple
                    f"be cut short and is averaged into the step time. Rerun with {fix} for "
                    "clean steps.")
     d = doc.diagnosis
-    if d is not None and d.bound == "inconclusive":
+    if d is not None and d.bound is Bound.INCONCLUSIVE:
         out.append("The capture is inconclusive: no share of the step stands out enough for a "
                    "verdict. Treat the sizing as a hint; record more steps, or a busier part of "
                    "the job.")

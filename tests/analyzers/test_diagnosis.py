@@ -219,22 +219,32 @@ def test_recommendations_and_sizing_in_the_analysis():
     ("host_pct", 60.0, "host-bound"), ("pcie_pct", 12.0, "pcie-bound"),
 ])
 def test_each_rule_fires_at_its_threshold(measure, value, rule):
-    from rightsize.analyzers.diagnosis.advise import recommend, rules
-    [fired] = recommend({measure: value})
+    from rightsize.analyzers.diagnosis.advise import Measures, recommend, rules
+    [fired] = recommend(Measures(**{measure: value}))
     assert fired.id == rule and rule in {r["id"] for r in rules()}
     assert "source" not in fired.evidence and f"{value:.1f} " in fired.evidence
     assert measure not in fired.evidence  # read by people: no internal key
     at_threshold = next(r["threshold"] for r in rules() if r["id"] == rule)
-    assert recommend({measure: float(at_threshold)}) == []
+    assert recommend(Measures(**{measure: float(at_threshold)})) == []
 
 
 def test_recommendations_ordered_by_verdict_then_impact():
-    from rightsize.analyzers.diagnosis.advise import recommend
-    m = {"dataloader_pct": 30.0, "gpu_util_pct": 40.0, "gpu_idle_pct": 60.0,
-         "pageable_copies": 12.0, "pcie_pct": 1.0}
+    from rightsize.analyzers.diagnosis.advise import Measures, recommend
+    m = Measures(dataloader_pct=30.0, gpu_util_pct=40.0, gpu_idle_pct=60.0,
+                 pageable_copies=12.0, pcie_pct=1.0)
     assert [r.id for r in recommend(m)] == ["low-gpu-utilization", "dataloader-stall",
                                             "pageable-copies"]
-    assert recommend(m, "dataloader")[0].id == "dataloader-stall"
+    assert recommend(m, Bound.DATALOADER)[0].id == "dataloader-stall"
+
+
+def test_the_rule_catalog_names_only_measures_that_exist():
+    from rightsize.analyzers.diagnosis.advise import MEASURES, Measures, check_rules, rules
+    used = {r[k] for r in rules() for k in ("measure", "requires", "unless", "impact") if k in r}
+    assert used == MEASURES  # every measure is read by some rule, every rule's measure exists
+    with pytest.raises(ValueError, match="'x': impact 'gpu_busy' is not a measure"):
+        check_rules([{"id": "x", "measure": "sync_pct", "op": ">", "impact": "gpu_busy"}])
+    with pytest.raises(TypeError):
+        Measures(gpu_busy_pct=1.0)  # type: ignore[call-arg]
 
 
 def test_mostly_unrecorded_step_is_inconclusive():

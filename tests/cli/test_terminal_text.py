@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from rightsize.analyzers.diagnosis.advise import recommend
+from rightsize.analyzers.diagnosis.advise import Measures, recommend
 from rightsize.reports import fmt
 from rightsize.reports.text import wrap
 from tests.conftest import shared_path
@@ -63,11 +63,11 @@ def test_money_never_reads_zero_dollars():
 
 
 def test_gpu_advice_only_where_a_gpu_was_traced():
-    cpu = [r.id for r in recommend({"dataloader_pct": 30.0, "gpu_util_pct": None})]
-    gpu = [r.id for r in recommend({"dataloader_pct": 30.0, "gpu_util_pct": 60.0})]
+    cpu = [r.id for r in recommend(Measures(dataloader_pct=30.0, gpu_util_pct=None))]
+    gpu = [r.id for r in recommend(Measures(dataloader_pct=30.0, gpu_util_pct=60.0))]
     assert "dataloader-stall-cpu" in cpu and "dataloader-stall" not in cpu
     assert "dataloader-stall" in gpu and "dataloader-stall-cpu" not in gpu
-    titles = [r.title for r in recommend({"dataloader_pct": 30.0})]
+    titles = [r.title for r in recommend(Measures(dataloader_pct=30.0))]
     assert not any("GPU" in t for t in titles)
 
 

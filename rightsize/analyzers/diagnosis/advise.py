@@ -1,15 +1,16 @@
 """From a diagnosis to advice: the catalog's ridge point, the tuning rules, the sizing workload.
 
-Inputs: a rank's analysis pieces and the GPU catalog. Outputs: a ridge function for the
-classifier, :class:`Recommendation` objects from the rule catalog kept as data
-(``data/recommendations.json``), and the :class:`~rightsize.analyzers.sizing.projection.Workload` that the
-projection scales. Pure (the rule file is package data).
+Inputs: a rank's :class:`Measures` and the GPU catalog. Outputs: a ridge function for the
+classifier and :class:`~rightsize.analyzers.document.diagnosis.Recommendation` nodes from the
+rule catalog kept as data (``data/recommendations.json``, whose measure names are checked
+against :class:`Measures` when it loads). Pure (the rule file is package data).
 """
 
 from __future__ import annotations
 
 import json
 import operator
+from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -20,7 +21,7 @@ from rightsize.analyzers.diagnosis.classify import Ridge
 from rightsize.analyzers.document.diagnosis import Recommendation
 from rightsize.analyzers.metrics.kernels import tensor_core_flag
 from rightsize.catalog import Gpu
-from rightsize.vocab import Precision
+from rightsize.vocab import Bound, Precision
 
 PRECISIONS = {p.value for p in Precision}
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
@@ -44,58 +45,90 @@ def ridge_for(gpu: Gpu) -> Ridge:
     return ridge
 
 
-def dominant_precision(work: pl.DataFrame) -> str:
-    """Precision of most compute-bound kernel time: from recorded op dtypes, else kernel names."""
-    w = work.filter(pl.col("work") == "compute") if "work" in work.columns else work
-    if w.height == 0:
-        return "fp32"
-    name = pl.col("name").str.to_lowercase()
-    by_name = (pl.when(name.str.contains("e4m3|e5m2|fp8")).then(pl.lit("fp8"))
-               .when(name.str.contains("bf16")).then(pl.lit("bf16"))
-               .when(name.str.contains(r"fp16|f16|h884|h1688|h16816|_h_|half")).then(pl.lit("fp16"))
-               .when(name.str.contains("tf32")).then(pl.lit("tf32"))
-               .otherwise(pl.lit("fp32")))
-    prec = pl.coalesce(pl.col("precision"), by_name) if "precision" in w.columns else by_name
-    top = (w.with_columns(p=prec).group_by("p").agg(pl.col("dur_ns").sum())
-           .sort(["dur_ns", "p"], descending=[True, False]))
-    value = top["p"][0]
-    return value if value in PRECISIONS else "fp32"
+@dataclass(frozen=True, slots=True)
+class Measures:
+    """The measured values the tuning rules compare with their thresholds, in the unit the
+    name says; ``None``: not measured on this capture (a rule on it never fires, and a rule
+    that ``requires`` it does not apply). Every ``measure``, ``requires``, ``unless`` and
+    ``impact`` of ``data/recommendations.json`` names one of these fields: :func:`rules` checks
+    it when it loads the file."""
+
+    dataloader_pct: float | None = None  # exposed data-loader wait, % of the step
+    gpu_util_pct: float | None = None  # TensorBoard plugin GPU utilization (None: no GPU)
+    gpu_idle_pct: float | None = None  # 100 - gpu_util_pct
+    communication_pct: float | None = None  # exposed communication, % of the step
+    memory_of_device_pct: float | None = None  # peak allocated, % of the device's memory
+    fp32_matmul_pct: float | None = None  # fp32 compute kernels off tensor cores, % of kernels
+    host_wait_pct: float | None = None  # HTA host wait over all streams, % of the GPU span
+    kernel_wait_pct: float | None = None  # HTA kernel wait over all streams, % of the GPU span
+    pageable_copies: float | None = None  # host<->device copies from/to pageable memory
+    sync_pct: float | None = None  # host synchronization calls, % of the step
+    sm_activity_pct: float | None = None  # GPM SM activity, mean over the steps
+    data_parallel_ops: float | None = None  # nn.DataParallel frames and functions
+    memory_pct: float | None = None  # memory-bound kernels, % of the step
+    host_pct: float | None = None  # host and idle shares, % of the step
+    pcie_pct: float | None = None  # exposed PCIe copies, % of the step
+
+
+MEASURES = frozenset(f.name for f in fields(Measures))
+RULE_MEASURE_KEYS = ("measure", "requires", "unless", "impact")
+
+
+def check_rules(rules: list[dict[str, Any]]) -> None:
+    """Refuse a rule catalog that names a measure :class:`Measures` does not have."""
+    for rule in rules:
+        for k in RULE_MEASURE_KEYS:
+            if k in rule and rule[k] not in MEASURES:
+                raise ValueError(f"recommendation rule {rule.get('id')!r}: {k} "
+                                 f"{rule[k]!r} is not a measure (advise.Measures)")
+        if rule.get("op") not in _OPS:
+            raise ValueError(f"recommendation rule {rule.get('id')!r}: op {rule.get('op')!r}")
 
 
 @cache
 def rules() -> tuple[dict[str, Any], ...]:
-    text = resources.files("rightsize.analyzers.diagnosis").joinpath("data/recommendations.json").read_text()
-    return tuple(json.loads(text)["rules"])
+    text = resources.files("rightsize.analyzers.diagnosis").joinpath(
+        "data/recommendations.json").read_text()
+    catalog = json.loads(text)["rules"]
+    check_rules(catalog)
+    return tuple(catalog)
 
 
 # The rules that act on each verdict's own share: listed first when they fire.
-FOR_BOUND = {"dataloader": ("dataloader-stall", "dataloader-stall-cpu"), "host": ("host-bound", "host-wait"),
-             "pcie": ("pcie-bound", "pageable-copies"),
-             "communication": ("exposed-communication",),
-             "memory": ("memory-bound-kernels",), "compute": ("fp32-without-tensor-cores",)}
+FOR_BOUND = {Bound.DATALOADER: ("dataloader-stall", "dataloader-stall-cpu"),
+             Bound.HOST: ("host-bound", "host-wait"),
+             Bound.PCIE: ("pcie-bound", "pageable-copies"),
+             Bound.COMMUNICATION: ("exposed-communication",),
+             Bound.MEMORY: ("memory-bound-kernels",),
+             Bound.COMPUTE: ("fp32-without-tensor-cores",)}
 
 
-def recommend(measures: dict[str, float | None], bound: str | None = None) -> list[Recommendation]:
+def recommend(measures: Measures, bound: Bound | None = None) -> list[Recommendation]:
     """The rules that fire on ``measures`` (missing measures never fire).
 
     The rules for the verdict ``bound`` come first; then by impact (the share of the step the
     action addresses, from the rule's ``impact`` measure), then by how far past its threshold
     each rule is.
     """
-    own = FOR_BOUND.get(bound or "", ())
+    own = FOR_BOUND.get(bound, ()) if bound is not None else ()
+
+    def got(name: str) -> float | None:
+        value: float | None = getattr(measures, name) if name else None
+        return value
+
     out: list[tuple[float, float, Recommendation]] = []
     for rule in rules():
-        value = measures.get(rule["measure"])
+        value = got(rule["measure"])
         if value is None or not _OPS[rule["op"]](value, rule["threshold"]):
             continue
-        if "requires" in rule and measures.get(rule["requires"]) is None:
+        if "requires" in rule and got(rule["requires"]) is None:
             continue  # e.g. GPU advice on a CPU-only run
-        if "unless" in rule and measures.get(rule["unless"]) is not None:
+        if "unless" in rule and got(rule["unless"]) is not None:
             continue
         evidence = (f"{value:.1f} {rule['unit']} "  # the unit names the measure, for people
                     f"({rule['op']} {rule['threshold']}; {rule['source']})")
         strength = abs(value - rule["threshold"]) / max(abs(rule["threshold"]), 1.0)
-        impact = measures.get(rule.get("impact", "")) or 0.0
+        impact = got(rule.get("impact", "")) or 0.0
         out.append((impact, strength, Recommendation(rule["id"], rule["title"],
                                                      rule["detail"].format(value=value),
                                                      evidence)))

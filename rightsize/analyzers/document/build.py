@@ -22,6 +22,7 @@ from rightsize.analyzers.document.codec import decode
 from rightsize.analyzers.document.definitions import definitions_for
 from rightsize.analyzers.document.diagnosis import Diagnosis
 from rightsize.analyzers.metrics.precision import workload_precision
+from rightsize.vocab import DeviceKind
 
 NS_PER_MS = 1e6
 
@@ -126,7 +127,7 @@ def _metrics(r: RankAnalysis) -> dm.Metrics:
 
 def kernel_classes(r: RankAnalysis) -> dict[str, tuple[str | None, str | None]]:
     """Kernel name -> (compute/memory class, deciding signal), for GPU diagnoses."""
-    if r.work is None or r.diagnosis is None or r.diagnosis.device != "gpu":
+    if r.work is None or r.diagnosis is None or r.diagnosis.device is not DeviceKind.GPU:
         return {}
     return {row[0]: (row[1], row[2])
             for row in r.work.select("name", "work", "signal").unique("name").iter_rows()}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rightsize.analyzers.document import Document
+from rightsize.vocab import Bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,7 @@ def from_document(doc: Document, host: HostUsage | None = None) -> Workload:
         missing.append("no peak memory: MIG slices and time-slicing need it (record with "
                        "profile_memory=True)")
     d = doc.diagnosis
-    if d is None or d.bound in (None, "inconclusive"):
+    if d is None or d.bound in (None, Bound.INCONCLUSIVE):
         missing.append("inconclusive diagnosis: the projection of other GPUs rests on a "
                        "verdict the capture could not support; treat the plan as a rough guide")
     return Workload(step, f"trace: mean of {doc.steps.count} steps ({doc.steps.source})",
