@@ -192,7 +192,7 @@ def capture_warnings(doc: Document, manifest: Mapping[str, Any] | None) -> tuple
                    f"be cut short and is averaged into the step time. Rerun with {fix} for "
                    "clean steps.")
     d = doc.diagnosis
-    if d is not None and d.bound is Bound.INCONCLUSIVE:
+    if d is not None and d.bound == Bound.INCONCLUSIVE:
         out.append("The capture is inconclusive: no share of the step stands out enough for a "
                    "verdict. Treat the sizing as a hint; record more steps, or a busier part of "
                    "the job.")

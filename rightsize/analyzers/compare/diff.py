@@ -122,7 +122,7 @@ def _shares(a: SideInfo, b: SideInfo) -> tuple[Change, ...]:
         ma, mb = pa * a.step_ms / 100, pb * b.step_ms / 100
         verb = "rose" if mb > ma else "fell" if mb < ma else "held at"
         label = SHARE_LABELS[key]
-        if a.device is DeviceKind.CPU and b.device is DeviceKind.CPU:
+        if a.device == DeviceKind.CPU and b.device == DeviceKind.CPU:
             label = label.replace("kernel time", "op time")
         reason = (f"{label} {verb} {ma:.3g} -> {mb:.3g} ms/step "
                   f"({pa:g}% -> {pb:g}% of the step)")
@@ -135,7 +135,7 @@ def _groups(da: Document, db: Document, a: SideInfo, b: SideInfo,
     def per_step(doc: Document) -> dict[str, float]:
         out: dict[str, float] = {}
         for s in doc.diagnosis.signals if doc.diagnosis else ():
-            if doc.diagnosis and doc.diagnosis.device is DeviceKind.GPU and s.time_ms is not None:
+            if doc.diagnosis and doc.diagnosis.device == DeviceKind.GPU and s.time_ms is not None:
                 name = s.group or ""
                 out[name] = out.get(name, 0.0) + s.time_ms / max(doc.steps.count, 1)
         return out
@@ -155,7 +155,7 @@ def _groups(da: Document, db: Document, a: SideInfo, b: SideInfo,
 def _doc_times(doc: Document) -> tuple[dict[str, float], dict[str, float], str]:
     """Ops and kernels from a document's top tables (per step), and the time basis."""
     steps = max(doc.steps.count, 1)
-    gpu = bool(doc.diagnosis and doc.diagnosis.device is DeviceKind.GPU) or bool(doc.top_kernels)
+    gpu = bool(doc.diagnosis and doc.diagnosis.device == DeviceKind.GPU) or bool(doc.top_kernels)
     ops: dict[str, float] = {}
     for op in doc.top_ops:
         v = op.gpu_ms if gpu else op.host_ms

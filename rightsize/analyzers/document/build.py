@@ -127,7 +127,7 @@ def _metrics(r: RankAnalysis) -> dm.Metrics:
 
 def kernel_classes(r: RankAnalysis) -> dict[str, tuple[str | None, str | None]]:
     """Kernel name -> (compute/memory class, deciding signal), for GPU diagnoses."""
-    if r.work is None or r.diagnosis is None or r.diagnosis.device is not DeviceKind.GPU:
+    if r.work is None or r.diagnosis is None or r.diagnosis.device != DeviceKind.GPU:
         return {}
     return {row[0]: (row[1], row[2])
             for row in r.work.select("name", "work", "signal").unique("name").iter_rows()}
