@@ -15,7 +15,7 @@ from rightsize.cli.common import (
     no_color_option,
     write_html_report,
 )
-from rightsize.cli.output import Progress, import_numpy_lean, note_interrupted, tune_allocator
+from rightsize.cli.output import Progress, note_interrupted
 
 
 @click.command()
@@ -72,7 +72,6 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
       rightsize analyze traces/ --format json -o analysis.json
       rightsize analyze report1.sqlite ncu.csv --target-step-ms 50
     """
-    import_numpy_lean()  # first, before an analyzer imports it
     from rightsize.analyzers.sizing.projection import Constraints
     from rightsize.pipeline import Options, analyze_document
 
@@ -86,7 +85,6 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
                       samples_per_step=samples_per_step, definitions=definitions)
     if output is not None:  # before a long analysis, not after
         outputs.check_target(output, paths, force)
-    tune_allocator()
     progress = Progress(enabled=not quiet)
     doc = analyze_document(list(paths), options, progress)
     progress.done()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -65,54 +64,6 @@ def write_output(text: str, output: Path | None, force: bool,
         click.echo(text, nl=False)
         return
     outputs.write_text(outputs.check_target(output, inputs, force), text)
-
-
-def import_numpy_lean() -> None:
-    """Import numpy with one OpenBLAS thread, before anything else in this process imports it.
-
-    numpy's bundled OpenBLAS starts a thread per core at import and gives each its buffers:
-    ~45 ms of CPU on 2 cores, close to a tenth of ``rightsize analyze`` on a small trace.
-    rightsize calls no BLAS routine (no matmul, no linalg), so those threads would only wait.
-    The variable is set for the import only, so a job rightsize starts inherits the user's
-    environment unchanged; a value the user set is kept.
-    """
-    if "numpy" in sys.modules:
-        return
-    ours = "OPENBLAS_NUM_THREADS" not in os.environ
-    if ours:
-        os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    try:
-        import numpy  # noqa: F401
-    finally:
-        if ours:
-            del os.environ["OPENBLAS_NUM_THREADS"]
-
-
-def tune_allocator() -> None:
-    """Keep the trace reader's 32 MiB batch buffers on glibc's heap in this CLI process.
-
-    Above the default mmap threshold every batch buffer is a fresh mmap that is unmapped when
-    freed, so its pages fault in again for the next batch (about a fifth of the system time on
-    a 1 GB trace). A 64 MiB threshold lets freed buffers be reused; peak RSS barely moves.
-    Likewise the heap's top is given back to the kernel whenever 128 KiB of it are free (the
-    default trim threshold), which a batch's few 4 MiB buffers (the read, the bytes carried
-    over, the batch) cross every time: 24 MiB keeps one batch's worth. Measured on a 175 MB
-    trace, 6 runs each: page faults 179k -> 137k, wall 1.27 -> 1.19 s, peak RSS unchanged
-    (256 MiB); 32 MiB added 25 MiB of peak.
-    Only the CLI calls this (its own process); elsewhere, or without glibc, it does nothing.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        # The process's own symbols, libc's among them: ctypes.util.find_library("c") would
-        # run ldconfig in a subprocess (~7 ms) to name the library already loaded.
-        libc = ctypes.CDLL(None)
-        libc.mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, 24 << 20)  # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):  # not glibc (musl has no mallopt): keep the defaults
-        return
 
 
 def note_interrupted(doc: Document, quiet: bool) -> None:

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rightsize import allocator
 from rightsize.errors import RightsizeError
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
@@ -85,7 +84,7 @@ def resolve_target(
 
 def child_env(config: dict[str, Any], base: dict[str, str] | None = None) -> dict[str, str]:
     """The job's environment: ``base`` plus the bootstrap on PYTHONPATH and RIGHTSIZE_RUN."""
-    env = allocator.job_env(dict(os.environ if base is None else base))
+    env = dict(os.environ if base is None else base)
     existing = env.get("PYTHONPATH")
     env["PYTHONPATH"] = str(BOOTSTRAP_DIR) + (os.pathsep + existing if existing else "")
     env["RIGHTSIZE_RUN"] = json.dumps(config)

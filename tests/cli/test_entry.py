@@ -55,7 +55,7 @@ def test_module_and_error_boundary(tmp_path):
 
 NUMPY_LEAN = """
 import os, sys
-from rightsize.cli.output import import_numpy_lean
+from rightsize.cli.startup import import_numpy_lean
 import_numpy_lean()
 print('numpy' in sys.modules, os.environ.get('OPENBLAS_NUM_THREADS'))
 """
