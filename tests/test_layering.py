@@ -83,3 +83,19 @@ def test_from_imports_are_resolved_to_modules(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("from rightsize import pipeline\n")
     assert imports_of(probe) == {"rightsize", "rightsize.pipeline"}
+
+
+def test_type_hints_resolve_without_import_cycles():
+    """Every public function and node of the diagnosis resolves its annotations (an import
+    cycle hidden behind TYPE_CHECKING made typing.get_type_hints fail on evidence.py)."""
+    import typing
+
+    from rightsize.analyzers.diagnosis import advise, counters, evidence, ncu_only, verdict
+    from rightsize.analyzers.document import Document, diagnosis, metrics, sizing
+
+    for module in (evidence, verdict, counters, ncu_only, advise, diagnosis, metrics, sizing):
+        for name in dir(module):
+            obj = getattr(module, name)
+            if getattr(obj, "__module__", None) == module.__name__ and callable(obj):
+                typing.get_type_hints(obj)
+    typing.get_type_hints(Document)
