@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -37,7 +38,10 @@ if __name__ == "__main__":
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "rightsize", "run", "--out", "run", "--no-report", *args]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+    # torchrun leaves a torchelastic_* folder in $TMPDIR: keep it in the test's own directory
+    env = dict(os.environ, TMPDIR=str(cwd))
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
 
 
 @pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
