@@ -6,8 +6,8 @@
     (<Bound.DATALOADER: 'dataloader'>, <DeviceKind.CPU: 'cpu'>)
     >>> a.diagnosis.bound == "dataloader"  # vocabularies are StrEnums: their text compares too
     True
-    >>> a.steps.count, a.sizing.recommended
-    (3, 'L4')
+    >>> a.steps.count, a.sizing.recommended  # a CPU-only run: no GPU recommendation earned
+    (3, None)
     >>> "ts_ns" in a.ranks[0].ops.columns
     True
     >>> rightsize.Analysis.from_json(a.to_json()).diagnosis == a.diagnosis

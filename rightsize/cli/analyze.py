@@ -44,6 +44,15 @@ from rightsize.cli.output import Progress, note_interrupted
 @click.option("--provider", default=None, help="Sizing: price GPUs from this provider only.")
 @click.option("--include-consumer", is_flag=True,
               help="Sizing: consumer GPUs (e.g. RTX 4090) may be recommended.")
+@click.option("--objective", type=click.Choice(["time", "cost"]), default="time",
+              show_default=True,
+              help="Sizing: 'time' recommends the cheapest GPU no slower than now beyond "
+                   "--slower-ok (its whole projected range); 'cost' the cheapest per step, "
+                   "however slow.")
+@click.option("--slower-ok", "slower_ok_pct", type=click.FloatRange(min=0), default=10.0,
+              show_default=True, metavar="PCT",
+              help="Sizing, --objective time: how much slower than now (percent) a cheaper GPU "
+                   "may be.")
 @definitions_option
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages on stderr.")
@@ -52,8 +61,8 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
             step_range: str | None, timezone: str | None, catalog_path: Path | None,
             target_step_ms: float | None, target_throughput: float | None,
             samples_per_step: int | None, max_usd_per_hour: float | None, headroom: float,
-            provider: str | None, include_consumer: bool, definitions: str, no_report: bool,
-            quiet: bool) -> None:
+            provider: str | None, include_consumer: bool, objective: str, slower_ok_pct: float,
+            definitions: str, no_report: bool, quiet: bool) -> None:
     """Analyze PyTorch Profiler traces: what holds the job back.
 
     PATHS are PyTorch Profiler traces (.json, .json.gz), directories of per-rank traces, run
@@ -72,14 +81,15 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
       rightsize analyze traces/ --format json -o analysis.json
       rightsize analyze report1.sqlite ncu.csv --target-step-ms 50
     """
-    from rightsize.analyzers.sizing.projection import Constraints
+    from rightsize.analyzers.sizing.projection import Constraints, Objective
     from rightsize.pipeline import Options, analyze_document
 
     if target_throughput is not None and samples_per_step is None:
         raise click.UsageError("--target-throughput needs --samples-per-step")
     constraints = Constraints(target_step_ms=target_step_ms, target_throughput=target_throughput,
                               max_usd_per_hour=max_usd_per_hour, headroom_fraction=headroom,
-                              provider=provider, include_consumer=include_consumer)
+                              provider=provider, include_consumer=include_consumer,
+                              objective=Objective(objective), slower_ok_pct=slower_ok_pct)
     options = Options(step_range=step_range, timezone=timezone,
                       catalog=load_catalog_for_cli(catalog_path), constraints=constraints,
                       samples_per_step=samples_per_step, definitions=definitions)

@@ -81,7 +81,8 @@ def render_summary(
         if h.reason:  # the sizing's own why, e.g. "a bigger GPU will not shrink it: do X"
             lines.append(b("Why: ") + safe(h.reason))
     else:
-        lines.append(b("Recommended GPU: ") + safe(h.reason or "n/a (no sizing in this analysis)"))
+        lines.append(b("Recommended GPU: ") + ("none; " + safe(h.reason) if h.reason
+                                               else "n/a (no sizing in this analysis)"))
     text = wrap(lines)
     if report_path is not None:  # never wrapped: a path is pasted whole
         text += "\n" + b("Report: ") + safe(report_path)

@@ -8,6 +8,7 @@ import pytest
 
 from rightsize.analyzers.sizing.projection import (
     Constraints,
+    Objective,
     SizingError,
     Verdict,
     Workload,
@@ -49,7 +50,7 @@ def work(shares, peak_gib=10, device="big", step=None, **kw):
 def test_exact_projection_cost_and_energy():
     cat = catalog_of(BIG, MID)
     w = work({"compute": 40, "memory": 30, "pcie": 10, "dataloader": 5, "host": 10, "idle": 5})
-    s = project(w, cat)
+    s = project(w, cat, COST)
     cands = {c.gpu: c for c in s.candidates}
     assert cands["big"].projected_step_ms == 100
     # compute x 1000/250, memory x 3000/1000, pcie x 64/32, fixed 20
@@ -84,7 +85,11 @@ def test_dataloader_bound_gains_nothing_from_a_faster_gpu():
     assert cands["fast"].projected_step_ms >= 0.92 * w.step_ms
     assert "data loader, which a bigger GPU will not shrink" in s.reason
     assert "num_workers" in s.reason
-    assert s.recommended == "mid" and s.verdict is Verdict.OVER_PROVISIONED
+    # mid: 5 x 4 + 3 x 3 + 92 = 121 ms, 21% slower: past --slower-ok 10%, so not the pick
+    assert cands["mid"].projected_step_ms == pytest.approx(121) and not cands["mid"].meets_objective
+    assert s.recommended == "big" and s.verdict is Verdict.RIGHT_SIZED
+    assert project(w, cat, Constraints(slower_ok_pct=40)).recommended == "mid"  # its range top
+    assert project(w, cat, COST).verdict is Verdict.OVER_PROVISIONED
 
 
 def test_host_bound_says_what_helps():
@@ -139,7 +144,7 @@ def test_memory_pressure_is_under_provisioned():
 
 
 def test_right_sized_when_current_is_cheapest_per_step():
-    s = project(work({"compute": 90, "memory": 10}), catalog_of(BIG, MID))
+    s = project(work({"compute": 90, "memory": 10}), catalog_of(BIG, MID), COST)
     # mid: 390 ms at $1/h = $0.1083 per 1k steps vs big $0.1111: 2.5% is not worth a move
     assert (s.recommended, s.verdict, s.savings_pct) == ("big", Verdict.RIGHT_SIZED, 0)
     assert "mid would save only 2% per step" in s.reason
@@ -147,7 +152,7 @@ def test_right_sized_when_current_is_cheapest_per_step():
 
 def test_max_usd_per_hour_constraint():
     s = project(work({"compute": 90, "memory": 10}), catalog_of(BIG, MID),
-                Constraints(max_usd_per_hour=2.0))
+                Constraints(max_usd_per_hour=2.0, objective=Objective.COST))
     assert s.recommended == "mid"
     assert {c.gpu: c.meets_constraints for c in s.candidates} == {"big": False, "mid": True}
 
@@ -161,7 +166,10 @@ def test_cpu_only_sized_from_flops_and_bytes():
     (c,) = s.candidates
     # max(2e12 / (1000e12 * 0.4), 1e9 / (3000e9 * 0.8)) s = 5 ms, + 100 ms data loader
     assert c.projected_step_ms == pytest.approx(105)
-    assert s.current is None and s.verdict is None and s.recommended == "big"
+    # op-level FLOPs are no model of GPU kernels: listed, never recommended
+    assert s.current is None and s.verdict is None and s.recommended is None
+    assert "no GPU is recommended for a CPU-only run" in s.reason
+    assert "rightsize estimate" in s.reason
 
 
 def test_unknown_current_device_is_reported():
@@ -267,17 +275,26 @@ def test_multi_rank_communication_is_not_carried_to_another_fabric():
 def test_no_verdict_when_inconclusive_or_memory_unknown():
     cat = catalog_of(BIG, MID)
     shares = {"compute": 40, "memory": 30, "host": 30}
-    s = project(work(shares, bound="inconclusive"), cat)
-    assert s.verdict is None and "the diagnosis is inconclusive" in s.reason
+    s = project(work(shares, bound="inconclusive"), cat, COST)
+    assert (s.verdict, s.recommended) == (None, None)
+    assert "no GPU is recommended: the diagnosis is inconclusive" in s.reason
+    assert {c.gpu for c in s.candidates} == {"big", "mid"}  # still listed
+    # peak unknown: mid (48 GB) may not hold what ran on big (80 GB); only big is considered
     s = project(Workload(step_ms=100, shares_ms=shares, precision="bf16",
-                         peak_memory_bytes=None, current_device_name="big"), cat)
-    assert s.verdict is None and "peak memory is unknown" in s.reason
+                         peak_memory_bytes=None, current_device_name="big"), cat, COST)
+    assert s.recommended == "big" and "peak memory is unknown" in s.reason
+    assert "only GPUs with at least the big's memory were considered" in s.reason
     assert "profile_memory=True" in s.reason
+    roomy = gpu("roomy", mem_gb=96, bw=1000, tf=250, link=32, price=1.0)
+    s = project(Workload(step_ms=100, shares_ms=shares, precision="bf16",
+                         peak_memory_bytes=None, current_device_name="big"),
+                catalog_of(BIG, MID, roomy), COST)
+    assert s.recommended == "roomy"  # at least the memory the job ran in
 
 
 def test_slower_cheaper_candidate_says_so_first():
     s = project(work({"compute": 40, "memory": 30, "pcie": 10, "dataloader": 5, "host": 10,
-                      "idle": 5}), catalog_of(BIG, MID))
+                      "idle": 5}), catalog_of(BIG, MID), COST)
     assert s.verdict is Verdict.OVER_PROVISIONED
     # the projected part (40x4 + 30x3 + 10x2) +- the error of GPUs without fitted rates
     spread = 270 * load_rates().error_pct_unfitted / 100
@@ -309,3 +326,47 @@ def test_pcie_share_of_pageable_copies_is_not_doubled_on_a_gen4_card():
     pinned = project(work(shares, host_copy_gbs=54.0), cat)
     assert {c.gpu: c.projected_step_ms for c in pageable.candidates}["slow"] == 13.0
     assert {c.gpu: c.projected_step_ms for c in pinned.candidates}["slow"] == 23.0
+
+
+def test_objective_time_keeps_the_step_and_names_the_cheaper_slower_option():
+    w = work({"compute": 40, "memory": 30, "pcie": 10, "dataloader": 5, "host": 10, "idle": 5})
+    s = project(w, catalog_of(BIG, MID))
+    assert (s.objective, s.slower_ok_pct) == (Objective.TIME, 10.0)
+    assert (s.recommended, s.verdict) == ("big", Verdict.RIGHT_SIZED)  # mid is 2.9x slower
+    assert {c.gpu: c.meets_objective for c in s.candidates} == {"big": True, "mid": False}
+    assert "within 10% of its step time (--slower-ok)" in s.reason
+    assert "cheaper if you accept slower: mid is 2.9x slower (290.0 ms projected" in s.reason
+    assert s.frontier == ("mid", "big")  # cheapest first; neither beats the other on both
+    data = s.to_json()
+    assert (data["objective"], data["slower_ok_pct"], data["frontier"]) == (
+        "time", 10.0, ["mid", "big"])
+    assert data["candidates"][1]["meets_objective"] is False
+
+
+def test_objective_time_takes_a_cheaper_gpu_within_its_whole_range():
+    # host-bound: mid runs the GPU part 4x (compute) and 3x (memory) slower; the top of its
+    # range must stay within 10% of the 100 ms measured
+    w = work({"compute": 1, "memory": 1, "host": 98})
+    cands = {c.gpu: c for c in project(w, catalog_of(BIG, MID)).candidates}
+    top = cands["mid"].projected_step_ms_high
+    assert top == pytest.approx(98 + (1 * 4 + 1 * 3) * (1 + load_rates().error_pct_unfitted / 100))
+    s = project(w, catalog_of(BIG, MID))
+    assert top <= 110 and (s.recommended, s.verdict) == ("mid", Verdict.OVER_PROVISIONED)
+    s = project(w, catalog_of(BIG, MID), Constraints(slower_ok_pct=0))
+    assert s.recommended == "big" and "within 0% of its step time" in s.reason
+
+
+def test_an_unpriced_current_gpu_gets_no_recommendation():
+    unpriced = gpu("unpriced", mem_gb=80, bw=3000, tf=1000, link=64, price=None)
+    fast = gpu("fast", mem_gb=80, bw=6000, tf=2000, link=64, price=4.0)
+    w = work({"compute": 50, "memory": 50}, device="unpriced")
+    s = project(w, catalog_of(unpriced, fast))
+    assert (s.recommended, s.verdict) == (None, None)
+    assert "the catalog has no price for the unpriced, so no GPU is recommended; the cheapest" \
+        " per step that meets the constraints within 10% of its step time (--slower-ok) is" \
+        " fast at 50.0 ms" in s.reason
+    s = project(w, catalog_of(unpriced, BIG))  # big's range top: 123 ms, past 110
+    assert (s.recommended, s.verdict) == (None, None) and "no priced GPU meets" in s.reason
+
+
+COST = Constraints(objective=Objective.COST)

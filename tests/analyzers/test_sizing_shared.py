@@ -17,7 +17,7 @@ def test_bf16_bert_is_never_sent_to_a_v100(shared):
     bert = _document(shared, "tracelens-h100-gaunernst_bert-small-uncased__1016001.json.gz")
     sz = bert.sizing
     assert bert.precision.workload == "bf16"
-    assert sz.current == "H100 SXM" and sz.recommended == "L4"
+    assert sz.current == "H100 SXM" and sz.recommended == "RTX 6000 Ada"  # within 10% of now
     v100 = [c for c in sz.candidates if c.gpu.startswith("V100")]
     assert {c.gpu for c in v100} == {"V100 16GB SXM2", "V100 32GB SXM2", "V100 32GB PCIe"}
     for c in v100:

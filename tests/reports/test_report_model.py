@@ -22,7 +22,7 @@ def test_cpu_sample_has_every_section_with_empty_states():
     m = build_model(typed(real_doc()))
     assert m.title == "rightsize: rank0.pid17679.pt.trace.json.gz"
     assert m.headline.device_name is None and m.headline.step_ms == 38.651812
-    assert (m.headline.bound, m.headline.recommended_gpu) == ("dataloader", "L4")
+    assert (m.headline.bound, m.headline.recommended_gpu) == ("dataloader", None)  # CPU-only
     assert m.kernels == () and m.timeline.empty and m.breakdown.empty is None
     assert m.overview.steps == 3 and m.overview.step_source == "profiler_step"
     assert m.evidence.utilization == ()  # no GPU, no NVML: nothing to pair

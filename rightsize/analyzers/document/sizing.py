@@ -16,6 +16,13 @@ from typing import Any
 from rightsize.node import Node, node, num
 
 
+class Objective(StrEnum):
+    """What sizing optimizes (``--objective``; sizing/objective.py)."""
+
+    TIME = "time"  # the cheapest GPU no slower than now beyond --slower-ok
+    COST = "cost"  # the cheapest per step, slower allowed
+
+
 class Verdict(StrEnum):
     OVER_PROVISIONED = "over-provisioned"
     RIGHT_SIZED = "right-sized"
@@ -46,6 +53,8 @@ class Candidate(Node):
     like_for_like: bool = True  # False: communication could not be carried over (see warnings)
     recommendable: bool = True  # False: consumer, missing precision or not like-for-like
     warnings: tuple[str, ...] = ()
+    # meets the sizing objective: no slower than now beyond --slower-ok (objective time)
+    meets_objective: bool = True
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a newer rightsize
 
 
@@ -61,6 +70,9 @@ class Sizing(Node):
     candidates: tuple[Candidate, ...] = ()
     reason: str = ""
     current_note: str = ""  # how the device was matched, or why not
+    objective: Objective | None = None  # None: a document older than the key
+    slower_ok_pct: float | None = None  # objective time: how much slower than now is allowed
+    frontier: tuple[str, ...] = ()  # GPUs no other beats on both cost and step, cheapest first
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a newer rightsize
 
     def candidate(self, gpu: str | None, gpus: int = 1) -> Candidate | None:

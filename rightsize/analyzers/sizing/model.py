@@ -10,15 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rightsize.analyzers.document.sizing import Candidate, Sizing, Verdict
+from rightsize.analyzers.document.sizing import Candidate, Objective, Sizing, Verdict
 from rightsize.errors import RightsizeError
 from rightsize.vocab import Bound, Precision, Share
 
 if TYPE_CHECKING:
     from rightsize.analyzers.sizing.kernels_projection import KernelWork
 
-__all__ = ["Candidate", "Constraints", "Sizing", "SizingError", "SizingThresholds", "Verdict",
-           "Workload"]
+__all__ = ["Candidate", "Constraints", "Objective", "Sizing", "SizingError", "SizingThresholds",
+           "Verdict", "Workload"]
 
 
 class SizingError(RightsizeError):
@@ -85,3 +85,5 @@ class Constraints:
     headroom_fraction: float = 0.10  # free memory kept above the peak
     provider: str | None = None  # price only from this provider
     include_consumer: bool = False  # consumer (gaming) GPUs may be recommended
+    objective: Objective = Objective.TIME  # what to optimize (sizing/objective.py)
+    slower_ok_pct: float = 10.0  # objective time: a candidate may be this much slower than now

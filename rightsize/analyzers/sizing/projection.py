@@ -18,9 +18,10 @@ carries a range from the validation error. See docs/sizing.md. Pure.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import cast
 
+from rightsize.analyzers.sizing import objective
 from rightsize.analyzers.sizing.kernels_projection import project_kernels_ms
 from rightsize.analyzers.sizing.model import (
     FIXED_SHARES,
@@ -28,6 +29,7 @@ from rightsize.analyzers.sizing.model import (
     THRESHOLDS,
     Candidate,
     Constraints,
+    Objective,
     Sizing,
     SizingError,
     SizingThresholds,
@@ -51,8 +53,19 @@ from rightsize.catalog import Catalog, Gpu
 from rightsize.vocab import Bound, Precision, Share
 
 # The data model lives in ``model``; these names stay importable from here.
-__all__ = ["THRESHOLDS", "Candidate", "Constraints", "Sizing", "SizingError",
-           "SizingThresholds", "Verdict", "Workload", "project", "project_step_ms"]
+__all__ = [
+    "THRESHOLDS",
+    "Candidate",
+    "Constraints",
+    "Objective",
+    "Sizing",
+    "SizingError",
+    "SizingThresholds",
+    "Verdict",
+    "Workload",
+    "project",
+    "project_step_ms",
+]
 _DEFAULT = Constraints()
 
 
@@ -162,7 +175,9 @@ def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
                      price.provider if price else None, price.instance_type if price else None,
                      price.date_seen if price else None, meets, str(used), words, wire,
                      low, high, gpu.consumer, not any(w.startswith(_NOT_LIKE) for w in warnings),
-                     ok, tuple(warnings))
+                     ok, tuple(warnings),
+                     objective.meets(step, high, workload, constraints,
+                                     gpu is current and gpus == 1))
 
 
 _NOT_LIKE = "not like-for-like"
@@ -201,9 +216,9 @@ def _fabric(gpu: Gpu, ranks: int) -> str:
         else "PCIe"
 
 
-def _pick(cands: list[Candidate]) -> Candidate | None:
+def _pick(cands: list[Candidate], allowed: Callable[[Candidate], bool]) -> Candidate | None:
     ok = [c for c in cands if c.fits_memory is not False and c.usd_per_1k_steps is not None
-          and c.meets_constraints and c.recommendable]
+          and c.meets_constraints and c.meets_objective and c.recommendable and allowed(c)]
     if ok:
         return min(ok, key=lambda c: (c.usd_per_1k_steps, c.projected_step_ms))
     return None
@@ -250,11 +265,16 @@ def project(workload: Workload, catalog: Catalog, constraints: Constraints = _DE
                       reason=f"{note}; without its specs the measured step cannot be projected.")
     singles = [_candidate(workload, constraints, catalog, current, g, 1, table, g.name in gpus)
                for g in pool]
-    best = _pick(singles)
+    memory = {g.name: g.memory_bytes for g in pool}
+
+    def allowed(c: Candidate) -> bool:
+        return objective.allowed(c, current, memory, workload.peak_memory_bytes is not None)
+
+    best = _pick(singles, allowed)
     cands = list(singles)
     if not any(c.fits_memory is not False for c in singles):
         cands += _multi_gpu(workload, constraints, catalog, current, pool, table, gpus)
-        best = _pick(cands[len(singles):])
+        best = _pick(cands[len(singles):], allowed)
     elif best is None:  # nothing meets the targets: the fastest that fits
         fitting = [c for c in singles if c.fits_memory is not False and c.recommendable
                    and c.projected_step_ms is not None]
@@ -288,15 +308,27 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
     words = []
     if stall_frac >= THRESHOLDS.stall_fraction or workload.bound in (Bound.DATALOADER, Bound.HOST):
         words.append(_stall_words(shares, workload.step_ms))
+
+    def sizing(recommended: Candidate | None, verdict: Verdict | None,
+               savings: float | None) -> Sizing:
+        return Sizing(current=current.name if current else None, current_note=note,
+                      recommended=recommended.gpu if recommended else None,
+                      recommended_gpus=recommended.gpus if recommended else 1, verdict=verdict,
+                      savings_pct=savings, candidates=cands, reason="; ".join(words) + ".",
+                      objective=constraints.objective, slower_ok_pct=constraints.slower_ok_pct,
+                      frontier=objective.frontier(cands))
+
+    why = objective.unearned(workload, current)
+    if why is not None:
+        words.append(why)
+        return sizing(None, None, None)
     if best is None:
         words.append("no catalog GPU fits the peak memory with the requested headroom, even"
                      f" as {GPU_COUNTS[-1]} GPUs" if not any(c.fits_memory is not False
                                                              for c in cands)
                      else "no priced GPU meets the constraints; relax them or add a price"
                      " with --catalog")
-        return Sizing(current=current.name if current else None, current_note=note,
-                      recommended=None, recommended_gpus=1, verdict=None, savings_pct=None,
-                      candidates=tuple(cands), reason="; ".join(words) + ".")
+        return sizing(None, None, None)
     if best.gpus > 1:
         words.append(f"nothing fits on one GPU: run on {best.gpus} x {best.gpu} with"
                      f" {best.parallelism}; needs {best.interconnect}")
@@ -324,33 +356,48 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
             speed, detail = _speed_words(best, cur)
             words.append(f"{best.gpu} is {speed}, {savings:.0f}% cheaper per step ({detail};"
                          f" prices seen {best.price_date_seen})")
-        elif best.gpu != cur.gpu and savings is None:
-            words.append(f"the catalog has no price for the {current.name}, so it cannot be"
-                         f" judged; the cheapest per step is {best.gpu} at"
-                         f" {best.projected_step_ms:.1f} ms")
+        elif savings is None:
+            # Cheaper than an unknown price cannot be told: no recommendation, the option named.
+            option = (f"the cheapest per step that meets {_goal(constraints)} is {best.gpu} at"
+                      f" {best.projected_step_ms:.1f} ms" if best.gpu != cur.gpu else
+                      f"no priced GPU meets {_goal(constraints)}")
+            words.append(f"the catalog has no price for the {current.name}, so no GPU is"
+                         f" recommended; {option} (add the {current.name}'s price with"
+                         " --catalog to compare)")
+            return sizing(None, None, None)
         else:
             verdict = Verdict.RIGHT_SIZED
             words.append(f"the {current.name} is the cheapest per step among GPUs that fit"
-                         " and meet the constraints" if best.gpu == cur.gpu else
+                         f" and meet {_goal(constraints)}" if best.gpu == cur.gpu else
                          f"{best.gpu} would save only {savings or 0:.0f}% per step, below the"
                          f" {THRESHOLDS.over_provisioned_savings_pct:.0f}% worth a move")
             best, savings = cur, 0.0
     else:
         words.append(f"cheapest per step: {best.gpu} at {best.projected_step_ms:.1f} ms")
-    if current is not None and verdict is not None and workload.bound == Bound.INCONCLUSIVE:
-        verdict, savings = None, None
-        words.append("no over-/under-provisioned verdict: the diagnosis is inconclusive"
-                     " (see its evidence for what to record)")
-    elif current is not None and verdict is not None and workload.peak_memory_bytes is None:
-        verdict = None
-        words.append("no over-/under-provisioned verdict: peak memory is unknown; record it"
-                     " with profile_memory=True (rightsize run does)")
-    if (constraints.target_step_ms is None and constraints.target_throughput is None
-            and verdict is Verdict.OVER_PROVISIONED):
+    slower = objective.cheaper_slower(cands, best) \
+        if constraints.objective == Objective.TIME else None
+    if slower is not None and cur is not None:
+        speed, _ = _speed_words(slower, cur)
+        words.append(f"cheaper if you accept slower: {objective.label(slower)} is {speed}"
+                     f" ({slower.projected_step_ms:.1f} ms projected, up to"
+                     f" {slower.projected_step_ms_high or slower.projected_step_ms:.1f});"
+                     " --objective cost sizes for cost")
+    if current is not None and workload.peak_memory_bytes is None:
+        words.append(f"peak memory is unknown, so only GPUs with at least the {current.name}'s"
+                     " memory were considered; record it with profile_memory=True (rightsize"
+                     " run does)")
+    if (constraints.objective == Objective.COST and constraints.target_step_ms is None
+            and constraints.target_throughput is None and verdict is Verdict.OVER_PROVISIONED):
         words.append("no step-time target was given; pass --target-step-ms to bound latency")
-    return Sizing(current=current.name if current else None, current_note=note,
-                  recommended=best.gpu, recommended_gpus=best.gpus, verdict=verdict,
-                  savings_pct=savings, candidates=tuple(cands), reason="; ".join(words) + ".")
+    return sizing(best, verdict, savings)
+
+
+def _goal(constraints: Constraints) -> str:
+    """What a candidate had to meet, in words."""
+    if constraints.objective == Objective.COST:
+        return "the constraints"
+    return (f"the constraints within {constraints.slower_ok_pct:g}% of its step time"
+            " (--slower-ok)")
 
 
 def _speed_words(best: Candidate, cur: Candidate) -> tuple[str, str]:
