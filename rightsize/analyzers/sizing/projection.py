@@ -18,10 +18,10 @@ carries a range from the validation error. See docs/sizing.md. Pure.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import cast
 
-from rightsize.analyzers.sizing import objective
+from rightsize.analyzers.sizing import objective, reasons
 from rightsize.analyzers.sizing.kernels_projection import project_kernels_ms
 from rightsize.analyzers.sizing.model import (
     FIXED_SHARES,
@@ -307,7 +307,7 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
     stall_frac = stall / workload.step_ms
     words = []
     if stall_frac >= THRESHOLDS.stall_fraction or workload.bound in (Bound.DATALOADER, Bound.HOST):
-        words.append(_stall_words(shares, workload.step_ms))
+        words.append(reasons.stall_words(shares, workload.step_ms))
 
     def sizing(recommended: Candidate | None, verdict: Verdict | None,
                savings: float | None) -> Sizing:
@@ -353,14 +353,14 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
         elif (best.gpu != cur.gpu and savings is not None
               and savings >= THRESHOLDS.over_provisioned_savings_pct):
             verdict = Verdict.OVER_PROVISIONED
-            speed, detail = _speed_words(best, cur)
+            speed, detail = reasons.speed_words(best, cur)
             words.append(f"{best.gpu} is {speed}, {savings:.0f}% cheaper per step ({detail};"
                          f" prices seen {best.price_date_seen})")
         elif savings is None:
             # Cheaper than an unknown price cannot be told: no recommendation, the option named.
-            option = (f"the cheapest per step that meets {_goal(constraints)} is {best.gpu} at"
+            option = (f"the cheapest per step that meets {reasons.goal(constraints)} is {best.gpu} at"
                       f" {best.projected_step_ms:.1f} ms" if best.gpu != cur.gpu else
-                      f"no priced GPU meets {_goal(constraints)}")
+                      f"no priced GPU meets {reasons.goal(constraints)}")
             words.append(f"the catalog has no price for the {current.name}, so no GPU is"
                          f" recommended; {option} (add the {current.name}'s price with"
                          " --catalog to compare)")
@@ -368,7 +368,7 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
         else:
             verdict = Verdict.RIGHT_SIZED
             words.append(f"the {current.name} is the cheapest per step among GPUs that fit"
-                         f" and meet {_goal(constraints)}" if best.gpu == cur.gpu else
+                         f" and meet {reasons.goal(constraints)}" if best.gpu == cur.gpu else
                          f"{best.gpu} would save only {savings or 0:.0f}% per step, below the"
                          f" {THRESHOLDS.over_provisioned_savings_pct:.0f}% worth a move")
             best, savings = cur, 0.0
@@ -377,7 +377,7 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
     slower = objective.cheaper_slower(cands, best) \
         if constraints.objective == Objective.TIME else None
     if slower is not None and cur is not None:
-        speed, _ = _speed_words(slower, cur)
+        speed, _ = reasons.speed_words(slower, cur)
         words.append(f"cheaper if you accept slower: {objective.label(slower)} is {speed}"
                      f" ({slower.projected_step_ms:.1f} ms projected, up to"
                      f" {slower.projected_step_ms_high or slower.projected_step_ms:.1f});"
@@ -390,44 +390,3 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
             and constraints.target_throughput is None and verdict is Verdict.OVER_PROVISIONED):
         words.append("no step-time target was given; pass --target-step-ms to bound latency")
     return sizing(best, verdict, savings)
-
-
-def _goal(constraints: Constraints) -> str:
-    """What a candidate had to meet, in words."""
-    if constraints.objective == Objective.COST:
-        return "the constraints"
-    return (f"the constraints within {constraints.slower_ok_pct:g}% of its step time"
-            " (--slower-ok)")
-
-
-def _speed_words(best: Candidate, cur: Candidate) -> tuple[str, str]:
-    """("3.1x slower", "12.0 ms projected, range 10.1-13.9, vs 3.9 ms now"): speed first."""
-    b, c = best.projected_step_ms or 0.0, cur.projected_step_ms or 0.0
-    ratio = b / c if c else 1.0
-    speed = (f"{ratio:.1f}x slower" if ratio >= 1.05 else
-             f"{1 / ratio:.1f}x faster" if 0 < ratio <= 1 / 1.05 else "as fast")
-    span = (f", range {best.projected_step_ms_low:.1f}-{best.projected_step_ms_high:.1f}"
-            if best.projected_step_ms_low is not None
-            and best.projected_step_ms_high is not None else "")
-    return speed, f"{b:.1f} ms projected{span}, vs {c:.1f} ms now"
-
-
-def _stall_words(shares: Mapping[str, float], step_ms: float) -> str:
-    loader = shares.get(str(Share.DATALOADER), 0.0)
-    host = shares.get(str(Share.HOST), 0.0) + shares.get(str(Share.IDLE), 0.0)
-    if loader >= host:
-        return (f"{loader / step_ms:.0%} of each step waits for the data loader, which a bigger"
-                " GPU will not shrink: raise DataLoader num_workers, set pin_memory=True and"
-                " persistent_workers=True, pre-process or cache the dataset")
-    idle = shares.get(str(Share.IDLE), 0.0)
-    if idle > host - idle:
-        # Seen on an H100: an inference loop sleeping 5 ms between requests, 93% of its steps
-        # with nothing recorded; launch-overhead advice would not touch that.
-        return (f"{host / step_ms:.0%} of each step the GPU waits, {idle / step_ms:.0%} with"
-                " nothing recorded on the host (the job waiting - asleep, for input or"
-                " requests, in I/O - or host work the trace did not record), which a bigger"
-                " GPU will not shrink: give the GPU more work per step (larger batches,"
-                " batched requests) or a smaller GPU")
-    return (f"{host / step_ms:.0%} of each step is host/launch overhead (the GPU waits for the"
-            " CPU), which a bigger GPU will not shrink: use larger batches, CUDA graphs or"
-            " torch.compile(mode='reduce-overhead'), and avoid .item()/synchronize in the loop")

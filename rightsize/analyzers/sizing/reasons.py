@@ -1,0 +1,52 @@
+"""The words of a sizing's reason: how much faster or slower, what a stalled step needs, what a
+candidate had to meet. Pure; used by ``projection``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rightsize.analyzers.document.sizing import Candidate, Objective
+from rightsize.analyzers.sizing.model import Constraints
+from rightsize.vocab import Share
+
+
+def speed_words(best: Candidate, cur: Candidate) -> tuple[str, str]:
+    """("3.1x slower", "12.0 ms projected, range 10.1-13.9, vs 3.9 ms now"): speed first."""
+    b, c = best.projected_step_ms or 0.0, cur.projected_step_ms or 0.0
+    ratio = b / c if c else 1.0
+    speed = (f"{ratio:.1f}x slower" if ratio >= 1.05 else
+             f"{1 / ratio:.1f}x faster" if 0 < ratio <= 1 / 1.05 else "as fast")
+    span = (f", range {best.projected_step_ms_low:.1f}-{best.projected_step_ms_high:.1f}"
+            if best.projected_step_ms_low is not None
+            and best.projected_step_ms_high is not None else "")
+    return speed, f"{b:.1f} ms projected{span}, vs {c:.1f} ms now"
+
+
+def stall_words(shares: Mapping[str, float], step_ms: float) -> str:
+    loader = shares.get(str(Share.DATALOADER), 0.0)
+    host = shares.get(str(Share.HOST), 0.0) + shares.get(str(Share.IDLE), 0.0)
+    if loader >= host:
+        return (f"{loader / step_ms:.0%} of each step waits for the data loader, which a bigger"
+                " GPU will not shrink: raise DataLoader num_workers, set pin_memory=True and"
+                " persistent_workers=True, pre-process or cache the dataset")
+    idle = shares.get(str(Share.IDLE), 0.0)
+    if idle > host - idle:
+        # Seen on an H100: an inference loop sleeping 5 ms between requests, 93% of its steps
+        # with nothing recorded; launch-overhead advice would not touch that.
+        return (f"{host / step_ms:.0%} of each step the GPU waits, {idle / step_ms:.0%} with"
+                " nothing recorded on the host (the job waiting - asleep, for input or"
+                " requests, in I/O - or host work the trace did not record), which a bigger"
+                " GPU will not shrink: give the GPU more work per step (larger batches,"
+                " batched requests) or a smaller GPU")
+    return (f"{host / step_ms:.0%} of each step is host/launch overhead (the GPU waits for the"
+            " CPU), which a bigger GPU will not shrink: use larger batches, CUDA graphs or"
+            " torch.compile(mode='reduce-overhead'), and avoid .item()/synchronize in the loop")
+
+
+def goal(constraints: Constraints) -> str:
+    """What a candidate had to meet, in words."""
+    if constraints.objective == Objective.COST:
+        return "the constraints"
+    return (f"the constraints within {constraints.slower_ok_pct:g}% of its step time"
+            " (--slower-ok)")
