@@ -133,9 +133,11 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
     plan = None
     if diag is not None:
         dev = next((d for d in devices if d.device == primary), None)
-        measures = _measures(trace, diag, work, dev, peak,
+        measures = _measures(trace, steps, prim_kernels, diag, work, dev, peak,
                              _device_prop(trace, primary, "memory_bytes"), temporal, idle)
-        recs = tuple(advise.recommend(measures, diag.bound))
+        arch = match.gpu.architecture if match is not None and match.gpu is not None else None
+        recs = tuple(advise.recommend(measures, diag.bound,
+                                      diag.step_ns / steps.count / 1e6, arch))
         plan = _sizing(trace, steps, diag, work, primary, peak, context, notes)
     window = (int(steps.start_ns[0]), int(steps.end_ns[-1])) if steps.count else None
     return RankAnalysis(
@@ -249,17 +251,18 @@ def _peak(memory: tuple[dm.MemoryPeak, ...], device: int | None) -> int | None:
     return m.peak_allocated_bytes if m is not None else None
 
 
-def _measures(trace: Trace, diag: Diagnosis, work: pl.DataFrame,
-              dev: dm.DeviceMetrics | None, peak: int | None, memory_bytes: int | None,
-              temporal: dm.Hta | None,
+def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis,
+              work: pl.DataFrame, dev: dm.DeviceMetrics | None, peak: int | None,
+              memory_bytes: int | None, temporal: dm.Hta | None,
               idle: tuple[dm.StreamIdle, ...]) -> advise.Measures:
     """The measured values the tuning rules compare with their thresholds."""
     s = cast(Mapping[str, float], diag.shares_pct)  # diagnose() measures every share
     span = temporal.span_ms if temporal is not None else 0.0
-    pageable = trace.transfers.filter(
-        (pl.col("kind") == "memcpy")
-        & (((pl.col("direction") == "HtoD") & (pl.col("src_memory") == "pageable"))
-           | ((pl.col("direction") == "DtoH") & (pl.col("dst_memory") == "pageable"))))
+    gpu = diag.device == DeviceKind.GPU
+    pageable = trace.transfers.filter(  # a pinned copy of a few KiB (an .item()) is no matter
+        (pl.col("kind") == "memcpy") & (pl.col("direction") == "HtoD")
+        & (pl.col("src_memory") == "pageable") & (pl.col("bytes") >= PAGEABLE_COPY_BYTES))
+    main = _main_stream(kernels, idle)
     nvml = diag.utilization.nvml
     gpm = nvml.gpm_sm_util_pct_mean if nvml is not None else None
     return advise.Measures(
@@ -269,17 +272,44 @@ def _measures(trace: Trace, diag: Diagnosis, work: pl.DataFrame,
         is not None else None,
         communication_pct=s["communication"],
         memory_of_device_pct=100.0 * peak / memory_bytes if peak and memory_bytes else None,
-        fp32_matmul_pct=advise.fp32_matmul_pct(work) if diag.device == DeviceKind.GPU else None,
-        host_wait_pct=100.0 * sum(i.host_wait_ms for i in idle) / span if span else None,
-        kernel_wait_pct=100.0 * sum(i.kernel_wait_ms for i in idle) / span if span else None,
-        pageable_copies=float(pageable.height) if diag.device == DeviceKind.GPU else None,
-        sync_pct=advise.sync_pct(trace.cpu_ops, trace.runtime, diag.step_ns),
+        fp32_matmul_pct=advise.fp32_matmul_pct(work) if gpu else None,
+        host_wait_pct=100.0 * main.host_wait_ms / span if span and main else None,
+        kernel_wait_pct=100.0 * main.kernel_wait_ms / span if span and main else None,
+        pageable_h2d_copies=float(pageable.height) if gpu else None,
+        sync_idle_pct=advise.sync_idle_pct(
+            trace.cpu_ops, trace.runtime, pl.concat([
+                kernels.select("ts_ns", "dur_ns"),
+                trace.transfers.filter(pl.col("device") == dev.device).select("ts_ns", "dur_ns")
+                if dev is not None else kernels.select("ts_ns", "dur_ns").clear()]),
+            steps.start_ns, steps.end_ns, diag.step_ns) if gpu else None,
+        fp32_step_pct=advise.fp32_step_pct(work, diag.step_ns) if gpu else None,
         sm_activity_pct=gpm,
         data_parallel_ops=float(advise.data_parallel_ops(trace.cpu_ops)),
         memory_pct=s["memory"],
         host_pct=s["host"] + s["idle"],
         pcie_pct=s["pcie"],
     )
+
+
+# A host-to-device copy this large from pageable memory is worth pinning: the staging copy
+# costs time; below, the reads of a scalar or a few KiB (loss.item()) are latency, not bandwidth.
+PAGEABLE_COPY_BYTES = 1 << 20
+
+
+def _main_stream(kernels: pl.DataFrame,
+                 idle: tuple[dm.StreamIdle, ...]) -> dm.StreamIdle | None:
+    """HTA's idle breakdown of the compute stream with the most kernel time: host wait summed
+    over streams counts the idle of copy and collective streams too (146-250% of the span on
+    shared NCCL traces), and those idle by design."""
+    if not idle or kernels.height == 0 or "stream" not in kernels.columns:
+        return None
+    compute = kernels.filter(~pl.col("name").str.contains(tb_plugin.COMM_KERNEL))
+    if compute.height == 0:
+        return None
+    by = compute.group_by("stream").agg(pl.col("dur_ns").sum()).sort(
+        ["dur_ns", "stream"], descending=[True, False])
+    stream = by["stream"][0]
+    return next((i for i in idle if i.stream == stream), None)
 
 
 def _workload(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,

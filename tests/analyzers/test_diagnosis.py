@@ -213,8 +213,8 @@ def test_recommendations_and_sizing_in_the_analysis():
     ("communication_pct", 10.5, "exposed-communication"),
     ("memory_of_device_pct", 95.0, "memory-near-capacity"),
     ("fp32_matmul_pct", 20.0, "fp32-without-tensor-cores"), ("host_wait_pct", 25.0, "host-wait"),
-    ("kernel_wait_pct", 11.0, "kernel-wait"), ("pageable_copies", 3.0, "pageable-copies"),
-    ("sync_pct", 6.0, "sync-points"), ("sm_activity_pct", 30.0, "low-sm-activity"),
+    ("kernel_wait_pct", 11.0, "kernel-wait"), ("pageable_h2d_copies", 3.0, "pageable-copies"),
+    ("sync_idle_pct", 6.0, "sync-points"), ("sm_activity_pct", 30.0, "low-sm-activity"),
     ("data_parallel_ops", 2.0, "data-parallel"), ("memory_pct", 55.0, "memory-bound-kernels"),
     ("host_pct", 60.0, "host-bound"), ("pcie_pct", 12.0, "pcie-bound"),
 ])
@@ -231,18 +231,24 @@ def test_each_rule_fires_at_its_threshold(measure, value, rule):
 def test_recommendations_ordered_by_verdict_then_impact():
     from rightsize.analyzers.diagnosis.advise import Measures, recommend
     m = Measures(dataloader_pct=30.0, gpu_util_pct=40.0, gpu_idle_pct=60.0,
-                 pageable_copies=12.0, pcie_pct=1.0)
+                 pageable_h2d_copies=12.0, pcie_pct=1.0)
     assert [r.id for r in recommend(m)] == ["low-gpu-utilization", "dataloader-stall",
                                             "pageable-copies"]
     assert recommend(m, Bound.DATALOADER)[0].id == "dataloader-stall"
 
 
 def test_the_rule_catalog_names_only_measures_that_exist():
-    from rightsize.analyzers.diagnosis.advise import MEASURES, Measures, check_rules, rules
-    used = {r[k] for r in rules() for k in ("measure", "requires", "unless", "impact") if k in r}
+    from rightsize.analyzers.diagnosis.advise import (
+        MEASURES,
+        RULE_MEASURE_KEYS,
+        Measures,
+        check_rules,
+        rules,
+    )
+    used = {r[k] for r in rules() for k in RULE_MEASURE_KEYS if k in r}
     assert used == MEASURES  # every measure is read by some rule, every rule's measure exists
     with pytest.raises(ValueError, match="'x': impact 'gpu_busy' is not a measure"):
-        check_rules([{"id": "x", "measure": "sync_pct", "op": ">", "impact": "gpu_busy"}])
+        check_rules([{"id": "x", "measure": "sync_idle_pct", "op": ">", "impact": "gpu_busy"}])
     with pytest.raises(TypeError):
         Measures(gpu_busy_pct=1.0)  # type: ignore[call-arg]
 

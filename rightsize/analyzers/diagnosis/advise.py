@@ -15,10 +15,12 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from rightsize.analyzers.diagnosis.classify import Ridge
-from rightsize.analyzers.document.diagnosis import Recommendation
+from rightsize.analyzers.document.diagnosis import Recommendation, WhatIf
+from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.kernels import tensor_core_flag
 from rightsize.catalog import Gpu
 from rightsize.vocab import Bound, Precision
@@ -59,10 +61,13 @@ class Measures:
     communication_pct: float | None = None  # exposed communication, % of the step
     memory_of_device_pct: float | None = None  # peak allocated, % of the device's memory
     fp32_matmul_pct: float | None = None  # fp32 compute kernels off tensor cores, % of kernels
-    host_wait_pct: float | None = None  # HTA host wait over all streams, % of the GPU span
-    kernel_wait_pct: float | None = None  # HTA kernel wait over all streams, % of the GPU span
-    pageable_copies: float | None = None  # host<->device copies from/to pageable memory
-    sync_pct: float | None = None  # host synchronization calls, % of the step
+    # HTA host wait of the busiest compute stream, % of the GPU span (never over 100: streams of
+    # copies and collectives idle by design and are not summed in)
+    host_wait_pct: float | None = None
+    kernel_wait_pct: float | None = None  # HTA kernel wait of the same stream, % of the span
+    pageable_h2d_copies: float | None = None  # host-to-device copies >= 1 MiB from pageable memory
+    sync_idle_pct: float | None = None  # synchronizing calls while the GPU idles, % of the step
+    fp32_step_pct: float | None = None  # fp32 matrix kernels off tensor cores, % of the step
     sm_activity_pct: float | None = None  # GPM SM activity, mean over the steps
     data_parallel_ops: float | None = None  # nn.DataParallel frames and functions
     memory_pct: float | None = None  # memory-bound kernels, % of the step
@@ -71,7 +76,7 @@ class Measures:
 
 
 MEASURES = frozenset(f.name for f in fields(Measures))
-RULE_MEASURE_KEYS = ("measure", "requires", "unless", "impact")
+RULE_MEASURE_KEYS = ("measure", "requires", "unless", "impact", "what_if")
 
 
 def check_rules(rules: list[dict[str, Any]]) -> None:
@@ -83,6 +88,9 @@ def check_rules(rules: list[dict[str, Any]]) -> None:
                                  f"{rule[k]!r} is not a measure (advise.Measures)")
         if rule.get("op") not in _OPS:
             raise ValueError(f"recommendation rule {rule.get('id')!r}: op {rule.get('op')!r}")
+        bad = [b for b in rule.get("bounds", ()) if b not in {str(x) for x in Bound}]
+        if bad:
+            raise ValueError(f"recommendation rule {rule.get('id')!r}: bounds {bad}")
 
 
 @cache
@@ -103,13 +111,18 @@ FOR_BOUND = {Bound.DATALOADER: ("dataloader-stall", "dataloader-stall-cpu"),
              Bound.COMPUTE: ("fp32-without-tensor-cores",)}
 
 
-def recommend(measures: Measures, bound: Bound | None = None) -> list[Recommendation]:
-    """The rules that fire on ``measures`` (missing measures never fire).
+def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | None = None,
+              architecture: str | None = None) -> list[Recommendation]:
+    """The rules that fire on ``measures`` (missing measures never fire), none on an
+    inconclusive verdict, each only on the verdicts its ``bounds`` allow.
 
     The rules for the verdict ``bound`` come first; then by impact (the share of the step the
     action addresses, from the rule's ``impact`` measure), then by how far past its threshold
-    each rule is.
+    each rule is. With ``step_ms`` each carries a what-if; ``architecture`` (the GPU's, from
+    the catalog) decides which precisions the advice names.
     """
+    if bound == Bound.INCONCLUSIVE:
+        return []
     own = FOR_BOUND.get(bound, ()) if bound is not None else ()
 
     def got(name: str) -> float | None:
@@ -125,14 +138,47 @@ def recommend(measures: Measures, bound: Bound | None = None) -> list[Recommenda
             continue  # e.g. GPU advice on a CPU-only run
         if "unless" in rule and got(rule["unless"]) is not None:
             continue
+        if "bounds" in rule and bound is not None and str(bound) not in rule["bounds"]:
+            continue
         evidence = (f"{value:.1f} {rule['unit']} "  # the unit names the measure, for people
                     f"({rule['op']} {rule['threshold']}; {rule['source']})")
         strength = abs(value - rule["threshold"]) / max(abs(rule["threshold"]), 1.0)
         impact = got(rule.get("impact", "")) or 0.0
-        out.append((impact, strength, Recommendation(rule["id"], rule["title"],
-                                                     rule["detail"].format(value=value),
-                                                     evidence)))
+        detail = rule["detail"].format(value=value,
+                                       precision_advice=precision_advice(architecture))
+        out.append((impact, strength, Recommendation(rule["id"], rule["title"], detail, evidence,
+                                                     _what_if(rule, got, step_ms))))
     return [r for _, _, r in sorted(out, key=lambda x: (x[2].id not in own, -x[0], -x[1]))]
+
+
+def _what_if(rule: dict[str, Any], got: Any, step_ms: float | None) -> WhatIf | None:
+    """The step if the action removes its share: all of it at best (low), ``what_if_fraction``
+    of it as the point, half that at worst (high)."""
+    share = got(rule["what_if"]) if "what_if" in rule else None
+    if share is None or not step_ms:
+        return None
+    part = step_ms * min(max(share, 0.0), 100.0) / 100
+    f = float(rule.get("what_if_fraction", 1.0))
+    return WhatIf(step_ms - part * f, step_ms - part, step_ms - part * f / 2,
+                  rule.get("what_if_assumes", ""))
+
+
+# Tensor-core precisions by architecture (NVIDIA's): Volta and Turing have fp16 only (no bf16,
+# no TF32), Ampere and Ada add bf16 and TF32, Hopper and Blackwell fp8 too.
+_FP16_ONLY = ("Volta", "Turing")
+_FP8 = ("Hopper", "Blackwell", "Ada")
+
+
+def precision_advice(architecture: str | None) -> str:
+    """What to run matrix math at on this GPU, in words."""
+    arch = architecture or ""
+    if arch.startswith(_FP16_ONLY):
+        return (f"The {arch.split()[0]} GPU has no bf16 or TF32: train under "
+                "torch.autocast(dtype=torch.float16) with torch.amp.GradScaler (AMP).")
+    fp8 = " On this GPU fp8 (Transformer Engine) is a further step for large GEMMs." \
+        if arch.startswith(_FP8) else ""
+    return ("Train under torch.autocast(dtype=torch.bfloat16) (AMP), or allow TF32 with "
+            "torch.set_float32_matmul_precision('high')." + fp8)
 
 
 def fp32_matmul_pct(work: pl.DataFrame) -> float | None:
@@ -146,16 +192,33 @@ def fp32_matmul_pct(work: pl.DataFrame) -> float | None:
     return 100.0 * int(fp32["dur_ns"].sum()) / total if total else None
 
 
-def sync_pct(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, step_ns: int) -> float | None:
+def sync_idle_pct(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, device_work: pl.DataFrame,
+                  starts: np.ndarray, ends: np.ndarray, step_ns: int) -> float | None:
+    """Time inside the steps when the host is in a synchronizing call and the device is idle
+    (``device_work``: ``ts_ns``/``dur_ns`` of the primary device's kernels and copies), % of
+    the summed step time. A sync while the GPU is busy costs nothing; only the GPU's idle time
+    around one is worth removing."""
     if step_ns <= 0:
         return None
     calls = pl.concat([
         runtime.filter(pl.col("name").is_in(SYNC_CALLS)).select("ts_ns", "dur_ns"),
         cpu_ops.filter(pl.col("name").is_in(SYNC_CALLS)).select("ts_ns", "dur_ns"),
     ])
-    from rightsize.analyzers.metrics import intervals as iv
-    s = calls["ts_ns"].to_numpy()
-    return 100.0 * iv.total(iv.union(iv.of(s, s + calls["dur_ns"].to_numpy()))) / step_ns
+    syncing = iv.from_durations(calls["ts_ns"].to_numpy(), calls["dur_ns"].to_numpy())
+    busy = iv.union(iv.from_durations(device_work["ts_ns"].to_numpy(),
+                                      device_work["dur_ns"].to_numpy()))
+    idle = iv.subtract(iv.union(iv.of(starts, ends)), busy)
+    return 100.0 * iv.total(iv.intersect(iv.union(syncing), idle)) / step_ns
+
+
+def fp32_step_pct(work: pl.DataFrame, step_ns: int) -> float | None:
+    """Time of fp32 matrix kernels off tensor cores (as :func:`fp32_matmul_pct`), % of the
+    summed step time."""
+    if work.height == 0 or "precision" not in work.columns or step_ns <= 0:
+        return None
+    fp32 = work.filter((pl.col("work") == "compute") & (pl.col("precision") == "fp32")
+                       & ~tensor_core_flag(work))
+    return 100.0 * int(fp32["dur_ns"].sum()) / step_ns
 
 
 def data_parallel_ops(cpu_ops: pl.DataFrame) -> int:

@@ -124,9 +124,21 @@ class Diagnosis(Node):
 
 
 @node
+class WhatIf(Node):
+    """The step predicted if a recommendation is applied: a point, the range from the best to
+    the worst case of its assumption, and the assumption in words."""
+
+    step_ms: float = num(6)
+    step_ms_low: float = num(6)
+    step_ms_high: float = num(6)
+    assumes: str = ""
+
+
+@node
 class Recommendation(Node):
     id: str
     title: str
     detail: str
     evidence: str | tuple[str, ...]  # what was measured against which threshold, and its source
+    what_if: WhatIf | None = None  # None: the rule removes no measured share of the step
     extra: Mapping[str, Any] = field(default_factory=dict)
