@@ -115,6 +115,8 @@ class Recommendation:
     title: str
     detail: str
     evidence: tuple[str, ...]
+    what_if: str | None = None  # "if applied: 118.3 ms per step (118.3-148.0 ms)"
+    assumes: str | None = None
 
 
 def signal_index(diagnosis: dd.Diagnosis | None) -> dict[str, tuple[str | None, str | None]]:
@@ -227,7 +229,12 @@ def precision_view(mix: ds.PrecisionMix | None) -> PrecisionView | None:
 
 def recommendation(r: dd.Recommendation) -> Recommendation:
     ev = r.evidence
-    return Recommendation(r.id, r.title, r.detail, (ev,) if isinstance(ev, str) else ev)
+    w = r.what_if
+    what_if = None if w is None else (
+        f"if applied: {fmt.ms(w.step_ms, 1)} per step, range {fmt.ms(w.step_ms_low, 1)} to "
+        f"{fmt.ms(w.step_ms_high, 1)}")
+    return Recommendation(r.id, r.title, r.detail, (ev,) if isinstance(ev, str) else ev,
+                          what_if, w.assumes if w is not None else None)
 
 
 @dataclass(frozen=True, slots=True)

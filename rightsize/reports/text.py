@@ -187,7 +187,8 @@ def _details(model: ReportModel, color: bool) -> str:
         lines.extend("  " + "  ".join(safe(fmt.short(c, 60)) for c in row) for row in t.rows[:5])
     if model.recommendations:
         lines.append(b("Recommendations"))
-        lines.extend(f"  - {safe(r.title)}" for r in model.recommendations[:5])
+        lines.extend(f"  - {safe(r.title)}" + (f" ({safe(r.what_if)})" if r.what_if else "")
+                     for r in model.recommendations[:5])
     lines.extend(dim(f"note: {safe(n)}") for n in model.provenance.notes)
     return wrap(lines) + "\n"
 

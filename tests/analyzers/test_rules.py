@@ -108,3 +108,15 @@ def test_shared_traces_get_the_advice_a_perf_engineer_expects():
         for r in doc.recommendations:
             if r.id == "host-wait":  # never over 100% of the span (was 146-250%)
                 assert float(r.evidence.split(" ")[0]) <= 100
+
+
+@pytest.mark.shared
+def test_what_ifs_are_shown_next_to_the_advice():
+    from rightsize.reports.render import render
+
+    doc = analyze_document([shared_path("traces", "kineto", RESNET)])
+    shown = "if applied: 118.3 ms per step, range 118.3 ms to 148.0 ms"
+    assert f"data loader stalls the step ({shown})" in render(doc, "text").replace("\n    ", " ")
+    page = render(doc, "html")
+    assert f'<p class="whatif"><b>{shown}</b> <span class="muted">(assumes the data-loader wait' \
+        in page
