@@ -36,3 +36,21 @@ def test_a100_tf32_gemms_are_projected_at_tf32(shared):
     used = {c.gpu: c.precision_used for c in doc.sizing.candidates if c.gpus == 1}
     assert used["A10"] == used["L4"] == used["H100 SXM"] == "tf32"
     assert used["T4"] == used["V100 32GB SXM2"] == "fp32"  # no TF32 before Ampere
+
+
+PAIRS = ("Falconsai_nsfw_image_detection__1016002", "Qwen_Qwen1.5-0.5B-Chat__1016005",
+         "gaunernst_bert-small-uncased__1016001")
+
+
+def test_ranges_hold_the_measured_step_of_the_other_gpu_on_every_shared_pair(shared):
+    """The range covers the host side too: on the H100/MI300X pairs the host part moved
+    12-22%, and a range of the GPU part alone missed 4 of the 6 measured steps."""
+    inside = []
+    for pair in PAIRS:
+        h100 = _document(shared, f"tracelens-h100-{pair}.json.gz")
+        mi300 = _document(shared, f"tracelens-mi300-{pair}.json.gz")
+        for src, dst, gpu in ((h100, mi300, "MI300X"), (mi300, h100, "H100 SXM")):
+            c = src.sizing.candidate(gpu)
+            inside.append(c.projected_step_ms_low <= dst.steps.mean_ms
+                          <= c.projected_step_ms_high)
+    assert inside == [True] * 6

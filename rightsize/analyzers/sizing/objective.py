@@ -6,9 +6,11 @@ default objective passes over, and the reason no GPU may be recommended. Pure.
 
 Objectives (``--objective``):
 
-* ``time`` (default): the cheapest GPU whose projected step - its whole range, up to the high
-  end - is no slower than the measured step by more than ``--slower-ok`` (10% by default). A
-  job moved for money should not quietly get slower; a slower GPU is listed as an option.
+* ``time`` (default): the cheapest GPU whose projected step - its whole range of the GPU part,
+  up to its high end - is no slower than the measured step by more than ``--slower-ok`` (10% by
+  default). A job moved for money should not quietly get slower; a slower GPU is listed as an
+  option. (The range's host part, how much the host's time moves between machines, moves the
+  current machine's step too, so it does not count against a candidate.)
 * ``cost``: the cheapest per step, however slow (targets still apply).
 
 A recommendation is earned only when the evidence supports one: not when the diagnosis is

@@ -136,6 +136,12 @@ def pcie_ratio(measured_gbs: float | None, cur_link: float | None,
     return measured_gbs / min(measured_gbs, new_link * LINK_ACHIEVABLE_FRACTION)
 
 
+def _host_ms(workload: Workload) -> float:
+    """Time per step the CPU sets: host, idle and data-loader shares."""
+    return sum(workload.shares_ms.get(str(s), 0.0)
+               for s in (Share.HOST, Share.IDLE, Share.DATALOADER))
+
+
 def _needed_bytes(workload: Workload, constraints: Constraints) -> float | None:
     if workload.peak_memory_bytes is None:
         return None
@@ -152,9 +158,11 @@ def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
     fits = None if need is None else need / gpus <= gpu.memory_bytes  # peak splits N ways
     fixed, bound = _split_ms(workload, current, gpu, table)
     step = None if bound is None else fixed + bound * workload.gpus / gpus
-    low = high = step
+    low = high = gpu_high = step
     if step is not None and bound is not None and gpu is not current:
         spread = bound * workload.gpus / gpus * table.error_for(current or gpu, gpu) / 100
+        gpu_high = step + spread
+        spread += _host_ms(workload) * THRESHOLDS.host_move_fraction  # another machine's CPU
         low, high = step - spread, step + spread
     price = catalog.price(gpu.name, constraints.provider)
     usd_h = price.usd_per_gpu_hour * gpus if price else None
@@ -176,7 +184,9 @@ def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
                      price.date_seen if price else None, meets, str(used), words, wire,
                      low, high, gpu.consumer, not any(w.startswith(_NOT_LIKE) for w in warnings),
                      ok, tuple(warnings),
-                     objective.meets(step, high, workload, constraints,
+                     # the host's own spread moves every machine alike, the current one too:
+                     # the objective judges what the GPU changes
+                     objective.meets(step, gpu_high, workload, constraints,
                                      gpu is current and gpus == 1))
 
 
