@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from rightsize.cli.common import catalog_option, load_catalog_for_cli, no_color_option
+from rightsize.vocab import Precision
 
 if TYPE_CHECKING:
-    from rightsize.catalog import Catalog
+    from rightsize.catalog import Catalog, Gpu
 
 def _gpu_json(catalog: Catalog, name: str, provider: str | None) -> dict[str, Any]:
     gpu = catalog.gpu(name)
@@ -34,6 +35,13 @@ def _gpu_json(catalog: Catalog, name: str, provider: str | None) -> dict[str, An
             "instance_type": price.instance_type, "region": price.region,
             "date_seen": price.date_seen, "source": price.source, "origin": price.origin},
     }
+
+
+def _native(gpu: Gpu, precision: Precision) -> float | None:
+    """Dense TFLOPS at ``precision`` where the GPU runs it natively (a T4 or V100 has no
+    bf16: ``None``, shown as -)."""
+    tflops, used = gpu.tflops(precision)
+    return tflops if used == precision else None
 
 
 def _fmt(x: float | None, spec: str = "g") -> str:
@@ -64,7 +72,7 @@ def gpus(min_memory_gb: float | None, provider: str | None, fmt: str,
     from rightsize.reports.text import terminal_width
 
     width = terminal_width()  # 80 columns when piped
-    head = (f"{'GPU':<16} {'GiB':>4} {'GB/s':>5} {'fp32':>5} {'bf16':>6} {'fp8':>6}"
+    head = (f"{'GPU':<16} {'GiB':>4} {'GB/s':>5} {'fp32':>5} {'fp16':>6} {'bf16':>6} {'fp8':>6}"
             f" {'TDP W':>5} {'$/GPU-h':>7}  price seen")
     click.echo(head)
     click.echo("-" * min(width, len(head) + 20))
@@ -73,6 +81,7 @@ def gpus(min_memory_gb: float | None, provider: str | None, fmt: str,
         seen = f"{p.provider} {p.instance_type}, {p.date_seen}" if p else "no price"
         row = (f"{g.name:<16} {g.memory_gib:>4g} {g.memory_bandwidth_gbs:>5g}"
                f" {_fmt(g.fp32_tflops):>5} {_fmt(g.fp16_bf16_tflops_dense):>6}"
+               f" {_fmt(_native(g, Precision.BF16)):>6}"
                f" {_fmt(g.fp8_tflops_dense):>6} {_fmt(g.tdp_w):>5}"
                f" {_fmt(p.usd_per_gpu_hour if p else None, '.3f'):>7}  ")
         if len(row + seen) <= width:

@@ -122,6 +122,10 @@ def _analysis(paths: list[Path], quiet: bool) -> tuple[Document, dict[str, Any] 
     from rightsize import rundir
     from rightsize.cli.common import CATALOG_ENV
 
+    if len(paths) == 1 and _is_document(paths[0]):  # a saved `analyze --format json`
+        from rightsize.analyzers.document import Document
+
+        return Document.from_json(paths[0]), None
     run_dirs = [p for p in paths if rundir.is_run_dir(p)]
     manifest = rundir.read_manifest(run_dirs[0]) if len(run_dirs) == 1 else None
     if manifest is not None and not isinstance(manifest, dict):
@@ -131,6 +135,17 @@ def _analysis(paths: list[Path], quiet: bool) -> tuple[Document, dict[str, Any] 
         if doc is not None:
             return doc, manifest
     return _fresh_analysis(paths, quiet), manifest
+
+
+def _is_document(path: Path) -> bool:
+    """A rightsize analysis document (``rightsize analyze --format json -o analysis.json``),
+    told from a trace by its first keys."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(256).lstrip()
+    except OSError:
+        return False
+    return head.startswith(b"{") and b'"schema_version"' in head and b'"tool"' in head
 
 
 def _fresh_analysis(paths: list[Path], quiet: bool) -> Document:

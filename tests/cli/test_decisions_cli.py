@@ -1,0 +1,53 @@
+"""What a user acts on, through the real CLI: the sizing objective, a saved analysis reported
+again, and a catalog table that shows only the precisions a GPU has."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import SAMPLES, cli, shared_path
+
+QWEN = "tracelens-h100-Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+
+
+def test_report_reads_the_analysis_json_the_quick_start_writes(tmp_path):
+    run = SAMPLES / "runs" / "train_dataloader-cpu"
+    res = cli("analyze", run, "--format", "json", "-o", "analysis.json", "-q", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    res = cli("report", "analysis.json", "--format", "text", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("Verdict: dataloader-bound (confidence 0.78)")
+    res = cli("report", "analysis.json", "--format", "json", cwd=tmp_path)
+    saved = json.loads((tmp_path / "analysis.json").read_text())
+    assert json.loads(res.stdout) == saved  # the document itself, not analyzed again
+
+
+def test_gpus_shows_bf16_only_where_the_gpu_has_it():
+    res = cli("gpus")
+    assert res.returncode == 0, res.stderr
+    rows = {line.split()[0]: line.split() for line in res.stdout.splitlines()
+            if line.split() and line.split()[0] in ("T4", "L4", "V100")}
+    # GPU GiB GB/s fp32 fp16 bf16 fp8 ...: a T4 runs fp16 (65 TFLOPS) but has no bf16
+    assert rows["T4"][4:7] == ["65", "-", "-"]
+    assert rows["L4"][4:7] == ["121", "121", "242.5"]
+
+
+@pytest.mark.shared
+def test_the_objective_decides_between_the_same_gpu_and_a_slower_cheaper_one():
+    trace = shared_path("traces", "kineto", QWEN)
+    time = json.loads(cli("analyze", trace, "--format", "json", "-q", "--no-report").stdout)
+    cost = json.loads(cli("analyze", trace, "--format", "json", "-q", "--no-report",
+                          "--objective", "cost").stdout)
+    # 91% busy and memory-bound on an H100: every cheaper GPU is far slower
+    assert (time["sizing"]["recommended"], time["sizing"]["verdict"]) == ("H100 SXM",
+                                                                           "right-sized")
+    assert "cheaper if you accept slower: RTX 6000 Ada is 2.7x slower" in time["sizing"]["reason"]
+    assert (cost["sizing"]["recommended"], cost["sizing"]["objective"]) == ("RTX 6000 Ada",
+                                                                           "cost")
+    wide = json.loads(cli("analyze", trace, "--format", "json", "-q", "--no-report",
+                          "--slower-ok", "300").stdout)
+    assert wide["sizing"]["recommended"] == "RTX 6000 Ada" and wide["sizing"]["slower_ok_pct"] == 300
+    res = cli("analyze", trace, "--objective", "fast", "--no-report")
+    assert res.returncode == 2 and "'fast' is not one of 'time', 'cost'" in res.stderr
