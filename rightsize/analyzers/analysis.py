@@ -263,6 +263,7 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
         (pl.col("kind") == "memcpy") & (pl.col("direction") == "HtoD")
         & (pl.col("src_memory") == "pageable") & (pl.col("bytes") >= PAGEABLE_COPY_BYTES))
     main = _main_stream(kernels, idle)
+    eager = advise.eager_attention_ns(kernels, trace.cpu_ops) if gpu else None
     nvml = diag.utilization.nvml
     gpm = nvml.gpm_sm_util_pct_mean if nvml is not None else None
     return advise.Measures(
@@ -283,12 +284,18 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
                 if dev is not None else kernels.select("ts_ns", "dur_ns").clear()]),
             steps.start_ns, steps.end_ns, diag.step_ns) if gpu else None,
         fp32_step_pct=advise.fp32_step_pct(work, diag.step_ns) if gpu else None,
+        eager_attention_pct=_pct(eager, int(kernels["dur_ns"].sum())) if gpu else None,
+        eager_attention_step_pct=_pct(eager, diag.step_ns) if gpu else None,
         sm_activity_pct=gpm,
         data_parallel_ops=float(advise.data_parallel_ops(trace.cpu_ops)),
         memory_pct=s["memory"],
         host_pct=s["host"] + s["idle"],
         pcie_pct=s["pcie"],
     )
+
+
+def _pct(part: int | None, whole: int) -> float | None:
+    return None if part is None or whole <= 0 else 100.0 * part / whole
 
 
 # A host-to-device copy this large from pageable memory is worth pinning: the staging copy

@@ -120,3 +120,35 @@ def test_what_ifs_are_shown_next_to_the_advice():
     page = render(doc, "html")
     assert f'<p class="whatif"><b>{shown}</b> <span class="muted">(assumes the data-loader wait' \
         in page
+
+
+def _attention_trace(fused: bool):
+    from rightsize.analyzers.analysis import Context, analyze_trace
+    from rightsize.catalog import load_catalog
+
+    b = FrameBuilder([{"device": 0, "name": "NVIDIA H100 80GB HBM3", "sm_count": 132,
+                       "memory_bytes": 80 * 2**30}])
+    b.step(1, 0, 30_000)
+    ops = (("aten::_flash_attention_forward", "flash_fwd_kernel", 500),) if fused else (
+        ("aten::bmm", "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_nn", 250),
+        ("aten::_softmax", "softmax_warp_forward", 200),
+        ("aten::bmm", "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_nn", 250))
+    t, n = 0, 0
+    for _ in range(25):
+        for op, kernel, dur in (*ops, ("aten::addmm", "sm90_xmma_gemm_bf16bf16", 300)):
+            n += 1
+            b.op(op, t, 20, ext=n).launch("cudaLaunchKernel", t + 5, 5, corr=n)
+            b.kernel(kernel, t + 10, dur, corr=n, ext=n)
+            t += dur + 10
+    return analyze_trace(b.trace(), Context(catalog=load_catalog()))
+
+
+def test_eager_attention_gets_fused_attention_advice():
+    eager = _attention_trace(fused=False)
+    assert eager.diagnosis.bound in (Bound.COMPUTE, Bound.MEMORY)
+    [r] = [r for r in eager.recommendations if r.id == "eager-attention"]
+    # bmm 250 + softmax 200 + bmm 250 of every 1000 us of kernels
+    assert r.evidence.startswith("70.0 % of kernel time (> 20;")
+    assert "scaled_dot_product_attention" in r.detail and r.what_if is not None
+    fused = _attention_trace(fused=True)
+    assert "eager-attention" not in {r.id for r in fused.recommendations}

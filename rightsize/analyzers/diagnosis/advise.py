@@ -68,6 +68,8 @@ class Measures:
     pageable_h2d_copies: float | None = None  # host-to-device copies >= 1 MiB from pageable memory
     sync_idle_pct: float | None = None  # synchronizing calls while the GPU idles, % of the step
     fp32_step_pct: float | None = None  # fp32 matrix kernels off tensor cores, % of the step
+    eager_attention_pct: float | None = None  # unfused attention kernels, % of kernel time
+    eager_attention_step_pct: float | None = None  # the same, % of the step
     sm_activity_pct: float | None = None  # GPM SM activity, mean over the steps
     data_parallel_ops: float | None = None  # nn.DataParallel frames and functions
     memory_pct: float | None = None  # memory-bound kernels, % of the step
@@ -209,6 +211,34 @@ def sync_idle_pct(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, device_work: pl.
                                       device_work["dur_ns"].to_numpy()))
     idle = iv.subtract(iv.union(iv.of(starts, ends)), busy)
     return 100.0 * iv.total(iv.intersect(iv.union(syncing), idle)) / step_ns
+
+
+# Attention done eagerly: score matmuls and a softmax as their own kernels. A fused kernel
+# (FlashAttention, memory-efficient attention, cuDNN SDPA) is launched by one of FUSED_OPS.
+EAGER_ATTENTION_OPS = ("aten::bmm", "aten::baddbmm", "aten::matmul", "aten::_softmax",
+                       "aten::softmax", "aten::_safe_softmax")
+SOFTMAX_OPS = ("aten::_softmax", "aten::softmax", "aten::_safe_softmax")
+FUSED_OPS = ("aten::_flash_attention_forward", "aten::_efficient_attention_forward",
+             "aten::_scaled_dot_product_flash_attention",
+             "aten::_scaled_dot_product_efficient_attention",
+             "aten::_scaled_dot_product_cudnn_attention")
+
+
+def eager_attention_ns(kernels: pl.DataFrame, cpu_ops: pl.DataFrame) -> int | None:
+    """Kernel time of attention done eagerly: kernels launched by batched matmuls and softmax
+    ops (matched by external id), when the trace has a softmax and no fused attention op;
+    ``None`` when no kernel names its launching op."""
+    if kernels.height == 0 or "external_id" not in kernels.columns:
+        return None
+    launched = (cpu_ops.filter(pl.col("external_id").is_not_null())
+                .select("external_id", op="name").unique("external_id", keep="last"))
+    k = kernels.select("external_id", "dur_ns").join(launched, on="external_id", how="inner")
+    if k.height == 0:
+        return None
+    ops = set(k["op"].unique().to_list())
+    if ops & set(FUSED_OPS) or not ops & set(SOFTMAX_OPS):
+        return 0
+    return int(k.filter(pl.col("op").is_in(EAGER_ATTENTION_OPS))["dur_ns"].sum())
 
 
 def fp32_step_pct(work: pl.DataFrame, step_ns: int) -> float | None:
