@@ -17,6 +17,7 @@ from rightsize.analyzers.document import sizing as ds
 from rightsize.analyzers.document.metrics import Memcpy, Metrics
 from rightsize.reports import fmt, labels
 from rightsize.vocab import SHARES as SHARE_ORDER
+from rightsize.vocab import DeviceKind
 
 BREAKDOWN_LABELS = {
     "kernel": "Kernel",
@@ -49,6 +50,7 @@ class Headline:
     reason: str | None
     projected_low_ms: float | None = None  # the projection's range (its validation error)
     projected_high_ms: float | None = None
+    from_samples: bool = False  # diagnosed from GPU metric samples alone (no trace)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +167,7 @@ def headline(doc: Document) -> Headline:
         reason=sz.reason if sz else None,
         projected_low_ms=rec.projected_step_ms_low if rec else None,
         projected_high_ms=rec.projected_step_ms_high if rec else None,
+        from_samples=diagnosis is not None and diagnosis.device == DeviceKind.COUNTERS,
     )
 
 

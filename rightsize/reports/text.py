@@ -56,7 +56,8 @@ def render_summary(
         lines.append(b("Verdict: n/a") + dim(" (no diagnosis in this analysis)"))
     for ev in model.evidence.items[:3]:
         lines.append(f"  - {safe(ev)}")
-    device = safe(h.device_name or "no GPU in the trace")
+    device = safe(h.device_name or ("GPU metric samples, no trace" if h.from_samples
+                                    else "no GPU in the trace"))
     lines.append(
         b("Now: ")
         + f"{device}, {fmt.ms(h.step_ms)} per step"

@@ -34,16 +34,25 @@ def test_waiting_gpu_is_host_and_says_why():
 
 
 def test_full_host_link_is_pcie():
-    d = diagnose_counters(samples(gpu_util_pct=[30.0], pcie_rx_bytes_per_s=[20e9],
-                                  pcie_tx_bytes_per_s=[1e9], pcie_link_gen=[4],
-                                  pcie_link_width=[16]))
+    d = diagnose_counters(samples(gpu_util_pct=[30.0] * 2, pcie_rx_bytes_per_s=[20e9] * 2,
+                                  pcie_tx_bytes_per_s=[1e9] * 2, pcie_link_gen=[4] * 2,
+                                  pcie_link_width=[16] * 2))
     assert d.shares_pct["pcie"] == pytest.approx(62.5)  # 20 GB/s of 32 GB/s
     assert d.bound is Bound.PCIE
 
 
 def test_busy_without_profiling_counters_has_no_verdict():
-    d = diagnose_counters(samples(gpu_util_pct=[95.0]))
+    d = diagnose_counters(samples(gpu_util_pct=[95.0, 95.0]))
     assert d.bound is None and d.confidence is None
+
+
+def test_one_sample_or_an_idle_gpu_is_inconclusive():
+    one = diagnose_counters(samples(gpu_util_pct=[95.0]))
+    assert (one.bound, one.confidence) == (Bound.INCONCLUSIVE, None)
+    assert one.evidence[0].startswith("inconclusive: one sample of GPU 0")
+    idle = diagnose_counters(samples(gpu_util_pct=[0.0, 0.5, 0.0]))
+    assert idle.bound is Bound.INCONCLUSIVE
+    assert "GPU 0 was idle in every sample (utilization.gpu at most 0%)" in idle.evidence[0]
 
 
 def test_analyze_a_metrics_log_alone(tmp_path):
@@ -60,5 +69,6 @@ def test_analyze_a_metrics_log_alone(tmp_path):
 def test_shared_dcgm_scrape_of_an_idle_gpu():
     doc = analyze_paths([shared_path("traces", "dcgm",
                                      "datadog-integrations-core-dcgm-tests-docker-serve-metrics.prom")])
-    assert doc["diagnosis"]["bound"] == "host"
+    # one scrape of an idle T4: no workload to judge (it was called host-bound, 0.50)
+    assert (doc["diagnosis"]["bound"], doc["diagnosis"]["confidence"]) == ("inconclusive", None)
     assert doc["diagnosis"]["utilization"]["nvml"]["gpu_util_pct_mean"] == 0.0

@@ -35,6 +35,8 @@ from rightsize.analyzers.document.diagnosis import (
 from rightsize.vocab import Bound, DeviceKind
 
 COUNTERS_ONLY_MAX_CONFIDENCE = 0.5  # counters see averages, not what the GPU waits for
+IDLE_GPU_UTIL_PCT = 1.0  # every sample below 1% busy: the GPU ran nothing worth judging
+MIN_SAMPLES = 2  # one reading of a counter is a moment, not a workload
 PCIE_BOUND_PCT = 50.0  # the host link is at least half full on average
 # PCIe payload bandwidth per lane per direction, GB/s (gen 1..6), as gpus.csv counts x16 links.
 PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 1.0, 4: 2.0, 5: 4.0, 6: 8.0}
@@ -76,7 +78,19 @@ def diagnose_counters(samples: pl.DataFrame,
     if pcie is not None:
         evidence.append(Evidence("pcie", pcie, PCIE_BOUND_PCT,
                                  f"host link carries {pcie:.1f}% of its capacity on average"))
-    if pcie is not None and pcie > PCIE_BOUND_PCT:
+    peak = float(cast(float, g["gpu_util_pct"].max()))
+    if g.height < MIN_SAMPLES or peak < IDLE_GPU_UTIL_PCT:
+        # Seen on a DCGM scrape of an idle T4: one sample at 0% was called host-bound (0.50).
+        why = (f"one sample of GPU {best}: a single reading is no workload"
+               if g.height < MIN_SAMPLES else
+               f"GPU {best} was idle in every sample (utilization.gpu at most {peak:.0f}%): "
+               "no work ran to judge")
+        evidence.insert(0, Evidence("signals", float(g.height), None,
+                                    f"inconclusive: {why}; sample the GPU while the job runs "
+                                    "(rightsize run, or dcgmi dmon / nvidia-smi --query-gpu "
+                                    "over the job), or record a trace"))
+        bound, margin = Bound.INCONCLUSIVE, 0.0
+    elif pcie is not None and pcie > PCIE_BOUND_PCT:
         bound, margin = Bound.PCIE, pcie / 100.0
     elif busy < thresholds.work_bound_pct:
         bound, margin = Bound.HOST, (100.0 - busy) / 100.0
@@ -94,11 +108,11 @@ def diagnose_counters(samples: pl.DataFrame,
         evidence.append(Evidence("signals", None, None,
                                  "busy, but no profiling counters (GPM/DCGM_FI_PROF) to split "
                                  "compute from memory"))
-    confidence = None if bound is None else round(
+    confidence = None if bound in (None, Bound.INCONCLUSIVE) else round(
         COUNTERS_ONLY_MAX_CONFIDENCE * (0.5 + 0.5 * min(margin, 1.0)), 2)
     util = Utilization(None, NvmlUtilization(
         samples=g.height, gpu_util_pct_mean=busy,
-        gpu_util_pct_peak=float(cast(float, g["gpu_util_pct"].max()))))
+        gpu_util_pct_peak=peak))
     return Diagnosis(bound=bound, confidence=confidence, device=DeviceKind.COUNTERS,
                      shares_pct=shares, evidence=tuple(e.text for e in evidence),
                      thresholds=thresholds.as_dict(), utilization=util,
