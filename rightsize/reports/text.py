@@ -176,7 +176,8 @@ def _details(model: ReportModel, color: bool) -> str:
             )
     if model.ops and model.ops[0].self_ms is not None:
         lines.append(b("Top ops by self time") + dim(" (own time, without the ops they call)"))
-        for op in model.ops[:5]:
+        # by the column shown (the document orders by GPU time first, which this list omits)
+        for op in sorted(model.ops, key=lambda o: -(o.self_ms or 0.0))[:5]:
             caller = f"  (in {op.path[-1]})" if op.path else ""
             lines.append(
                 f"  {fmt.ms(op.self_ms, 3):>12}  {op.calls:>6}x  "

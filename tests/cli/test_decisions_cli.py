@@ -51,3 +51,13 @@ def test_the_objective_decides_between_the_same_gpu_and_a_slower_cheaper_one():
     assert wide["sizing"]["recommended"] == "RTX 6000 Ada" and wide["sizing"]["slower_ok_pct"] == 300
     res = cli("analyze", trace, "--objective", "fast", "--no-report")
     assert res.returncode == 2 and "'fast' is not one of 'time', 'cost'" in res.stderr
+
+
+@pytest.mark.shared
+def test_text_top_ops_are_ordered_by_the_self_time_they_show():
+    trace = shared_path("traces", "kineto",
+                        "kineto-tb_plugin-resnet50_num_workers_0-worker0.1623143089861.pt.trace.json.gz")
+    out = cli("analyze", trace, "--format", "text", "--no-report", "--no-color").stdout
+    lines = out[out.index("Top ops by self time"):].splitlines()[1:6]
+    shown = [float(line.split()[0]) for line in lines]
+    assert shown == sorted(shown, reverse=True) and shown[0] == 51.2  # aten::add_ of SGD.step
