@@ -229,5 +229,9 @@ def test_latency_limited_ncu_kernels_are_inconclusive():
     d = diagnose_ncu(rows)
     assert (d.bound.value, d.confidence) == ("inconclusive", None)
     assert d.evidence[0].startswith("inconclusive: 80.0% of the kernel time is latency-limited")
+    # no "memory-bound 100.0%" beside "latency-limited": the split says it is no bound
+    assert d.evidence[2] == ("the busier unit of each kernel, though neither is near its peak: "
+                             "SM for 0.0% of the kernel time, memory for 100.0%")
     d = diagnose_ncu(rows.with_columns(duration_ns=pl.Series([100, 100, 800])))
+    assert d.evidence[1].startswith("kernel time by speed of light: compute-bound 0.0%")
     assert (d.bound.value, d.confidence) == ("memory", 0.4)  # 0.5 x (0.5 + 0.5 x 1) x 0.8

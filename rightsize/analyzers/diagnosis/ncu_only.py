@@ -74,7 +74,10 @@ def diagnose_ncu(ncu: pl.DataFrame,
                  "same job with it: rightsize analyze TRACE NCU.csv"),
         Evidence(bound.value, max(compute, memory), None,
                  f"kernel time by speed of light: compute-bound {compute:.1f}%, memory-bound "
-                 f"{memory:.1f}% (the larger of SM and memory throughput, % of peak)"),
+                 f"{memory:.1f}% (the larger of SM and memory throughput, % of peak)"
+                 if not latency else
+                 f"the busier unit of each kernel, though neither is near its peak: SM for "
+                 f"{compute:.1f}% of the kernel time, memory for {memory:.1f}%"),
         Evidence("signals", heavy, NCU_HEAVY_PCT,
                  f"{heavy:.1f}% of the kernel time on a unit at {NCU_HEAVY_PCT:.0f}% of its peak "
                  "or more; the rest is latency-limited (neither unit near its peak)"),
