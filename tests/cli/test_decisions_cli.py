@@ -61,3 +61,22 @@ def test_text_top_ops_are_ordered_by_the_self_time_they_show():
     lines = out[out.index("Top ops by self time"):].splitlines()[1:6]
     shown = [float(line.split()[0]) for line in lines]
     assert shown == sorted(shown, reverse=True) and shown[0] == 51.2  # aten::add_ of SGD.step
+
+
+@pytest.mark.shared
+def test_plan_offers_a_slice_only_where_it_takes_less_gpu_at_the_peak(tmp_path):
+    day = tmp_path / "day.csv"
+    day.write_text("t,rate\n00:00,100\n06:00,300\n12:00,900\n18:00,400\n")
+    res = cli("plan", shared_path("traces", "kineto", QWEN), "--samples-per-step", 16,
+              "--latency-slo-ms", 100, "--demand", day, "--format", "json",
+              "--hf-config", SAMPLES / "configs" / "Qwen1.5-0.5B.json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    parts = {p["gpu"]: p for p in json.loads(res.stdout)["partitions"]}
+    # 90% busy: a 4g.40gb slice on an H100 PCIe runs each replica so much slower that the
+    # peak needs 7 GPUs against 4 whole ones (it was offered, 8 vs 6 at the time)
+    pcie = parts["H100 PCIe"]
+    assert (pcie["kind"], pcie["gpus_at_peak"]) == ("whole-gpu", 4)
+    assert pcie["rejected"][-1] == "4g.40gb: 7 GPUs at the peak, not fewer than 4 whole ones"
+    assert parts["H100 SXM"]["kind"] == "whole-gpu"
+    nvl = parts["H100 NVL"]  # 5 replicas on 3g.47gb, 2 a GPU: 2.5 GPUs of capacity against 3
+    assert (nvl["kind"], nvl["profile"]) == ("mig", "3g.47gb")

@@ -148,7 +148,20 @@ def _partition(c: Capacity, w: Workload, inputs: PlanInputs, catalog: Catalog) -
     # replicas on the partition at the peak, packed per_gpu to a GPU
     usable = c.batch * 1000 / part.step_ms * (1 - inputs.headroom)
     replicas = max(1, math.ceil(inputs.demand.peak_per_s / usable - 1e-9))
-    return replace(part, gpus_at_peak=math.ceil(replicas / part.per_gpu))
+    part = replace(part, gpus_at_peak=math.ceil(replicas / part.per_gpu))
+    whole = c.replicas.peak if c.replicas is not None else None
+    # GPU capacity the slices take at the peak (a slice leaves the rest of its GPU to others)
+    if part.kind != "whole-gpu" and whole is not None and replicas / part.per_gpu >= whole:
+        # A slice runs each replica slower; seen on the shared Qwen H100 step (90% busy):
+        # 3g.40gb needed 8 H100 PCIe at the peak against 6 whole GPUs.
+        return replace(part, kind="whole-gpu", profile=None, resource=gpu_resource(gpu.vendor),
+                       per_gpu=1, step_ms=c.step_ms, gpus_at_peak=whole,
+                       reason=f"a whole GPU: {whole} at the peak, where the best slice "
+                              f"({part.profile or part.kind}) would need {part.gpus_at_peak}",
+                       rejected=(*part.rejected, f"{part.profile or part.kind}: "
+                                 f"{part.gpus_at_peak} GPUs at the peak, not fewer than "
+                                 f"{whole} whole ones"))
+    return part
 
 
 def _recommend(caps: tuple[Capacity, ...], slo_ms: float | None) -> tuple[str | None, str]:
