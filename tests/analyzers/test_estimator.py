@@ -225,3 +225,26 @@ def test_estimate_matches_measured_cpu_peak(shape):
                                      optimizer=Optimizer.ADAM, device="cpu"))
     assert est.params == n_params
     assert abs(est.total_bytes - measured) / measured < 0.15
+
+
+def test_tensor_parallel_degrees_split_the_heads_and_stay_in_a_node():
+    from rightsize.analyzers.sizing.model_shape import ModelShape
+    from rightsize.analyzers.sizing.placement import parallelism_for, tp_degree
+    from rightsize.catalog import load_catalog
+
+    qwen7 = ModelShape(hidden_size=3584, num_layers=28, num_heads=28, intermediate_size=18944,
+                       vocab_size=152064, num_kv_heads=4)
+    # 28 heads: no TP 8 (or 16); 8 GPUs are TP 4 x PP 2, 16 are TP 4 x PP 4
+    assert [tp_degree(qwen7, n) for n in (1, 2, 4, 8, 16)] == [1, 2, 4, 4, 4]
+    mqa = ModelShape(hidden_size=4096, num_layers=32, num_heads=32, intermediate_size=11008,
+                     vocab_size=32000, num_kv_heads=1)  # one KV head, replicated per GPU
+    assert tp_degree(mqa, 8) == 8
+    odd = ModelShape(hidden_size=1400, num_layers=4, num_heads=7, intermediate_size=5600,
+                     vocab_size=1000)
+    assert tp_degree(odd, 2) is None  # 7 heads split no way over 2
+    cat = load_catalog()
+    words, wire = parallelism_for(False, 16, cat.gpu("L4"), tp_degree(qwen7, 16))
+    assert words.startswith("tensor parallel 4 x pipeline parallel 4")
+    assert wire.startswith("2 nodes of 8: PCIe within a node")  # an L4 has no NVLink
+    _, wire = parallelism_for(False, 16, cat.gpu("H100 SXM"))
+    assert wire.startswith("2 nodes of 8: NVLink within a node")

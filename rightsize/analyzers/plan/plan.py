@@ -158,9 +158,9 @@ def _partition(c: Capacity, w: Workload, inputs: PlanInputs, catalog: Catalog) -
                        per_gpu=1, step_ms=c.step_ms, gpus_at_peak=whole,
                        reason=f"a whole GPU: {whole} at the peak, where the best slice "
                               f"({part.profile or part.kind}) would need {part.gpus_at_peak}",
-                       rejected=(*part.rejected, f"{part.profile or part.kind}: "
-                                 f"{part.gpus_at_peak} GPUs at the peak, not fewer than "
-                                 f"{whole} whole ones"))
+                       rejected=(*part.rejected, (f"{part.profile or part.kind}: "
+                                                  f"{part.gpus_at_peak} GPUs at the peak, not "
+                                                  f"fewer than {whole} whole ones")))
     return part
 
 

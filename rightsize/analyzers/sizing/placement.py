@@ -54,15 +54,25 @@ def nvlink_group(gpu: Gpu) -> int:
     return GPUS_PER_NODE
 
 
-def parallelism_for(training: bool, gpus: int, gpu: Gpu) -> tuple[str, str]:
-    """Words for the parallelism ``gpus`` copies of ``gpu`` need, and the interconnect."""
+def parallelism_for(training: bool, gpus: int, gpu: Gpu,
+                    tp: int | None = None) -> tuple[str, str]:
+    """Words for the parallelism ``gpus`` copies of ``gpu`` need, and the interconnect.
+
+    Inference shards with tensor parallelism inside one node (its all-reduces need a GPU
+    link's bandwidth) and pipeline parallelism across nodes; NVLink is named only for a GPU
+    the catalog gives one (an L4 has none: its node talks over PCIe)."""
     if gpus == 1:
         return "single GPU", "none"
+    tp = tp or min(gpus, GPUS_PER_NODE)
     kind = ("FSDP / ZeRO-3 data parallel (weights, gradients and optimizer state sharded)"
-            if training else "tensor parallel (weights and KV cache split)")
+            if training else "tensor parallel (weights and KV cache split)" if gpus == tp
+            else f"tensor parallel {tp} x pipeline parallel {gpus // tp} (weights and KV cache"
+                 " split; tensor parallel within a node)")
     link = gpu.nvlink_gbs_total or 0
+    inside = "NVLink within a node" if nvlink_group(gpu) > 1 else \
+        f"PCIe within a node ({gpu.host_link_gbs_per_direction or 0:g} GB/s per direction)"
     if gpus > GPUS_PER_NODE:
-        wire = (f"{gpus // GPUS_PER_NODE} nodes of {GPUS_PER_NODE}: NVLink within a node"
+        wire = (f"{gpus // GPUS_PER_NODE} nodes of {GPUS_PER_NODE}: {inside}"
                 " and InfiniBand/RoCE (400 Gb/s per GPU) between nodes")
     elif gpus <= nvlink_group(gpu):
         wire = f"NVLink/Infinity Fabric within one node ({link:g} GB/s per GPU)"
@@ -83,6 +93,9 @@ def place(shape: ModelShape | None, setup: Setup, catalog: Catalog,
 
     training = setup.mode is not Mode.INFERENCE
     counts = (setup.gpus,) if setup.gpus > 1 else GPU_COUNTS
+    tps = {n: tp_degree(shape, n) if not training and shape is not None else None
+           for n in counts}
+    counts = tuple(n for n in counts if training or shape is None or tps[n] is not None)
     cache = {n: estimate(shape, with_gpus(setup, n), params).total_bytes for n in counts}
     out = []
     for gpu in catalog.gpus:
@@ -91,9 +104,25 @@ def place(shape: ModelShape | None, setup: Setup, catalog: Catalog,
             if need * (1 + headroom_fraction) <= gpu.memory_bytes:
                 break
         fits = need * (1 + headroom_fraction) <= gpu.memory_bytes
-        words, wire = parallelism_for(training, n, gpu)
+        words, wire = parallelism_for(training, n, gpu, tps.get(n))
         out.append(Placement(gpu.name, n, fits, need, gpu.memory_bytes, words, wire))
     return tuple(out)
+
+
+def tp_degree(shape: ModelShape, gpus: int) -> int | None:
+    """The tensor-parallel degree for ``gpus`` (the rest pipeline parallel): the largest that
+    divides ``gpus``, fits one node and splits the attention evenly (``None``: none does)."""
+    for tp in range(min(gpus, GPUS_PER_NODE), 0, -1):
+        if gpus % tp == 0 and tensor_parallel_ok(shape, tp):
+            return tp if tp > 1 or gpus == 1 else None
+    return None
+
+
+def tensor_parallel_ok(shape: ModelShape, tp: int) -> bool:
+    """Can ``tp`` GPUs split the attention: the query heads evenly, and the KV heads evenly or
+    each replicated to a whole number of GPUs (vLLM's rule)? A 28-head model has no TP 8."""
+    kv = shape.kv_heads
+    return shape.num_heads % tp == 0 and (kv % tp == 0 or tp % kv == 0)
 
 
 def suggestions(setup: Setup) -> tuple[str, ...]:
