@@ -152,3 +152,32 @@ def test_eager_attention_gets_fused_attention_advice():
     assert "scaled_dot_product_attention" in r.detail and r.what_if is not None
     fused = _attention_trace(fused=True)
     assert "eager-attention" not in {r.id for r in fused.recommendations}
+
+
+@pytest.mark.parametrize(("name", "group"), [
+    ("attn_fwd", "attention"),  # ROCm Triton flash attention (SDPA on an MI300X)
+    ("igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt256x128x32_wt32x32x8", "convolution"),  # MIOpen
+    ("void pytorch_flash::flash_fwd_kernel<...>", "attention"),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32", "gemm"),
+    ("Cijk_Alik_Bljk_BBS_BH_MT128x128x64", "gemm"),
+])
+def test_kernel_groups_match_across_vendors(name, group):
+    import polars as pl
+
+    from rightsize.analyzers.diagnosis.taxonomy import classify_names
+
+    g, _ = classify_names(pl.col("name"))
+    assert pl.DataFrame({"name": [name]}).select(g.alias("g"))["g"][0] == group
+
+
+@pytest.mark.shared
+def test_compare_h100_mi300x_matches_attention_and_convolutions():
+    from rightsize.analyzers.compare import Side, compare_sides
+
+    a = analyze_document([shared_path("traces", "kineto",
+                                      "tracelens-h100-Falconsai_nsfw_image_detection__1016002.json.gz")])
+    b = analyze_document([shared_path("traces", "kineto",
+                                      "tracelens-mi300-Falconsai_nsfw_image_detection__1016002.json.gz")])
+    groups = {g.name: g for g in compare_sides(Side("a", a), Side("b", b)).groups}
+    assert groups["attention"].a_ms > 0 and groups["attention"].b_ms > 0  # never "vanished"
+    assert "attn_fwd" not in groups
