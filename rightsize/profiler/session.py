@@ -320,6 +320,12 @@ def describe(result: RunResult) -> list[str]:
     exit_ = m["exit"]
     ended = f"signal {exit_['signal']}" if exit_["signal"] else f"exit code {exit_['code']}"
     lines.append(f"job ended with {ended} after {m['duration_s']} s")
+    if not m["files"]["traces"] and not any("gpu" in s for s in m["files"]["samples"]):
+        # Neither command would work: nothing to analyze (no trace, no GPU samples).
+        lines.append(f"nothing to analyze: {prof.get('reason') or 'no trace was written'}; "
+                     "make the job import torch (or wrap its loop in rightsize.profile()), "
+                     "then rightsize run it again")
+        return lines
     lines.append(f"next: rightsize analyze {d} --format text")
     lines.append(f"      rightsize report {d}")
     return lines

@@ -86,3 +86,14 @@ def test_run_dir_copy_reports_in_place(tmp_path: Path) -> None:
         res = _cli(["report", str(run)], tmp_path)
         assert res.returncode == 0, res.stderr
         assert check_pasted(res.stdout + res.stderr, tmp_path) == 1
+
+
+def test_run_without_a_trace_prints_no_command_that_would_fail(tmp_path: Path) -> None:
+    script = tmp_path / "hello.py"
+    script.write_text("print('hi')\n")  # never imports torch: no trace, no GPU samples here
+    res = _cli(["run", "--out", str(tmp_path / "run"), "--no-gpu-samples", str(script)],
+               tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert next_commands(res.stderr) == []  # analyze/report of it would both fail
+    assert "rightsize: nothing to analyze: no Python process of the job imported torch" \
+        in res.stderr
