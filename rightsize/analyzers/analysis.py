@@ -127,7 +127,12 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
     if match is not None and match.gpu is None:
         notes.append(match.note)
     ridge = advise.ridge_for(match.gpu) if match is not None and match.gpu is not None else None
-    diag, work = diagnose(trace, steps, primary, ridge, context.ncu, context.gpu_samples)
+    ncu = _ncu_for(trace, primary, context.ncu, notes)
+    diag, work = diagnose(trace, steps, primary, ridge, ncu, context.gpu_samples)
+    if ncu is not None and diag is not None and work.height and "signal" in work.columns \
+            and not (work["signal"] == "ncu").any():
+        notes.append("no kernel of the trace matched a kernel of the Nsight Compute rows (by "
+                     "name): they did not classify any kernel; profile the same job with ncu")
     peak = _peak(memory, primary)
     recs: tuple[advise.Recommendation, ...] = ()
     plan = None
@@ -226,6 +231,23 @@ def analyze(traces: list[Trace], context: Context = Context()) -> Analysis:
     window = (int(first.steps.start_ns[0]), int(first.steps.end_ns[-1])) \
         if first is not None and first.steps.count else None
     return Analysis(ranks, counters, host_timeline(context.host_samples, window))
+
+
+def _ncu_for(trace: Trace, device: int | None, ncu: pl.DataFrame | None,
+             notes: list[str]) -> pl.DataFrame | None:
+    """The Nsight Compute rows, unless they were recorded on another kind of GPU than the
+    trace's primary device (by compute capability): then they are left out, with a note."""
+    if ncu is None or device is None or "compute_capability" not in ncu.columns:
+        return ncu
+    major, minor = (_device_prop(trace, device, "compute_major"),
+                    _device_prop(trace, device, "compute_minor"))
+    theirs = sorted({c for c in ncu["compute_capability"].drop_nulls().to_list()})
+    if major is None or minor is None or not theirs or f"{major}.{minor}" in theirs:
+        return ncu
+    notes.append(f"the Nsight Compute rows were recorded on compute capability "
+                 f"{', '.join(theirs)}, the trace's GPU is {major}.{minor}: they are not used "
+                 "(another GPU's speed of light does not classify these kernels)")
+    return None
 
 
 def _device_prop(trace: Trace, device: int | None, col: str) -> int | None:

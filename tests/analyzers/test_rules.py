@@ -181,3 +181,32 @@ def test_compare_h100_mi300x_matches_attention_and_convolutions():
     groups = {g.name: g for g in compare_sides(Side("a", a), Side("b", b)).groups}
     assert groups["attention"].a_ms > 0 and groups["attention"].b_ms > 0  # never "vanished"
     assert "attn_fwd" not in groups
+
+
+def test_ncu_rows_of_another_gpu_are_left_out_with_a_note():
+    import polars as pl
+
+    from rightsize.analyzers.analysis import Context, analyze_trace
+
+    def analyzed(cc: str, name: str):
+        b = FrameBuilder([{"device": 0, "name": "NVIDIA H100 80GB HBM3", "sm_count": 132,
+                           "memory_bytes": 80 * 2**30, "compute_major": 9, "compute_minor": 0}])
+        b.step(1, 0, 10_000).op("aten::add", 0, 9000)
+        for i in range(25):
+            b.launch("cudaLaunchKernel", 10 + i * 300, 5, corr=i + 1)
+            b.kernel("vectorized_elementwise_kernel<4>", 20 + i * 300, 250, corr=i + 1)
+        ncu = pl.DataFrame({"kernel_name_normalized": [name], "compute_capability": [cc],
+                            "sm_throughput_pct": [91.0], "memory_throughput_pct": [40.0]})
+        rank = analyze_trace(b.trace(), Context(ncu=ncu))
+        return rank, set(rank.work["signal"].to_list())
+
+    rank, signals = analyzed("12.0", "vectorized_elementwise_kernel<4>")
+    assert "ncu" not in signals
+    assert "the Nsight Compute rows were recorded on compute capability 12.0, the trace's GPU " \
+        "is 9.0: they are not used" in " ".join(rank.notes)
+    rank, signals = analyzed("9.0", "vectorized_elementwise_kernel<4>")
+    assert signals == {"ncu"} and not any("Nsight Compute" in n for n in rank.notes)
+    rank, signals = analyzed("9.0", "some_other_kernel")
+    assert "ncu" not in signals
+    assert any(n.startswith("no kernel of the trace matched a kernel of the Nsight Compute")
+               for n in rank.notes)
