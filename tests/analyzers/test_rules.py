@@ -40,7 +40,11 @@ def test_what_if_removes_the_share_the_action_addresses():
     assert (r.what_if.step_ms, r.what_if.step_ms_low, r.what_if.step_ms_high) == (140, 140, 170)
     assert "all of it at best, half at worst" in r.what_if.assumes
     [h] = [x for x in recommend(Measures(host_pct=60.0), Bound.HOST, 100.0) if x.id == "host-bound"]
-    assert (h.what_if.step_ms, h.what_if.step_ms_low, h.what_if.step_ms_high) == (70, 40, 85)
+    # host overhead: half of the 60 ms goes, three quarters at best, a quarter at worst
+    assert (h.what_if.step_ms, h.what_if.step_ms_low, h.what_if.step_ms_high) == (70, 55, 85)
+    [m] = recommend(Measures(memory_pct=80.0), Bound.MEMORY, 100.0)
+    assert (m.id, m.what_if.step_ms, m.what_if.step_ms_low, m.what_if.step_ms_high) == (
+        "memory-bound-kernels", 80, 60, 90)  # a quarter of 80 ms; half at best, an eighth
     assert recommend(Measures(dataloader_pct=30.0), None)[0].what_if is None  # no step given
 
 

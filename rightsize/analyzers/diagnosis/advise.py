@@ -154,14 +154,15 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
 
 
 def _what_if(rule: dict[str, Any], got: Any, step_ms: float | None) -> WhatIf | None:
-    """The step if the action removes its share: all of it at best (low), ``what_if_fraction``
-    of it as the point, half that at worst (high)."""
+    """The step if the action removes its share: ``what_if_best`` of it at best (low; all of it
+    unless the rule says), ``what_if_fraction`` of it as the point, half that at worst (high)."""
     share = got(rule["what_if"]) if "what_if" in rule else None
     if share is None or not step_ms:
         return None
     part = step_ms * min(max(share, 0.0), 100.0) / 100
     f = float(rule.get("what_if_fraction", 1.0))
-    return WhatIf(step_ms - part * f, step_ms - part, step_ms - part * f / 2,
+    best = float(rule.get("what_if_best", 1.0))
+    return WhatIf(step_ms - part * f, step_ms - part * best, step_ms - part * f / 2,
                   rule.get("what_if_assumes", ""))
 
 
