@@ -214,3 +214,25 @@ def test_ncu_rows_of_another_gpu_are_left_out_with_a_note():
     assert "ncu" not in signals
     assert any(n.startswith("no kernel of the trace matched a kernel of the Nsight Compute")
                for n in rank.notes)
+
+
+@pytest.mark.parametrize(("name", "precision"), [
+    ("volta_scudnn_128x64_relu_xregs_large_nn_v1", "fp32"),
+    ("void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>(int, int)", "fp32"),
+    ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, true, 1>(float)", "fp32"),
+    ("volta_hcudnn_128x128_relu_interior_nn_v1", "fp16"),
+])
+def test_legacy_cudnn_kernels_name_their_precision(name, precision):
+    from rightsize.analyzers.metrics.precision import name_precision
+
+    assert name_precision(name) == precision
+
+
+@pytest.mark.shared
+def test_the_v100_resnet_fp32_share_counts_its_legacy_convolutions():
+    doc = analyze_document([shared_path("traces", "kineto", RESNET)])
+    [fp32] = [r for r in doc.recommendations if r.id == "fp32-without-tensor-cores"]
+    # scudnn_*/dgrad_engine<float>/wgrad_alg0_engine<float> kernels are fp32 convolutions on a
+    # Volta's CUDA cores: 57.6% of kernel time, not the 21.3% the op dtypes alone gave
+    assert fp32.evidence.startswith("57.6 % of kernel time")
+    assert doc.precision.unknown_pct == pytest.approx(4.05, abs=0.01)  # was 55.1

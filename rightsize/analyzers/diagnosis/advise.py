@@ -22,6 +22,7 @@ from rightsize.analyzers.diagnosis.classify import Ridge
 from rightsize.analyzers.document.diagnosis import Recommendation, WhatIf
 from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.kernels import tensor_core_flag
+from rightsize.analyzers.metrics.precision import with_precision
 from rightsize.catalog import Gpu
 from rightsize.vocab import Bound, Precision
 
@@ -190,9 +191,16 @@ def fp32_matmul_pct(work: pl.DataFrame) -> float | None:
     if work.height == 0 or "precision" not in work.columns:
         return None
     total = int(work["dur_ns"].sum())
-    tc = tensor_core_flag(work)
-    fp32 = work.filter((pl.col("work") == "compute") & (pl.col("precision") == "fp32") & ~tc)
-    return 100.0 * int(fp32["dur_ns"].sum()) / total if total else None
+    return 100.0 * _fp32_off_tensor_cores_ns(work) / total if total else None
+
+
+def _fp32_off_tensor_cores_ns(work: pl.DataFrame) -> int:
+    """Time of compute kernels in fp32 off tensor cores; a kernel's precision from its name
+    first (legacy cuDNN's scudnn_* and <float> engines carry no op dtype), else its op's."""
+    w = with_precision(work)
+    fp32 = w.filter((pl.col("work") == "compute") & (pl.col("kernel_precision") == "fp32")
+                    & ~tensor_core_flag(w))
+    return int(fp32["dur_ns"].sum())
 
 
 def sync_idle_pct(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, device_work: pl.DataFrame,
@@ -247,9 +255,7 @@ def fp32_step_pct(work: pl.DataFrame, step_ns: int) -> float | None:
     summed step time."""
     if work.height == 0 or "precision" not in work.columns or step_ns <= 0:
         return None
-    fp32 = work.filter((pl.col("work") == "compute") & (pl.col("precision") == "fp32")
-                       & ~tensor_core_flag(work))
-    return 100.0 * int(fp32["dur_ns"].sum()) / step_ns
+    return 100.0 * _fp32_off_tensor_cores_ns(work) / step_ns
 
 
 def data_parallel_ops(cpu_ops: pl.DataFrame) -> int:

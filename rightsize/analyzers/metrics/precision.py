@@ -31,9 +31,11 @@ NAME_RULES: tuple[tuple[str, str], ...] = (
     (r"e4m3|e5m2|fp8|f8f8", "fp8"),
     (r"(?:^|[_\W])(?:i8|int8|imma)|i8i8|s8s8", "int8"),
     (r"bf16|bfloat16", "bf16"),
-    (r"fp16|f16|h884|h1688|h16816|hgemm|half|(?:^|_)h_", "fp16"),
+    (r"fp16|f16|h884|h1688|h16816|hgemm|half|(?:^|_)h_|hcudnn", "fp16"),
     (r"tf32|s1688|s16816|s884|tensorop_s\d", "tf32"),
-    (r"sgemm|f32f32_f32|fp32|ffma", "fp32"),
+    # legacy cuDNN (Volta/Turing): scudnn_* is single precision, and its templated engines
+    # name their element type (dgrad_engine<float, ...>, bn_bw_1C11_kernel_new<float, ...>)
+    (r"sgemm|f32f32_f32|fp32|ffma|scudnn|cudnn.*<float[,>]", "fp32"),
 )
 # Matrix-unit kernel names: an fp32 op on one of these ran as TF32 (Ampere and later).
 TENSOR_CORE_NAMES = r"xmma|tensorop|gmma|wgmma|mfma|cijk_.*_mfma|nvjet"
