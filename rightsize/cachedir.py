@@ -1,7 +1,8 @@
-"""Where rightsize may keep caches between runs (compiled report templates): ``$RIGHTSIZE_CACHE_DIR`` when set (an empty value turns every cache off), else
+"""Where rightsize may keep caches between runs (compiled report templates):
+``$RIGHTSIZE_CACHE_DIR`` when set (an empty value turns every cache off), else
 ``$XDG_CACHE_HOME/rightsize`` or ``~/.cache/rightsize``. A cache only saves time: the callers
-treat a directory that cannot be created or written as no cache. Standard library only, so
-any layer may ask.
+treat a directory that cannot be created or written as no cache. Standard library only, so any
+layer may ask.
 """
 
 from __future__ import annotations

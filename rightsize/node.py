@@ -6,14 +6,14 @@ cannot be changed, so a published document cannot be edited through its dict fie
 fill the fields at full precision, in the units their names say.
 
 :func:`encode` writes a node as JSON types (:mod:`rightsize.analyzers.document.codec` reads them
-back); field metadata says how a field is written:
-:func:`num` rounds a float to its digits in the JSON (each item of a tuple, each value of a
-mapping; ``omit_none=True`` leaves it out when ``None``), :func:`key` renames it (``class``), a :func:`flattened` mapping's items become keys of the
-enclosing object (the analyzer sections of the document),
-and an :func:`internal` field is part of the object but not of the JSON (the per-step shares in ns the
-document's steps are made from, for example). Enums are written as their values and read back
-as enums. This module imports nothing of rightsize, so every layer (the catalog too) can
-declare nodes. Pure; no polars.
+back); field metadata says how a field is written: :func:`num` rounds a float to its digits in
+the JSON (each item of a tuple, each value of a mapping; ``omit_none=True`` leaves it out when
+``None``), :func:`key` renames it (``class``), a :func:`flattened` mapping's items become keys
+of the enclosing object (the analyzer sections of the document), and an :func:`internal` field
+is part of the object but not of the JSON (the per-step shares in ns the document's steps are
+made from, for example). Enums are written as their values and read back as enums. This module
+imports nothing of rightsize, so every layer (the catalog too) can declare nodes. Pure; no
+polars.
 """
 
 from __future__ import annotations

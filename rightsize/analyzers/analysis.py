@@ -286,6 +286,7 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
         & (pl.col("src_memory") == "pageable") & (pl.col("bytes") >= PAGEABLE_COPY_BYTES))
     main = _main_stream(kernels, idle)
     eager = advise.eager_attention_ns(kernels, trace.cpu_ops) if gpu else None
+    fp32 = advise.fp32_off_tensor_cores_ns(work) if gpu else None  # once, for both measures
     nvml = diag.utilization.nvml
     gpm = nvml.gpm_sm_util_pct_mean if nvml is not None else None
     return advise.Measures(
@@ -295,7 +296,7 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
         is not None else None,
         communication_pct=s["communication"],
         memory_of_device_pct=100.0 * peak / memory_bytes if peak and memory_bytes else None,
-        fp32_matmul_pct=advise.fp32_matmul_pct(work) if gpu else None,
+        fp32_matmul_pct=_pct(fp32, int(work["dur_ns"].sum())) if gpu else None,
         host_wait_pct=100.0 * main.host_wait_ms / span if span and main else None,
         kernel_wait_pct=100.0 * main.kernel_wait_ms / span if span and main else None,
         pageable_h2d_copies=float(pageable.height) if gpu else None,
@@ -305,7 +306,7 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
                 trace.transfers.filter(pl.col("device") == dev.device).select("ts_ns", "dur_ns")
                 if dev is not None else kernels.select("ts_ns", "dur_ns").clear()]),
             steps.start_ns, steps.end_ns, diag.step_ns) if gpu else None,
-        fp32_step_pct=advise.fp32_step_pct(work, diag.step_ns) if gpu else None,
+        fp32_step_pct=_pct(fp32, diag.step_ns) if gpu else None,
         eager_attention_pct=_pct(eager, int(kernels["dur_ns"].sum())) if gpu else None,
         eager_attention_step_pct=_pct(eager, diag.step_ns) if gpu else None,
         sm_activity_pct=gpm,

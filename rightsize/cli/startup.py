@@ -1,15 +1,17 @@
-"""Start-up tuning of the ``rightsize`` command's own process: the garbage collector, and
-numpy's BLAS threads.
+"""Start-up tuning of the ``rightsize`` command's own process: the garbage collector, and numpy's
+BLAS threads.
 
 Role: the only process-wide settings rightsize makes. Only :func:`rightsize.cli.entry` (the
-console script and ``python -m rightsize``) imports and calls this module; :func:`rightsize.cli.main`,
-which tests and notebooks call, and all library code leave the process as they found it (a test
-checks both). Public ``gc`` APIs only: no environment variables, no allocator options, no
-private exit path; the interpreter's normal exit still runs every ``atexit`` handler. numpy is
-imported with OpenBLAS' documented ``OPENBLAS_NUM_THREADS=1`` for the import only.
+console script and ``python -m rightsize``) imports and calls this module;
+:func:`rightsize.cli.main`, which tests and notebooks call, and all library code leave the
+process as they found it (a test checks both). Public APIs only: no allocator options, no
+other package's private variables, no private exit path; the interpreter's normal exit still runs
+every ``atexit`` handler. numpy is imported with OpenBLAS' documented ``OPENBLAS_NUM_THREADS=1``
+for the import only.
 
-Inputs: none. Outputs: the collector's thresholds and its permanent generation, numpy loaded. The gain is
-measured by ``benchmarks/fixed_cost.py`` (``--tuning both``: the same tree with and without it).
+Inputs: none. Outputs: the collector's thresholds and its permanent generation, numpy loaded.
+The gain is measured by ``benchmarks/fixed_cost.py`` (``--tuning both``: the same tree with and
+without it).
 """
 
 from __future__ import annotations

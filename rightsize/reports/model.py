@@ -172,7 +172,8 @@ def build_model(doc: Document, manifest: Mapping[str, Any] | None = None) -> Rep
         warnings=capture_warnings(doc, manifest),
         step_split=views.step_split(doc.steps),
         host=views.host_chart(doc.host_timeline),
-        sections=tuple(tables.section_table(s, doc.sections[s.key]) for s in analyzer_sections.SECTIONS
+        sections=tuple(tables.section_table(s, doc.sections[s.key])
+                       for s in analyzer_sections.SECTIONS
                        if s.columns and s.key in doc.sections),
     )
 

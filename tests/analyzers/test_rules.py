@@ -14,6 +14,8 @@ from tests.framebuilder import FrameBuilder
 
 RESNET = "kineto-tb_plugin-resnet50_num_workers_0-worker0.1623143089861.pt.trace.json.gz"
 QWEN = "tracelens-h100-Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+H100 = [{"device": 0, "name": "NVIDIA H100 80GB HBM3", "sm_count": 132,
+         "memory_bytes": 80 * 2**30, "compute_major": 9, "compute_minor": 0}]
 
 
 def _ids(doc) -> list[str]:
@@ -64,8 +66,7 @@ def test_pageable_rule_counts_only_large_host_to_device_copies():
     from rightsize.catalog import load_catalog
 
     def run(direction: str, nbytes: int) -> list[str]:
-        b = FrameBuilder([{"device": 0, "name": "NVIDIA H100 80GB HBM3", "sm_count": 132,
-                           "memory_bytes": 80 * 2**30}])
+        b = FrameBuilder(H100)
         b.step(1, 0, 10_000).op("aten::mm", 0, 9000, ext=1)
         for i in range(30):
             b.launch("cudaLaunchKernel", 10 + i * 300, 5, corr=i + 1)
@@ -130,8 +131,7 @@ def _attention_trace(fused: bool):
     from rightsize.analyzers.analysis import Context, analyze_trace
     from rightsize.catalog import load_catalog
 
-    b = FrameBuilder([{"device": 0, "name": "NVIDIA H100 80GB HBM3", "sm_count": 132,
-                       "memory_bytes": 80 * 2**30}])
+    b = FrameBuilder(H100)
     b.step(1, 0, 30_000)
     ops = (("aten::_flash_attention_forward", "flash_fwd_kernel", 500),) if fused else (
         ("aten::bmm", "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_nn", 250),
@@ -193,8 +193,7 @@ def test_ncu_rows_of_another_gpu_are_left_out_with_a_note():
     from rightsize.analyzers.analysis import Context, analyze_trace
 
     def analyzed(cc: str, name: str):
-        b = FrameBuilder([{"device": 0, "name": "NVIDIA H100 80GB HBM3", "sm_count": 132,
-                           "memory_bytes": 80 * 2**30, "compute_major": 9, "compute_minor": 0}])
+        b = FrameBuilder(H100)
         b.step(1, 0, 10_000).op("aten::add", 0, 9000)
         for i in range(25):
             b.launch("cudaLaunchKernel", 10 + i * 300, 5, corr=i + 1)

@@ -188,15 +188,17 @@ def precision_advice(architecture: str | None) -> str:
 def fp32_matmul_pct(work: pl.DataFrame) -> float | None:
     """Share of kernel time in fp32 compute kernels that are not tensor-core kernels (the
     extended definition: on neither list, or an FP32 CUDA-core GEMM by its name)."""
+    ns = fp32_off_tensor_cores_ns(work)
+    total = int(work["dur_ns"].sum()) if work.height else 0
+    return None if ns is None or not total else 100.0 * ns / total
+
+
+def fp32_off_tensor_cores_ns(work: pl.DataFrame) -> int | None:
+    """Time of compute kernels in fp32 off tensor cores; a kernel's precision from its name
+    first (legacy cuDNN's scudnn_* and <float> engines carry no op dtype), else its op's
+    (``None``: no precision column)."""
     if work.height == 0 or "precision" not in work.columns:
         return None
-    total = int(work["dur_ns"].sum())
-    return 100.0 * _fp32_off_tensor_cores_ns(work) / total if total else None
-
-
-def _fp32_off_tensor_cores_ns(work: pl.DataFrame) -> int:
-    """Time of compute kernels in fp32 off tensor cores; a kernel's precision from its name
-    first (legacy cuDNN's scudnn_* and <float> engines carry no op dtype), else its op's."""
     w = with_precision(work)
     fp32 = w.filter((pl.col("work") == "compute") & (pl.col("kernel_precision") == "fp32")
                     & ~tensor_core_flag(w))
@@ -239,23 +241,15 @@ def eager_attention_ns(kernels: pl.DataFrame, cpu_ops: pl.DataFrame) -> int | No
     ``None`` when no kernel names its launching op."""
     if kernels.height == 0 or "external_id" not in kernels.columns:
         return None
-    launched = (cpu_ops.filter(pl.col("external_id").is_not_null())
+    # the op names first (one pass, no join over every kernel): most traces stop here
+    names = cpu_ops.filter(pl.col("name").is_in((*SOFTMAX_OPS, *FUSED_OPS)))["name"]
+    if names.is_in(FUSED_OPS).any() or not names.len():
+        return 0
+    launched = (cpu_ops.filter(pl.col("external_id").is_not_null()
+                               & pl.col("name").is_in(EAGER_ATTENTION_OPS))
                 .select("external_id", op="name").unique("external_id", keep="last"))
     k = kernels.select("external_id", "dur_ns").join(launched, on="external_id", how="inner")
-    if k.height == 0:
-        return None
-    ops = set(k["op"].unique().to_list())
-    if ops & set(FUSED_OPS) or not ops & set(SOFTMAX_OPS):
-        return 0
-    return int(k.filter(pl.col("op").is_in(EAGER_ATTENTION_OPS))["dur_ns"].sum())
-
-
-def fp32_step_pct(work: pl.DataFrame, step_ns: int) -> float | None:
-    """Time of fp32 matrix kernels off tensor cores (as :func:`fp32_matmul_pct`), % of the
-    summed step time."""
-    if work.height == 0 or "precision" not in work.columns or step_ns <= 0:
-        return None
-    return 100.0 * _fp32_off_tensor_cores_ns(work) / step_ns
+    return int(k["dur_ns"].sum())
 
 
 def data_parallel_ops(cpu_ops: pl.DataFrame) -> int:

@@ -99,7 +99,7 @@ def _steps(r: RankAnalysis) -> dm.StepStats:
     return dm.StepStats(
         s.count, _ms(float(durs.mean())), _ms(int(durs.min())), _ms(int(durs.max())), s.source,
         s.device_aware, s.dropped, tuple(s.names),
-        per_step=d.per_step if d is not None and d.per_step else (),
+        per_step=d.per_step if d is not None else (),
         split_over_time=d.split if d is not None else None)
 
 

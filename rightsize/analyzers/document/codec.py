@@ -1,17 +1,17 @@
 """The one JSON codec of the analysis document: frozen dataclasses <-> plain JSON types.
 
-Input/output: instances of the document classes (``rightsize.analyzers.document``) and the dicts,
-lists and scalars ``json`` reads and writes. Keys are the field names in declaration order (so a
-new field is one line), renamed with ``field(metadata={"key": ...})`` where the JSON key is not a
-Python name (``class``). A field with ``metadata={"omit_none": True}`` is left out when ``None``;
-a class may decide presence itself with a ``_present(name)`` method; an ``internal`` field
-(:func:`rightsize.node.internal`) is not written, a ``flattened`` mapping's items are keys of
-the enclosing object (read by the types it names), and a ``num`` field is written
-rounded to its digits. Enums are written as their values and read back as the enum. A field named ``extra``
-keeps the keys a newer analyzer of the same ``schema_version`` added (adding keys does not
-change the version), so reading and writing again loses nothing. Decoding checks types and
-raises a one-line :class:`~rightsize.errors.RightsizeError` naming the key that is wrong.
-Pure; no polars.
+Input/output: instances of the document classes (``rightsize.analyzers.document``) and the
+dicts, lists and scalars ``json`` reads and writes. Keys are the field names in declaration
+order (so a new field is one line), renamed with ``field(metadata={"key": ...})`` where the JSON
+key is not a Python name (``class``). A field with ``metadata={"omit_none": True}`` is left out
+when ``None``; a class may decide presence itself with a ``_present(name)`` method; an
+``internal`` field (:func:`rightsize.node.internal`) is not written, a ``flattened`` mapping's
+items are keys of the enclosing object (read by the types it names), and a ``num`` field is
+written rounded to its digits. Enums are written as their values and read back as the enum. A
+field named ``extra`` keeps the keys a newer analyzer of the same ``schema_version`` added
+(adding keys does not change the version), so reading and writing again loses nothing. Decoding
+checks types and raises a one-line :class:`~rightsize.errors.RightsizeError` naming the key that
+is wrong. Pure; no polars.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
+from rightsize.analyzers.document.metrics import SplitOverTime, StepSplit
 from rightsize.catalog.catalog import DeviceMatch
 from rightsize.node import Node, internal, key, node, num
 from rightsize.vocab import Bound, DeviceKind
@@ -111,7 +112,8 @@ class Diagnosis(Node):
     shares_pct: Mapping[str, float | None] = num(2)
     evidence: tuple[str, ...] = ()  # the items' sentences, in order
     signals: tuple[SignalGroup, ...] = ()
-    signal_pct: Mapping[str, float | None] = num(2, default={})  # best signal first (vocab.Signal order)
+    # best signal first (vocab.Signal order)
+    signal_pct: Mapping[str, float | None] = num(2, default={})
     thresholds: Mapping[str, Any] = field(default_factory=dict)
     utilization: Utilization = field(default_factory=lambda: Utilization(None, None))
     device_match: DeviceMatch | None = None
@@ -119,8 +121,8 @@ class Diagnosis(Node):
     extra: Mapping[str, Any] = field(default_factory=dict)
     # what the document's steps are made from: not published here
     step_ns: int = internal(default=0)  # summed step time the shares are of
-    per_step: Any = internal(default=None)  # metrics.per_step.PerStep: the shares cut at step boundaries
-    split: Any = internal(default=None)  # metrics.per_step.SplitOverTime: one step's shares over time
+    per_step: tuple[StepSplit, ...] = internal(default=())  # the shares cut at step boundaries
+    split: SplitOverTime | None = internal(default=None)  # one step's shares over time
 
 
 @node

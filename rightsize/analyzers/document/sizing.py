@@ -47,7 +47,8 @@ class Candidate(Node):
     precision_used: str = "fp32"  # a Precision value
     parallelism: str = ""
     interconnect: str = ""
-    projected_step_ms_low: float | None = num(4, default=None)  # the range the validation error gives
+    # the range: the GPU part's validation error, and the host's move between machines
+    projected_step_ms_low: float | None = num(4, default=None)
     projected_step_ms_high: float | None = num(4, default=None)
     consumer: bool = False  # a consumer GPU (recommended only with --include-consumer)
     like_for_like: bool = True  # False: communication could not be carried over (see warnings)

@@ -109,7 +109,8 @@ def exclusive_roles(
     return out
 
 
-def breakdown(trace: Trace, steps: Steps, options: BreakdownOptions = BreakdownOptions()) -> BreakdownMs:
+def breakdown(trace: Trace, steps: Steps,
+              options: BreakdownOptions = BreakdownOptions()) -> BreakdownMs:
     """The plugin's step-time breakdown, averaged over ``steps``."""
     roles = exclusive_roles(role_frames(trace, options), steps)
     per_step = {

@@ -28,7 +28,7 @@ from rightsize.analyzers.sizing.model import Constraints, Workload
 from rightsize.catalog import Gpu
 from rightsize.vocab import Bound
 
-__all__ = ["Objective", "cheaper_slower", "frontier", "label", "meets", "unearned"]
+__all__ = ["Objective", "allowed", "cheaper_slower", "frontier", "label", "meets", "unearned"]
 
 
 def meets(step_ms: float | None, high_ms: float | None, workload: Workload,
@@ -48,8 +48,8 @@ def unearned(workload: Workload, current: Gpu | None) -> str | None:
                 "not be the job's (its evidence says what to record)")
     if current is None and workload.current_device_name is None:
         return ("no GPU is recommended for a CPU-only run: its op-level FLOPs and bytes are no "
-                "model of GPU kernels (the candidates' projections are rough); record a step on a GPU "
-                "(rightsize run on one), or size the model with rightsize estimate")
+                "model of GPU kernels (the candidates' projections are rough); record a step on "
+                "a GPU (rightsize run on one), or size the model with rightsize estimate")
     return None
 
 

@@ -368,8 +368,8 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
                          f" prices seen {best.price_date_seen})")
         elif savings is None:
             # Cheaper than an unknown price cannot be told: no recommendation, the option named.
-            option = (f"the cheapest per step that meets {reasons.goal(constraints)} is {best.gpu} at"
-                      f" {best.projected_step_ms:.1f} ms" if best.gpu != cur.gpu else
+            option = (f"the cheapest per step that meets {reasons.goal(constraints)} is"
+                      f" {best.gpu} at {best.projected_step_ms:.1f} ms" if best.gpu != cur.gpu else
                       f"no priced GPU meets {reasons.goal(constraints)}")
             words.append(f"the catalog has no price for the {current.name}, so no GPU is"
                          f" recommended; {option} (add the {current.name}'s price with"
