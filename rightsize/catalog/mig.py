@@ -1,8 +1,10 @@
 """MIG (Multi-Instance GPU) profiles: catalog data for ``rightsize plan``'s partitions.
 
-``data/mig_profiles.csv`` lists each MIG-capable catalog GPU's profiles from NVIDIA's MIG User
-Guide (see data/README.md): compute slices (of 7), memory slices (of 8), the memory in the
-profile's name, and how many instances of it one GPU holds. Loaded with ``importlib.resources``.
+``data/mig_profiles.csv`` lists every profile of each MIG-capable catalog GPU (A100 40/80GB,
+H100 80GB and NVL 94GB, H200 141GB, B200, GB200; the ``+me`` media-extension variants too), each
+row with its source (data/README.md): compute slices (of 7), memory slices (of 8), the memory in
+the profile's name, and how many instances of it one GPU holds. Loaded with
+``importlib.resources``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ class MigProfile:
         return int(self.memory_gb * 1e9)
 
     @property
+    def media_extensions(self) -> bool:
+        """A ``+me`` profile: its base profile plus the decoders/JPEG/OFA, one per GPU."""
+        return self.profile.endswith("+me")
+
+    @property
     def resource(self) -> str:
         """The Kubernetes extended resource (NVIDIA device plugin, ``mixed`` MIG strategy)."""
         return f"nvidia.com/mig-{self.profile}"
@@ -55,7 +62,11 @@ def mig_profiles() -> tuple[MigProfile, ...]:
                  for r in csv.DictReader(io.StringIO(text)))
 
 
-def profiles_for(gpu: str) -> tuple[MigProfile, ...]:
-    """``gpu``'s profiles, smallest first (memory, then compute); empty without MIG."""
-    rows = [p for p in mig_profiles() if p.gpu.lower() == gpu.lower()]
+def profiles_for(gpu: str, media_extensions: bool = False) -> tuple[MigProfile, ...]:
+    """``gpu``'s profiles, smallest first (memory, then compute); empty without MIG.
+
+    The ``+me`` variants are left out unless asked for: same compute and memory as their base
+    profile but one per GPU, so a slice for a job that needs no video decoder is the base."""
+    rows = [p for p in mig_profiles() if p.gpu.lower() == gpu.lower()
+            and (media_extensions or not p.media_extensions)]
     return tuple(sorted(rows, key=lambda p: (p.memory_slices, p.compute_slices)))

@@ -215,15 +215,58 @@ def test_demand_curve_shape() -> None:
         dm.constant(0)
 
 
+# Every profile, as NVIDIA's mig-parted default configuration names it with its instances per
+# GPU (deployments/systemd/config-default.yaml @5ffc59f); compute slices of 7 and memory slices
+# of 8 as the MIG User Guide's tables give them (1g: 1/8, the wider 1g and 2g: 2/8, 3g/4g: 4/8).
+MIG_TABLES = {
+    ("A100 40GB SXM", "A100 40GB PCIe"): ("1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb",
+                                          "4g.20gb", "7g.40gb"),
+    ("A100 80GB SXM", "A100 80GB PCIe", "H100 SXM", "H100 PCIe"): (
+        "1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+    ("H100 NVL",): ("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb",
+                    "7g.94gb"),
+    ("H200 SXM", "H200 NVL"): ("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb",
+                               "4g.71gb", "7g.141gb"),
+    ("B200",): ("1g.23gb", "1g.23gb+me", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"),
+    ("GB200 (per GPU)",): ("1g.23gb", "1g.23gb+me", "1g.47gb", "2g.47gb", "3g.93gb", "4g.93gb",
+                           "7g.186gb"),
+}
+# the same geometry on every one: (compute slices, memory slices, instances per GPU)
+MIG_GEOMETRY = [(1, 1, 7), (1, 1, 1), (1, 2, 4), (2, 2, 3), (3, 4, 2), (4, 4, 1), (7, 8, 1)]
+
+
 def test_mig_profiles_data() -> None:
-    assert {p.gpu for p in mig_profiles()} >= {"A100 40GB SXM", "A100 80GB SXM", "H100 SXM",
-                                                "H200 SXM"}
-    assert all(CATALOG.gpu(p.gpu).mig_max_instances == 7 for p in mig_profiles())
-    h200 = profiles_for("H200 SXM")
-    assert [p.profile for p in h200] == ["1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb",
-                                         "7g.141gb"]
+    rows = mig_profiles()
+    assert len(rows) == 7 * 11
+    for gpus, names in MIG_TABLES.items():
+        for gpu in gpus:
+            mine = [p for p in rows if p.gpu == gpu]
+            assert [p.profile for p in mine] == list(names), gpu
+            assert [(p.compute_slices, p.memory_slices, p.max_instances) for p in mine] == \
+                MIG_GEOMETRY, gpu
+            # the memory in the name is the 7g's x memory slices / 8, rounded as NVIDIA names it
+            assert [p.memory_gb for p in mine] == \
+                [float(n.split(".")[1].removesuffix("+me").removesuffix("gb")) for n in names]
+            assert all(p.source.startswith("NVIDIA mig-parted deployments/systemd/config-default"
+                                           ".yaml @5ffc59f (") for p in mine)
+    assert all(CATALOG.gpu(p.gpu).mig_max_instances == 7 for p in rows)
+    assert [p.profile for p in profiles_for("B200")] == ["1g.23gb", "1g.45gb", "2g.45gb",
+                                                        "3g.90gb", "4g.90gb", "7g.180gb"]
+    assert [p.profile for p in profiles_for("B200", media_extensions=True)][:2] == \
+        ["1g.23gb", "1g.23gb+me"]
     assert profiles_for("L4") == ()
     assert slice_step_ms(10.0, 100.0, 0.5) == 20.0
+
+
+def test_b200_and_gb200_get_slices() -> None:
+    """The B200 and GB200 were 'no MIG profiles'; a small job now fits their 1g slice."""
+    for gpu, profile, gb in (("B200", "1g.23gb", 23), ("GB200 (per GPU)", "1g.23gb", 23)):
+        doc = make_doc([_candidate(gpu, 10.0)], step_ms=10.0, util=10.0, current=gpu)
+        part = plan_for(doc, rate=50, slo=20.0).partition(gpu)
+        assert part is not None
+        # min(1/7, 1/8) = 12.5%: 10 ms x (0.9 + 0.1 / 0.125) = 17 ms <= 20; 2.4 GB <= 23 GB
+        assert (part.kind, part.profile, part.per_gpu, part.step_ms) == ("mig", profile, 7, 17.0)
+        assert f"fits {gb} GB" in part.reason
 
 
 def test_manifests_structure_and_yaml_roundtrip() -> None:
