@@ -285,6 +285,8 @@ def test_manifests_structure_and_yaml_roundtrip() -> None:
     part = p.partition("H100 SXM")
     assert part is not None
     assert (part.profile, part.step_ms, part.gpus_at_peak) == ("3g.40gb", 83.3333, 5)
+    assert part.reason.endswith("; 10 replicas at the peak, 2 a GPU: 5 GPUs of capacity against"
+                                " 6 whole GPUs")
     assert p.deploy_on is None
     deploy, hpa, keda = (plain(m.obj) for m in items)
     res = deploy["spec"]["template"]["spec"]["containers"][0]["resources"]

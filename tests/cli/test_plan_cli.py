@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -120,6 +121,43 @@ def test_shared_qwen_h100_inference(tmp_path: Path) -> None:
     assert (ada["step_ms"], ada["slo"]) == (95.0624, "at-risk")  # its copies: host-bound
     assert sorted(p.name for p in (tmp_path / "rightsize-plan").iterdir()) == \
         ["deployment.yaml", "hpa.yaml", "keda-scaledobject.yaml"]
+
+
+@pytest.mark.shared
+def test_shared_qwen_slices_only_where_they_save_gpu_capacity(tmp_path: Path) -> None:
+    """The 90%-busy Qwen step: a slice runs each replica far slower, so it is kept only where
+    its replicas take less GPU capacity at the peak than whole GPUs, and it says by how much."""
+    trace = shared_path(*QWEN)
+    (tmp_path / "day.csv").write_text(DAY)
+    out = rightsize("plan", str(trace), "--samples-per-step", "16", "--latency-slo-ms", "100",
+                    "--demand", "day.csv", "--hf-config",
+                    str(SAMPLES / "configs" / "Qwen1.5-0.5B.json"), "--format", "json",
+                    "--no-manifests", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    whole = {c["gpu"]: c["replicas"]["peak"] for c in data["candidates"] if c["replicas"]}
+    slices = {p["gpu"]: p for p in data["partitions"] if p["kind"] in ("mig", "time-slicing")}
+    assert sorted(slices) == ["B200", "GB200 (per GPU)", "H100 NVL", "H200 NVL"]
+    for gpu, p in slices.items():
+        said = re.search(r"; (\d+) replicas at the peak, (\d+) a GPU: ", p["reason"])
+        assert said is not None, p["reason"]
+        replicas, per_gpu = int(said[1]), int(said[2])
+        assert per_gpu == p["per_gpu"] and replicas / per_gpu < whole[gpu], gpu
+    # GB200 (new MIG rows): 7 replicas on 1g.23gb (98.9 ms each, 16 x 1000 / 98.88 x 0.8 =
+    # 129.4/s; 900/s needs 7), 7 a GPU: 1 GPU against 2 whole ones (1,042/s x 0.8 < 900/s)
+    gb = slices["GB200 (per GPU)"]
+    assert (gb["profile"], gb["per_gpu"], gb["gpus_at_peak"], whole["GB200 (per GPU)"]) == \
+        ("1g.23gb", 7, 1, 2)
+    assert gb["reason"].endswith("; 7 replicas at the peak, 7 a GPU: 1 GPUs of capacity "
+                                 "against 2 whole GPUs")
+    # H100 NVL: 5 replicas on 3g.47gb, 2 a GPU: 2.5 GPUs of capacity against 3 whole ones
+    assert slices["H100 NVL"]["reason"].endswith("5 replicas at the peak, 2 a GPU: 2.5 GPUs of "
+                                                 "capacity against 3 whole GPUs")
+    # the H100 PCIe and SXM and the H200 SXM: a slice would need as many GPUs or more
+    parts = {p["gpu"]: p for p in data["partitions"]}
+    assert [parts[g]["kind"] for g in ("H100 PCIe", "H100 SXM", "H200 SXM")] == ["whole-gpu"] * 3
+    assert parts["H200 SXM"]["rejected"][-1] == \
+        "2g.35gb: 3 GPUs at the peak, not fewer than 2 whole ones"
 
 
 def test_slo_nobody_meets_writes_no_manifests(tmp_path: Path) -> None:

@@ -161,6 +161,12 @@ def _partition(c: Capacity, w: Workload, inputs: PlanInputs, catalog: Catalog) -
                        rejected=(*part.rejected, (f"{part.profile or part.kind}: "
                                                   f"{part.gpus_at_peak} GPUs at the peak, not "
                                                   f"fewer than {whole} whole ones")))
+    if part.kind != "whole-gpu" and whole is not None:
+        # Kept: say what it saves, in GPU capacity at the peak (the rest of a partly used GPU
+        # holds other work), so a slice on as many GPUs as whole ones is not read as no gain.
+        part = replace(part, reason=f"{part.reason}; {replicas} replicas at the peak, "
+                                    f"{part.per_gpu} a GPU: {replicas / part.per_gpu:.3g} GPUs"
+                                    f" of capacity against {whole} whole GPUs")
     return part
 
 
