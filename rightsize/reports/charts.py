@@ -3,7 +3,7 @@
 Input: parts of the typed analysis document (``steps.per_step``, ``steps.split_over_time``,
 ``host_timeline``, the sizing rows of :mod:`rightsize.reports.tables`). Output: frozen
 dataclasses of plain values, with the one colour per category every chart uses
-(:data:`CATEGORY_COLORS`), and :func:`sizing_axes`, the fixed axis ranges of the candidate
+(:data:`CATEGORY_COLORS`, by its name in style.css's palette), and :func:`sizing_axes`, the fixed axis ranges of the candidate
 scatter. Pure.
 """
 
@@ -18,23 +18,26 @@ from rightsize.analyzers.document.sizing import HostTimeline
 from rightsize.reports import fmt
 from rightsize.vocab import SHARES
 
-# One colour per category in every chart: a breakdown row and the exclusive share that means the
-# same time (data loader, communication, copies, host) share it; the timeline and the sizing
-# scatter use none of these.
+# One colour per category in every chart of every page: a breakdown row and the exclusive share
+# that means the same time (data loader, communication, copies, host) share it; the timeline and
+# the sizing scatter use none of these. The values are the names of CSS custom properties; the
+# colours themselves are defined once, in style.css's :root, and the page's script reads them
+# there (chart_setup.js: color()), so the report, compare and plan pages cannot drift apart.
 CATEGORY_COLORS = {
-    "compute": "#2f6fde", "kernel": "#2f6fde",
-    "memory": "#16a2b8", "memset": "#7fb3d5",
-    "pcie": "#8e44ad", "memcpy": "#8e44ad",
-    "dataloader": "#e07b00",
-    "communication": "#c0392b",
-    "host": "#d4ac0d", "cpu_exec": "#d4ac0d", "runtime": "#b7950b",
-    "idle": "#aab2bf", "other": "#aab2bf",
+    "compute": "--c-compute", "kernel": "--c-compute",
+    "memory": "--c-memory", "memset": "--c-memset",
+    "pcie": "--c-pcie", "memcpy": "--c-pcie",
+    "dataloader": "--c-dataloader",
+    "communication": "--c-communication",
+    "host": "--c-host", "cpu_exec": "--c-host", "runtime": "--c-runtime",
+    "idle": "--c-idle", "other": "--c-idle",
 }
 MAX_STEP_BARS = 300  # more steps than this: the first ones (the JSON has them all)
 
 
 def category_color(key: str) -> str:
-    return CATEGORY_COLORS.get(key, "#7f8c8d")
+    """The palette name (a CSS custom property of style.css) that colours category ``key``."""
+    return CATEGORY_COLORS.get(key, "--c-unknown")
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ import pytest
 
 from rightsize.reports.charts import CATEGORY_COLORS
 from tests.conftest import SAMPLES, shared_path
+from tests.reports.palette import palette
 from tests.reports.test_browser import Page, browser, check_clean, rightsize  # noqa: F401
 
 ALLOWED = {"num_workers", "pin_memory", "persistent_workers", "prefetch_factor"}  # user's APIs
@@ -146,8 +147,9 @@ def test_cpu_run_report(browser, tmp_path):  # noqa: F811
         len(doc["host_timeline"]["t_s"])] * 4
     assert "No utilization timeline" not in page.page.inner_text("#utilization")
     lines = {s["label"]: s["color"] for s in host["sets"]}  # no share colour means two things
-    assert {k for k, c in lines.items() if c in CATEGORY_COLORS.values()} == {
-        "data-loader workers"} and lines["data-loader workers"] == CATEGORY_COLORS["dataloader"]
+    shares = {palette()[v] for v in CATEGORY_COLORS.values()}
+    assert {k for k, c in lines.items() if c in shares} == {"data-loader workers"}
+    assert lines["data-loader workers"] == palette()[CATEGORY_COLORS["dataloader"]]
     assert page.painted_canvases()["chart-host"] > 1000
     steps = _chart(page, "chart-steps")
     assert steps is not None and len(steps["labels"]) == doc["steps"]["count"] == 3

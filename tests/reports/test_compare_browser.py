@@ -3,8 +3,10 @@ painted, hostile names shown as text. Skips without Chromium or Playwright."""
 
 from __future__ import annotations
 
+from rightsize.reports.charts import category_color
 from tests.cli.test_compare_cli import HOSTILE, hostile_trace, rightsize
 from tests.conftest import SAMPLES, shared_path
+from tests.reports.palette import palette
 from tests.reports.test_browser import Page, browser, check_clean  # noqa: F401 (fixture)
 
 BERT = "gaunernst_bert-small-uncased__1016001"
@@ -35,6 +37,15 @@ def test_sample_runs_page(browser, tmp_path):  # noqa: F811
                 SAMPLES / "runs" / "train_compute-cpu")
     assert "data-loader wait fell" in page.page.inner_text("#changes")
     assert page.painted_canvases().get("chart-shares", 0) > 1000
+    # each share drawn in the report's colour for it, read from the page's one palette
+    drawn = page.page.evaluate("""() => Object.fromEntries(Object.values(Chart.instances)
+        .find(c => c.canvas.id === "chart-shares").data.datasets
+        .map(d => [d.label, String(d.backgroundColor)]))""")
+    assert drawn["dataloader"] == palette()["--c-dataloader"] == "#e07b00"
+    assert drawn == {k: palette()[category_color(k)] for k in drawn}
+    bars = page.page.evaluate("""() => Object.values(Chart.instances)
+        .find(c => c.canvas.id === "chart-changes").data.datasets[0].backgroundColor""")
+    assert set(bars) <= {palette()["--bad"], palette()["--good"]} and palette()["--good"] in bars
 
 
 def test_hostile_names_render_as_text(browser, tmp_path):  # noqa: F811

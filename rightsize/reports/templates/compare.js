@@ -1,15 +1,13 @@
 /* Draws the compare page's charts with the inlined Chart.js. Data comes only from |tojson. */
 (function () {
 {% include "chart_setup.js" %}
-  var PALETTE = ["#2f6fde", "#e07b00", "#1f8a4c", "#8e44ad", "#c0392b", "#16a2b8", "#7f8c8d",
-                 "#d4ac0d"];
+  /* colours by palette name from the data: a share has the report's colour for it */
   if (RS.changes.labels.length) {
     make("chart-changes", {
       type: "bar",
       data: { labels: RS.changes.labels,
               datasets: [{ label: "B - A, ms per step", data: RS.changes.delta_ms,
-                           backgroundColor: RS.changes.delta_ms.map(function (v) {
-                             return v > 0 ? "#c0392b" : "#1f8a4c"; }) }] },
+                           backgroundColor: RS.changes.colors.map(color) }] },
       options: { indexAxis: "y", plugins: { legend: { display: false } },
                  scales: { x: { title: { display: true,
                                          text: "B - A, ms per step (red: slower)" } } } }
@@ -20,7 +18,7 @@
     data: { labels: ["A", "B"],
             datasets: RS.shares.keys.map(function (k, i) {
               return { label: k, data: [RS.shares.a[i], RS.shares.b[i]],
-                       backgroundColor: PALETTE[i % PALETTE.length] }; }) },
+                       backgroundColor: color(RS.shares.colors[i]) }; }) },
     options: { indexAxis: "y",
                scales: { x: { stacked: true, max: 100,
                               title: { display: true, text: "% of the step" } },

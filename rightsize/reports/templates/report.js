@@ -1,7 +1,8 @@
 /* Draws the report's charts with the inlined Chart.js. Data comes only from the |tojson block. */
 (function () {
 {% include "chart_setup.js" %}
-  /* category colours come with the data (model.CATEGORY_COLORS): one colour per category */
+  /* category colours come with the data by palette name (charts.CATEGORY_COLORS); every
+     colour is read from style.css's palette through color() */
   function num(v, nd) { return v === null || v === undefined ? "n/a" : v.toFixed(nd); }
 
   if (RS.breakdown.labels.length) {
@@ -9,7 +10,7 @@
       type: "bar",
       data: { labels: RS.breakdown.labels,
               datasets: [{ label: "ms per step", data: RS.breakdown.ms,
-                           backgroundColor: RS.breakdown.colors }] },
+                           backgroundColor: RS.breakdown.colors.map(color) }] },
       options: { indexAxis: "y", plugins: { legend: { display: false } },
                  scales: { x: { title: { display: true, text: "ms per step" } } } }
     });
@@ -20,7 +21,7 @@
       data: { labels: ["step"],
               datasets: RS.shares.labels.map(function (name, i) {
                 return { label: name, data: [RS.shares.pct[i]],
-                         backgroundColor: RS.shares.colors[i] };
+                         backgroundColor: color(RS.shares.colors[i]) };
               }) },
       options: { indexAxis: "y",
                  scales: { x: { stacked: true, max: 100, title: { display: true, text: "% of step" } },
@@ -37,8 +38,8 @@
                   borderWidth: 1.5, spanGaps: false,
                   data: tl.t_ms.map(function (t, i) { return { x: t / 1000, y: values[i] }; }) });
     }
-    series(tl.trace_busy_pct, "trace: GPU busy %", "#1b2631");
-    series(tl.nvml_gpu_util_pct, "NVML: GPU utilization %", "#1f8a4c");
+    series(tl.trace_busy_pct, "trace: GPU busy %", color("--ink"));
+    series(tl.nvml_gpu_util_pct, "NVML: GPU utilization %", color("--good"));
     make("chart-timeline", {
       type: "line", data: { datasets: sets },
       options: { parsing: false, normalized: true,
@@ -52,7 +53,7 @@
       type: "bar",
       data: { labels: sp.labels,
               datasets: sp.series.map(function (x) {
-                return { label: x.name, data: x.ms, backgroundColor: x.color,
+                return { label: x.name, data: x.ms, backgroundColor: color(x.color),
                          categoryPercentage: sp.kind === "per_step" ? 0.8 : 1.0,
                          barPercentage: sp.kind === "per_step" ? 0.9 : 1.0 };
               }) },
@@ -76,10 +77,11 @@
       type: "line",
       data: { datasets: [
         /* no share colour but the data loader's: these lines are not shares of the step */
-        line(hs.cpu_util_pct, "machine CPU %", "#1b2631", "pct"),
-        line(hs.job_cpu_util_pct, "job CPU % (100 = one core)", "#1f8a4c", "pct"),
-        line(hs.rss_mib, "job memory (MiB)", "#c2185b", "mib"),
-        line(hs.dataloader_workers, "data-loader workers", RS.host.dataloader_color, "workers", true)
+        line(hs.cpu_util_pct, "machine CPU %", color("--ink"), "pct"),
+        line(hs.job_cpu_util_pct, "job CPU % (100 = one core)", color("--good"), "pct"),
+        line(hs.rss_mib, "job memory (MiB)", color("--c-rss"), "mib"),
+        line(hs.dataloader_workers, "data-loader workers", color(RS.host.dataloader_color),
+             "workers", true)
       ] },
       plugins: [{ id: "profiledWindow", beforeDatasetsDraw: function (chart) {
         /* the profiled steps as a shaded band: where the trace's numbers come from */
@@ -88,9 +90,9 @@
         var a = Math.max(x.getPixelForValue(window_s[0]), area.left);
         var b = Math.min(x.getPixelForValue(window_s[1]), area.right);
         ctx.save();
-        ctx.fillStyle = "rgba(47, 111, 222, 0.12)";
+        ctx.fillStyle = color("--accent-band");
         ctx.fillRect(a, area.top, Math.max(b - a, 2), area.bottom - area.top);
-        ctx.fillStyle = "#2f6fde";
+        ctx.fillStyle = color("--accent");
         ctx.font = "10px sans-serif";
         ctx.fillText("profiled steps", Math.min(a + 3, area.right - 70), area.top + 10);
         ctx.restore();
@@ -117,10 +119,10 @@
     make("chart-sizing", {
       type: "scatter",
       data: { datasets: [
-        group(function (c) { return c.recommended; }, "recommended", "#1f8a4c", 8, "rect"),
-        group(function (c) { return c.current && !c.recommended; }, "now", "#1b2631", 8, "circle"),
-        group(function (c) { return c.fits && !c.current && !c.recommended; }, "fits memory", "#5d6d7e", 4),
-        group(function (c) { return !c.fits && !c.current && !c.recommended; }, "does not fit", "#c4cad3", 3)
+        group(function (c) { return c.recommended; }, "recommended", color("--good"), 8, "rect"),
+        group(function (c) { return c.current && !c.recommended; }, "now", color("--ink"), 8, "circle"),
+        group(function (c) { return c.fits && !c.current && !c.recommended; }, "fits memory", color("--point"), 4),
+        group(function (c) { return !c.fits && !c.current && !c.recommended; }, "does not fit", color("--point-faint"), 3)
       ] },
       plugins: [{ id: "ranges", beforeDatasetsDraw: function (chart) {
         /* the projected range of each candidate as a bar through its point */
@@ -151,25 +153,25 @@
         });
         if (now) {  /* the GPU now has no price: its step time as a dashed line */
           var nx = chart.scales.x.getPixelForValue(now.step_ms), area = chart.chartArea;
-          ctx.strokeStyle = "#1b2631";
+          ctx.strokeStyle = color("--ink");
           ctx.lineWidth = 1;
           ctx.setLineDash([5, 4]);
           ctx.beginPath(); ctx.moveTo(nx, area.top); ctx.lineTo(nx, area.bottom); ctx.stroke();
           ctx.setLineDash([]);
           ctx.font = "bold 11px sans-serif";
-          ctx.fillStyle = "#1b2631";
+          ctx.fillStyle = color("--ink");
           var nt = "now: " + now.label + " (" + now.note + ")";
           ctx.fillText(nt, Math.min(nx + 4, area.right - ctx.measureText(nt).width), area.top + 12);
           taken.push([nx + 4, area.top, nx + 4 + ctx.measureText(nt).width, area.top + 14]);
           named.push(now.label);
         }
-        ctx.strokeStyle = "#fff";
+        ctx.strokeStyle = color("--halo");
         ctx.lineWidth = 3;
         ctx.lineJoin = "round";
         chart.data.datasets.forEach(function (set, i) {
           var strong = i < 2;
           ctx.font = (strong ? "bold " : "") + "11px sans-serif";
-          ctx.fillStyle = strong ? set.borderColor : "#333";
+          ctx.fillStyle = strong ? set.borderColor : color("--ink-soft");
           chart.getDatasetMeta(i).data.forEach(function (pt, j) {
             var text = set.data[j].name, w = ctx.measureText(text).width;
             var spots = [[8, -6], [8, 12], [-8 - w, -6], [-8 - w, 12], [8, -18], [8, 24]];
