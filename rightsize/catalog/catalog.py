@@ -65,6 +65,7 @@ class Gpu:
     nvlink_gbs_total: float | None = None
     tdp_w: float | None = None
     mig_max_instances: int | None = None
+    gpus_per_node: int | None = None  # GPUs one server/tray holds (None: not fixed by the part)
     year: int | None = None
     form_factor: str = ""
     consumer: bool = False  # a gaming card: left out of recommendations unless asked for
