@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -30,10 +31,31 @@ EXTRA_HINT = "rightsize serve needs its extra: pip install 'rightsize[serve]'"
 @click.option("--max-queued", type=click.IntRange(min=1), default=64, show_default=True,
               help="Queued plus running analyses; beyond this, uploads get 503.")
 @click.option("--token", default=None, envvar="RIGHTSIZE_SERVE_TOKEN",
-              help="Required on every request (generated when binding beyond loopback).")
+              help="Required on every request (generated when binding beyond loopback); "
+                   "16 characters or more, no white space.")
+@click.option("--timeout-s", type=click.FloatRange(min=0.5), default=10.0, show_default=True,
+              help="Deadline for a request's head, for each window of its body, and for an "
+                   "idle connection.")
+@click.option("--min-upload-kbps", type=click.IntRange(min=0), default=16, show_default=True,
+              help="An upload slower than this (KiB/s, over each --timeout-s window) is cut.")
+@click.option("--max-connections", type=click.IntRange(min=8), default=None,
+              help="Open connections beyond which new ones get 503 (default: the descriptor "
+                   "limit less 64, at most 4096).")
+@click.option("--grace-s", type=click.FloatRange(min=1), default=10.0, show_default=True,
+              help="On SIGTERM, how long open requests may take before they are cut.")
+@click.option("--min-free-mb", type=click.IntRange(min=0), default=256, show_default=True,
+              help="Uploads get 507 while the data directory has less free space than this.")
+@click.option("--public-url", default=None,
+              help="Behind a reverse proxy: the URL users open (https://host[:port]); its "
+                   "host and origin pass the Host and CSRF checks.")
+@click.option("--forwarded-allow-ips", default=None,
+              help="Behind a reverse proxy: the proxy's addresses (comma-separated), whose "
+                   "X-Forwarded-Proto/For are believed.")
 def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int,
           worker_memory_mb: int | None, max_concurrent_uploads: int, max_queued: int,
-          token: str | None) -> None:
+          token: str | None, timeout_s: float, min_upload_kbps: int,
+          max_connections: int | None, grace_s: float, min_free_mb: int,
+          public_url: str | None, forwarded_allow_ips: str | None) -> None:
     """Serve uploads and reports over HTTP: drop a trace, get the verdict and a link.
 
     \b
@@ -41,16 +63,21 @@ def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int
       rightsize serve
       rightsize serve --data-dir /srv/rightsize --workers 4
       rightsize serve --host 0.0.0.0 --token "$TOKEN"
+      rightsize serve --public-url https://rightsize.example.org --forwarded-allow-ips 127.0.0.1
     """
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401
 
+        from rightsize.serve import guard
         from rightsize.serve.app import create_app
     except ImportError as exc:
         raise RightsizeError(f"{EXTRA_HINT} ({exc.name} is missing)") from None
-    from rightsize.serve.config import MIB, ServeConfig, resolve_token
+    from rightsize.serve.config import MIB, ServeConfig, check_token, resolve_token
 
+    if token is not None and (weak := check_token(token)) is not None:
+        raise click.BadParameter(weak, param_hint="'--token'")
     token, generated = resolve_token(host, token)
+    public_url = _public_url(public_url)
     if worker_memory_mb is not None and 0 < worker_memory_mb < 256:
         raise click.UsageError("--worker-memory-mb below 256 leaves no room to start Python")
     if worker_memory_mb is None:
@@ -61,15 +88,53 @@ def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int
                          max_upload_bytes=max_upload_mb * MIB, workers=workers,
                          worker_memory_bytes=worker_memory_mb * MIB if worker_memory_mb else None,
                          max_concurrent_uploads=max_concurrent_uploads,
-                         max_queued_runs=max_queued)
+                         max_queued_runs=max_queued, min_free_bytes=min_free_mb * MIB,
+                         timeout_s=timeout_s, min_upload_bytes_per_s=min_upload_kbps * 1024,
+                         max_connections=max_connections or _default_max_connections(),
+                         grace_s=grace_s, public_url=public_url,
+                         forwarded_allow_ips=forwarded_allow_ips)
+    # Caches (compiled report templates) beside the data, unless RIGHTSIZE_CACHE_DIR says.
+    os.environ.setdefault("RIGHTSIZE_CACHE_DIR", str(config.cache_dir))
+    import sqlite3
+
     try:
         app = create_app(config)
-    except OSError as exc:
+    except (OSError, sqlite3.Error) as exc:
         raise RightsizeError(f"cannot use the data directory {data_dir}: {exc}") from None
     _check_port(host, port)
     _announce(config, generated)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
-                server_header=False)
+    guard.run(app, config)
+
+
+def _public_url(url: str | None) -> str | None:
+    """``--public-url`` as ``scheme://host[:port]``; a path or another scheme is refused."""
+    if url is None:
+        return None
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") \
+            or parts.query or parts.fragment or "@" in parts.netloc:
+        raise click.BadParameter("give the origin users open, e.g. https://rightsize.example.org"
+                                 " (no path: serve the proxy's location at /)",
+                                 param_hint="'--public-url'")
+    return f"{parts.scheme}://{parts.netloc.lower()}"
+
+
+def _default_max_connections() -> int:
+    """Below the descriptor limit, raised to its hard limit first (allowed to any process)."""
+    import resource
+
+    from rightsize.serve.config import max_connections_for
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return max_connections_for(soft if soft != resource.RLIM_INFINITY else 1 << 16)
 
 
 def _check_port(host: str, port: int) -> None:

@@ -1,22 +1,28 @@
 """The ASGI application: routes, the token/Host/CSRF gate, upload and concurrency limits.
 
 Input: a :class:`~rightsize.serve.config.ServeConfig`. Output: a Starlette app, served by
-uvicorn from ``rightsize serve``. The HTTP API is documented in docs/serve.md; JSON errors are
-``{"error": one line}``. Beyond the limits on concurrent uploads and queued analyses the
-answer is 503 with ``Retry-After``.
+uvicorn from ``rightsize serve`` (through :mod:`.guard`, which bounds every phase of a
+request). The HTTP API is documented in docs/serve.md; JSON errors are ``{"error": one line}``,
+an unexpected one included (500, its traceback in the rate-limited log). Beyond the limits on
+concurrent uploads and queued analyses the answer is 503 with ``Retry-After``; a full disk is
+507. Start-up checks the index (``PRAGMA integrity_check``), empties ``tmp/`` and adopts or
+requeues the runs a stopped server left unfinished.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from rightsize.serve import pages, security, upload
@@ -26,8 +32,10 @@ from rightsize.serve.jobs import JobRunner
 from rightsize.serve.store import RUN_ID, Store, blob_path
 from rightsize.serve.worker import ANALYSIS_JSON, REPORT_HTML
 
+log = logging.getLogger("rightsize.serve")
 _SLACK_BYTES = 1024 * 1024  # multipart headers and boundaries around the files
-_MIN_FREE_BYTES = 256 * 1024 * 1024  # room for the run's analysis.json and report.html too
+PAGE_RUNS = 100  # runs per page of GET /api/runs and /runs, unless ?limit= says
+MAX_PAGE_RUNS = 500
 
 
 class Server:
@@ -36,6 +44,10 @@ class Server:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.store = Store(config.db_path)
+        self.store.check()
+        swept = upload.sweep_tmp(config.tmp_dir)
+        if swept:
+            log.info("start-up: removed %d partial uploads from tmp/", swept)
         self.jobs = JobRunner(config, self.store)
         self.uploads = 0
 
@@ -52,9 +64,10 @@ class Server:
             return self._busy(f"{cfg.max_queued_runs} analyses are queued or running")
         length = request.headers.get("content-length", "")
         declared = int(length) if length.isdigit() else 0
-        if declared > cfg.max_upload_bytes * cfg.max_files_per_run + _SLACK_BYTES:
+        max_body = cfg.max_upload_bytes * cfg.max_files_per_run + _SLACK_BYTES
+        if declared > max_body:
             return _error(413, "the upload is larger than the server's cap")
-        if shutil.disk_usage(cfg.data_dir).free < max(2 * declared, _MIN_FREE_BYTES):
+        if shutil.disk_usage(cfg.data_dir).free < max(2 * declared, cfg.min_free_bytes):
             return _error(507, f"too little free disk space in {cfg.data_dir.name}/ for this "
                                "upload")
         self.uploads += 1
@@ -62,7 +75,7 @@ class Server:
             received = await upload.receive(
                 request.headers.get("content-type", ""), request.stream(), cfg.tmp_dir,
                 cfg.blobs_dir, cfg.max_upload_bytes, cfg.max_files_per_run,
-                self.store.blob_in_use)
+                self.store.blob_in_use, max_body)
         except upload.UploadRefused as exc:
             return _error(exc.status, str(exc))
         except ClientDisconnect:
@@ -71,6 +84,10 @@ class Server:
             self.uploads -= 1
         try:
             return self._record(received)
+        except sqlite3.OperationalError as exc:  # the index's disk is full
+            log.warning("cannot record an upload: %s", exc)
+            return _error(507, "the run index cannot be written (no space left on the "
+                               "server's disk?); free some space or delete runs")
         finally:
             for r in received:
                 upload.release(r)
@@ -88,8 +105,35 @@ class Server:
                             status_code=201)
 
     async def list_runs(self, request: Request) -> Response:
-        runs = self.store.runs(request.query_params.get("q"))
-        return JSONResponse({"runs": [{**r, "url": f"/r/{r['id']}"} for r in runs]})
+        page = self._page_of_runs(request)
+        if isinstance(page, Response):
+            return page
+        runs, next_url = page
+        return JSONResponse({"runs": [{**r, "url": f"/r/{r['id']}"} for r in runs],
+                             "next": next_url})
+
+    def _page_of_runs(self, request: Request,
+                      path: str = "/api/runs") -> tuple[list[dict[str, Any]], str | None] | Response:
+        """One page of runs, newest first, and the URL of the next page (None on the last):
+        ``q`` filters, ``limit`` (1-500, default 100) sizes it, ``before=ID`` continues after
+        the run ID (the ``next`` link carries it)."""
+        params = request.query_params
+        query, before = params.get("q") or None, params.get("before") or None
+        limit_text = params.get("limit", str(PAGE_RUNS))
+        if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_PAGE_RUNS:
+            return _error(400, f"limit must be a whole number from 1 to {MAX_PAGE_RUNS}")
+        if before is not None and not RUN_ID.match(before):
+            return _error(400, "before must be a run id")
+        limit = int(limit_text)
+        runs = self.store.runs(query, limit + 1, before)
+        next_url = None
+        if len(runs) > limit:
+            runs = runs[:limit]
+            next_params = {"before": runs[-1]["id"], "limit": str(limit)}
+            if query:
+                next_params["q"] = query
+            next_url = f"{path}?{urlencode(next_params)}"
+        return runs, next_url
 
     async def get_run(self, request: Request) -> Response:
         run = self._run_or_none(request)
@@ -120,18 +164,26 @@ class Server:
     # -- pages -----------------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
-        token = request.query_params.get("token")
-        if token is not None and self.config.token is not None:  # the gate accepted it: keep it in a cookie, drop it from the URL
+        cfg = self.config
+        if request.query_params.get("token") is not None and cfg.token is not None:
+            # Drop the token from the URL; keep it in a cookie only when it is the right one
+            # (a wrong one reached here on a valid cookie, which it must not replace).
             response: Response = RedirectResponse("/", status_code=303)
-            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+            if security.token_in_query(cfg, request):
+                response.set_cookie(TOKEN_COOKIE, cfg.token, httponly=True, samesite="strict",
+                                    secure=security.public_scheme(cfg, request) == "https")
             return response
-        return _page("upload.html.j2", max_files=self.config.max_files_per_run,
-                     max_upload=self.config.max_upload_bytes,
-                     base_url=f"{request.url.scheme}://{request.headers.get('host', '')}")
+        return _page("upload.html.j2", max_files=cfg.max_files_per_run,
+                     max_upload=cfg.max_upload_bytes, base_url=security.base_url(cfg, request))
 
     async def runs_page(self, request: Request) -> Response:
         query = request.query_params.get("q", "")
-        return _page("runs.html.j2", runs=self.store.runs(query or None), query=query)
+        page = self._page_of_runs(request, "/runs")
+        if isinstance(page, Response):
+            return page
+        runs, next_url = page
+        return _page("runs.html.j2", runs=runs, query=query, next_url=next_url,
+                     first=not request.query_params.get("before"))
 
     async def run_page(self, request: Request) -> Response:
         run = self._run_or_none(request)
@@ -145,17 +197,31 @@ class Server:
             return _error(404, "no such run")
         if run["status"] != "done":
             return RedirectResponse(f"/runs/{run['id']}", status_code=303)
-        return FileResponse(self._dir(run) / REPORT_HTML, media_type="text/html",
+        path = self._dir(run) / REPORT_HTML
+        try:
+            html = path.read_text("utf-8")
+        except OSError:
+            return _error(404, "the run's report is missing")
+        return HTMLResponse(pages.with_way_back(html, run["id"]),
                             headers={"Content-Security-Policy": pages.REPORT_CSP})
 
     async def compare(self, request: Request) -> Response:
-        done = [r for r in self.store.runs() if r["status"] == "done"]
+        done = self.store.runs(limit=MAX_PAGE_RUNS, status="done")
         a_id = request.query_params.get("a", "")
         b_id = request.query_params.get("b", "")
+        chosen = bool(a_id or b_id)
+        for extra in (a_id, b_id):  # an older run named in the URL is offered too
+            if extra and all(r["id"] != extra for r in done):
+                run = self.store.get(extra)
+                if run is not None and run["status"] == "done":
+                    done.append(run)
+        if not chosen and done:  # the picker: A the run before the newest, B the newest
+            b_id = done[0]["id"]
+            a_id = done[1]["id"] if len(done) > 1 else b_id
         a, b = self.store.get(a_id), self.store.get(b_id)
         context: dict[str, Any] = {"choices": done, "a_id": a_id, "b_id": b_id, "rows": [],
                                    "a_name": "", "b_name": ""}
-        if a_id or b_id:
+        if chosen:
             if a is None or b is None or a["status"] != "done" or b["status"] != "done":
                 return _page("compare.html.j2", status=404, **context)
             doc_a = json.loads((self._dir(a) / ANALYSIS_JSON).read_text("utf-8"))
@@ -169,7 +235,8 @@ class Server:
         if found is None:
             return _error(404, "no such asset")
         body, media = found
-        return Response(body, media_type=media, headers={"Cache-Control": "max-age=3600"})
+        return Response(body, media_type=media,
+                        headers={"Cache-Control": "private, max-age=3600"})
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -224,27 +291,50 @@ def create_app(config: ServeConfig) -> Starlette:
 
 
 class Gate:
-    """Pure ASGI middleware (the body stream passes through untouched): Host, token, CSRF."""
+    """Pure ASGI middleware (the body stream passes through untouched): Host, token, CSRF,
+    and the headers every answer carries (:data:`security.RESPONSE_HEADERS`)."""
 
     def __init__(self, app: Any, config: ServeConfig) -> None:
         self.app, self.config = app, config
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            refusal = self._check(Request(scope))
-            if refusal is not None:
-                await refusal(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        started = False
+
+        async def send_with_headers(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                message["headers"] = [*message.get("headers", []),
+                                      *((k, v) for k, v in security.RESPONSE_HEADERS
+                                        if k not in names)]
+            await send(message)
+
+        refusal = self._check(Request(scope))
+        if refusal is not None:
+            await refusal(scope, receive, send_with_headers)
+            return
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception as exc:  # a bug: one line of JSON, the traceback in the log once
+            log.error("internal error on %s %s", scope.get("method"), scope.get("path"),
+                      exc_info=exc)
+            if not started:
+                await _error(500, f"internal error ({type(exc).__name__}); see the server's "
+                                  "log")(scope, receive, send_with_headers)
 
     def _check(self, request: Request) -> Response | None:
         config = self.config
         if not security.host_ok(config, request):
-            return _error(421, "this server answers to loopback host names only")
+            return _error(421, security.host_refusal(config))
         if not security.token_ok(config, request) and not security.token_in_query(config,
                                                                                    request):
             return _error(401, "a token is required: send 'Authorization: Bearer TOKEN' or "
                                "open /?token=TOKEN once")
-        if not security.same_origin(request):
+        if not security.same_origin(config, request):
             return _error(403, "cross-site request refused")
         return None

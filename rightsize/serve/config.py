@@ -29,6 +29,23 @@ class ServeConfig:
     max_concurrent_uploads: int = 16  # open upload requests; beyond -> 503 + Retry-After
     max_queued_runs: int = 64  # queued + running analyses; beyond -> 503 + Retry-After
     retry_after_s: int = 5
+    # Free space an upload needs beyond twice its declared length: room for its run's
+    # analysis.json and report.html too. 507 below it.
+    min_free_bytes: int = 256 * MIB
+    # Deadlines (guard.py): a request head must be complete within timeout_s; each timeout_s
+    # window of a body must bring min_upload_bytes_per_s x timeout_s bytes (a slow link at
+    # 16 KiB/s passes; one byte every few seconds does not); an idle keep-alive connection is
+    # closed after timeout_s.
+    timeout_s: float = 10.0
+    min_upload_bytes_per_s: int = 16 * 1024
+    # Open connections beyond which a new one gets 503 at once: below the descriptor limit
+    # (the CLI derives it from RLIMIT_NOFILE), so accept() never fails for lack of descriptors.
+    max_connections: int = 1000
+    grace_s: float = 10.0  # SIGTERM: how long open requests may take to finish
+    # Proxy mode: peers whose X-Forwarded-Proto/For are believed, and the public URL the
+    # proxy serves (its host and origin are accepted by the Host and CSRF checks).
+    forwarded_allow_ips: str | None = None
+    public_url: str | None = None
 
     @property
     def db_path(self) -> Path:
@@ -47,6 +64,10 @@ class ServeConfig:
         return self.data_dir / "tmp"
 
     @property
+    def cache_dir(self) -> Path:
+        return self.data_dir / "cache"
+
+    @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
@@ -60,6 +81,27 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False  # a host name: it may resolve anywhere
+
+
+MIN_TOKEN_CHARS = 16
+
+
+def check_token(token: str) -> str | None:
+    """Why ``token`` is too weak to guard the server, or None when it will do."""
+    if token != token.strip() or any(c.isspace() for c in token):
+        return "a token must not contain white space"
+    if len(token) < MIN_TOKEN_CHARS:
+        return (f"a token needs at least {MIN_TOKEN_CHARS} characters (e.g. python -c "
+                "'import secrets; print(secrets.token_urlsafe(24))')")
+    if len(set(token)) < 6:
+        return "a token needs at least 6 different characters"
+    return None
+
+
+def max_connections_for(nofile: int, reserve: int = 64, cap: int = 4096) -> int:
+    """Connections to allow under a descriptor limit of ``nofile``: ``reserve`` descriptors
+    stay for the index, the blobs being written, the workers' pipes and the logs."""
+    return max(8, min(cap, nofile - reserve))
 
 
 def resolve_token(host: str, token: str | None) -> tuple[str | None, bool]:

@@ -5,8 +5,13 @@ Output: rows as plain dicts (the ``GET /api/runs`` items). The index survives re
 ``analysis.json`` and ``report.html`` sit in ``runs/<id>/`` beside it, and its inputs are
 content-addressed blobs (``blobs/<sha256[:2]>/<sha256>``) shared between runs.
 
-Every call opens its own short connection (WAL mode), so the server and the worker processes
-can write the same file.
+Only the server process opens it (the workers send their results over a pipe); every call
+opens its own short connection. The journal is a rollback journal (``journal_mode=DELETE``,
+``synchronous=FULL``), not WAL: WAL keeps a memory-mapped ``-shm`` file that a full disk can
+leave cut short (every reader then fails with "disk I/O error"), while a rollback journal that
+cannot be written only fails that one write ("database or disk is full") and leaves the file
+as it was; reads need no free space at all. :meth:`Store.check` runs ``PRAGMA integrity_check``
+at start-up.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from rightsize.errors import RightsizeError
 
 RUN_ID = re.compile(r"^[0-9a-f]{16}$")
 STATUSES = ("queued", "running", "done", "failed")
@@ -48,19 +55,46 @@ _COLUMNS = ("id", "created_at", "status", "error", "files", "input_key", "starte
             "finished_at", "analysis_s", "verdict", "sizing", "device", "step_ms")
 
 
+class IndexDamaged(RightsizeError):
+    """The index failed ``PRAGMA integrity_check``."""
+
+
 class Store:
     """The SQLite index of runs under ``data_dir``."""
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = Path(db_path)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(_SCHEMA)
+        try:
+            with self._connect() as db:
+                db.execute("PRAGMA journal_mode=DELETE")  # leaves WAL if an older server did
+                db.executescript(_SCHEMA)
+        except sqlite3.OperationalError:
+            raise  # locked, read-only, a full disk: not damage
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(str(exc)) from None
+
+    def _damaged(self, why: str) -> IndexDamaged:
+        return IndexDamaged(f"the run index {self.db_path} is damaged ({why}); restore it "
+                            "from a backup or move it away to start a new one")
+
+    def check(self) -> None:
+        """``PRAGMA integrity_check``; :class:`IndexDamaged` with its first finding if not ok."""
+        try:
+            with self._connect() as db:
+                rows = db.execute("PRAGMA integrity_check").fetchall()
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(str(exc)) from None
+        if [r[0] for r in rows] != ["ok"]:
+            raise self._damaged(f"integrity_check: {rows[0][0]}")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         db = sqlite3.connect(self.db_path, timeout=30)
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA temp_store=MEMORY")  # sorts never need disk space
         try:
             with db:  # commit on success, roll back on error
                 yield db
@@ -91,16 +125,25 @@ class Store:
                              (input_key,)).fetchone()
         return _row(row) if row else None
 
-    def runs(self, query: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
-        """Runs newest first; ``query`` matches file names, verdict, device, status or id."""
-        sql = f"SELECT {', '.join(_COLUMNS)} FROM runs"
+    def runs(self, query: str | None = None, limit: int = 500, before: str | None = None,
+             status: str | None = None) -> list[dict[str, Any]]:
+        """Runs newest first; ``query`` matches file names, verdict, device, status or id;
+        ``before`` (a run id) starts after that run (keyset pagination: a page stays right
+        while new runs arrive); ``status`` keeps one status."""
+        sql = f"SELECT {', '.join(_COLUMNS)} FROM runs WHERE 1"
         args: list[Any] = []
         if query:
             like = f"%{query.lower()}%"
-            sql += (" WHERE lower(files) LIKE ? OR lower(coalesce(verdict, '')) LIKE ? OR "
-                    "lower(coalesce(device, '')) LIKE ? OR status LIKE ? OR id LIKE ?")
-            args = [like] * 5
-        sql += " ORDER BY created_at DESC LIMIT ?"
+            sql += (" AND (lower(files) LIKE ? OR lower(coalesce(verdict, '')) LIKE ? OR "
+                    "lower(coalesce(device, '')) LIKE ? OR status LIKE ? OR id LIKE ?)")
+            args += [like] * 5
+        if status:
+            sql += " AND status = ?"
+            args.append(status)
+        if before:
+            sql += (" AND (created_at, id) < (SELECT created_at, id FROM runs WHERE id = ?)")
+            args.append(before)
+        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
         with self._connect() as db:
             rows = db.execute(sql, [*args, limit]).fetchall()
         return [_row(r) for r in rows]

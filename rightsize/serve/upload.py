@@ -12,6 +12,7 @@ display text only; they never become paths.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import secrets
@@ -21,9 +22,10 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from python_multipart import MultipartParser
+from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import parse_options_header
 
 from rightsize.errors import RightsizeError
@@ -52,6 +54,20 @@ class Unsupported(UploadRefused):
     status = 415
 
 
+class NoSpace(UploadRefused):
+    """The data directory's file system is full (ENOSPC, or a quota: EDQUOT)."""
+
+    status = 507
+
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def no_space(where: Path) -> NoSpace:
+    return NoSpace(f"no space left on the device of {where.name}/ for this upload; "
+                   "free some space or delete runs")
+
+
 @dataclass(frozen=True, slots=True)
 class Received:
     name: str  # display only
@@ -68,31 +84,75 @@ def display_name(raw: str) -> str:
     return clean[:MAX_NAME_CHARS] or "upload"
 
 
-class GzipCounter:
-    """Decompresses a gzip stream as it arrives and counts the output, discarding it."""
+class InflateCheck:
+    """Counts what a gzip file inflates to as its bytes arrive, for any split of those bytes.
+
+    Fed every piece of a file from its first byte, it decides gzip or not from the first two
+    bytes (the readers' test: :data:`GZIP_MAGIC` at offset 0), then inflates each member in
+    :data:`_INFLATE_STEP` output steps that are counted and discarded. Between members it
+    follows :class:`gzip.GzipFile`, which the readers use: zero bytes are padding, the next two
+    bytes must be the magic again, anything else ends the file for them (they refuse it), and
+    so ends the counting. A magic or a member split across pieces is held as state, never
+    re-sniffed from the start of a piece.
+    """
+
+    _HEAD, _MEMBER, _BETWEEN, _DONE = range(4)
 
     def __init__(self, limit_bytes: int) -> None:
         self.limit_bytes = limit_bytes
         self.out_bytes = 0
-        self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self.is_gzip: bool | None = None  # None: fewer than two bytes seen yet
+        self._state = self._HEAD
+        self._magic = b""  # the bytes of a magic seen so far (0 or 1 of them)
+        self._inflate: Any = None
 
     def feed(self, data: bytes) -> None:
-        while data:
-            try:
-                out = self._inflate.decompress(data, _INFLATE_STEP)
-            except zlib.error:
-                return  # not valid gzip after all: the reader reports it with the file name
-            self.out_bytes += len(out)
-            if self.out_bytes > self.limit_bytes:
-                raise TooLarge(f"gzip data decompresses to more than the {_mib(self.limit_bytes)}"
-                               " cap (a gzip bomb, or a trace too large for this server)")
-            if self._inflate.eof:  # a multi-member gzip file: start the next member
-                data = self._inflate.unused_data
-                self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                if not data.startswith(GZIP_MAGIC):
+        while data and self._state != self._DONE:
+            if self._state == self._MEMBER:
+                data = self._inflate_some(data)
+                continue
+            if self._state == self._BETWEEN and not self._magic:
+                data = data.lstrip(b"\0")  # GzipFile skips zero padding between members
+                if not data:
                     return
-            else:
-                data = self._inflate.unconsumed_tail
+            need = 2 - len(self._magic)
+            self._magic, data = self._magic + data[:need], data[need:]
+            if len(self._magic) < 2:
+                return
+            first = self._state == self._HEAD
+            if self._magic != GZIP_MAGIC:
+                if first:
+                    self.is_gzip = False
+                self._state = self._DONE  # not gzip, or trailing data the readers refuse
+                return
+            if first:
+                self.is_gzip = True
+            self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            self._state, data, self._magic = self._MEMBER, self._magic + data, b""
+
+    def _inflate_some(self, data: bytes) -> bytes:
+        """Inflate ``data`` within the current member; the bytes left after the member."""
+        try:
+            out = self._inflate.decompress(data, _INFLATE_STEP)
+            self._count(len(out))
+            while len(out) == _INFLATE_STEP and not self._inflate.unconsumed_tail \
+                    and not self._inflate.eof:  # output still held inside zlib
+                out = self._inflate.decompress(b"", _INFLATE_STEP)
+                self._count(len(out))
+        except zlib.error:
+            self._state = self._DONE  # not valid gzip: the reader reports it with the name
+            return b""
+        if self._inflate.eof:
+            self._state = self._BETWEEN
+            return bytes(self._inflate.unused_data)
+        return bytes(self._inflate.unconsumed_tail)
+
+    def _count(self, n: int) -> None:
+        self.out_bytes += n
+        if self.out_bytes > self.limit_bytes:
+            self._state = self._DONE
+            raise TooLarge(f"gzip data decompresses to more than the {_mib(self.limit_bytes)} "
+                           "cap (a gzip bomb, or a trace too large for this server)")
 
 
 class _Part:
@@ -105,16 +165,13 @@ class _Part:
         self.fh: IO[bytes] = open(self.path, "xb")  # noqa: SIM115 - closed in finish/abort
         self.sha = hashlib.sha256()
         self.size = 0
-        self.gzip: GzipCounter | None = None
+        self.inflate = InflateCheck(limit_bytes)  # fed from the first byte, whatever the split
 
     def write(self, data: bytes) -> None:
-        if self.size == 0 and data[:2] == GZIP_MAGIC:
-            self.gzip = GzipCounter(self.limit_bytes)
         self.size += len(data)
         if self.size > self.limit_bytes:
             raise TooLarge(f"{self.name} is larger than the {_mib(self.limit_bytes)} upload cap")
-        if self.gzip is not None:
-            self.gzip.feed(data)
+        self.inflate.feed(data)
         self.sha.update(data)
         self.fh.write(data)
 
@@ -213,25 +270,34 @@ def in_flight(sha256: str) -> bool:
 
 async def receive(content_type: str, body: AsyncIterator[bytes], tmp_dir: Path,
                   blobs_dir: Path, limit_bytes: int, max_files: int,
-                  in_use: Callable[[str], bool]) -> list[Received]:
+                  in_use: Callable[[str], bool], max_body_bytes: int) -> list[Received]:
     """Stream a multipart body into the blob store; the stored files, in upload order.
 
     ``in_use(sha256)`` says whether a recorded run uses a blob, which a refused upload keeps.
+    ``max_body_bytes`` caps the whole body (a chunked body declares no length). A body that
+    is not well-formed multipart is refused in one line (400), a full disk with 507.
     """
     kind, params = parse_options_header(content_type)
     boundary = params.get(b"boundary")
     if kind != b"multipart/form-data" or not boundary:
         raise Unsupported("send multipart/form-data with one or more 'file' fields "
                           "(curl -F file=@trace.json.gz URL/api/runs)")
-    tmp_dir.mkdir(parents=True, exist_ok=True)
     receiver = _Receiver(tmp_dir, blobs_dir, limit_bytes, max_files, in_use)
-    parser = MultipartParser(boundary, receiver.callbacks())  # type: ignore[arg-type]
+    total = 0
     try:
+        parser = MultipartParser(boundary, receiver.callbacks())  # type: ignore[arg-type]
         async for chunk in body:
+            total += len(chunk)
+            if total > max_body_bytes:
+                raise TooLarge("the upload is larger than the server's cap")
             parser.write(chunk)
         parser.finalize()
-    except BaseException:
+    except BaseException as exc:
         receiver.abort()
+        if isinstance(exc, FormParserError):  # python-multipart's parse errors
+            raise UploadRefused(f"malformed multipart body: {_one_line(str(exc))}") from None
+        if isinstance(exc, OSError) and exc.errno in NO_SPACE:
+            raise no_space(tmp_dir.parent) from None
         raise
     if receiver.part is not None:  # the body ended inside a part
         receiver.abort()
@@ -241,9 +307,28 @@ async def receive(content_type: str, body: AsyncIterator[bytes], tmp_dir: Path,
     return receiver.received  # the caller calls release() on each once its run is recorded
 
 
+def sweep_tmp(tmp_dir: Path) -> int:
+    """Remove what uploads cut short by a killed server left in ``tmp/``; how many files.
+
+    Called once at start-up, before the first request: nothing in ``tmp/`` is in flight then.
+    """
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    swept = 0
+    for path in tmp_dir.iterdir():
+        if path.is_file() or path.is_symlink():
+            path.unlink(missing_ok=True)
+            swept += 1
+    return swept
+
+
 def input_key(received: list[Received]) -> str:
     """Identifies a set of inputs: the same files in the same order give the same key."""
     return hashlib.sha256(" ".join(r.sha256 for r in received).encode()).hexdigest()
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _mib(n: int) -> str:

@@ -1,8 +1,14 @@
 """What one analysis worker process does with one run (runs in a spawned process).
 
 Input: the run's directory and its inputs (blob path and display name each). Output:
-``analysis.json`` and ``report.html`` in the run directory, and a small summary dict for the
-index (verdict, device, step time, seconds spent) or ``{"error": one line}``. The analysis is
+``report.html`` then ``analysis.json`` in the run directory, each written whole or not at all
+(a temporary file, fsync, rename; ``analysis.json`` last, so its presence means the run is
+complete and a restarted server adopts it), and a small summary dict for the index (verdict,
+device, step time, seconds spent) or ``{"error": one line}``.
+
+:func:`worker_main` is the process: it dies with the server (``PR_SET_PDEATHSIG`` on Linux, and
+a thread that watches the parent's pid everywhere), so a server killed with SIGKILL leaves no
+analysis running behind it. The analysis is
 :func:`rightsize.pipeline.analyze_paths` and the page :func:`rightsize.reports.render.write_report`,
 the same calls as ``rightsize analyze`` (the page from the typed document read back from the
 JSON form, as ``rightsize report`` does). The document's ``path`` values are the uploaded file
@@ -11,9 +17,14 @@ names, not the server's blob paths.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import errno
 import json
 import os
 import resource
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +33,48 @@ from rightsize.errors import RightsizeError
 
 ANALYSIS_JSON = "analysis.json"
 REPORT_HTML = "report.html"
+TASKS_PER_WORKER = 20  # then the process exits and a fresh one replaces it (memory given back)
+PARENT_POLL_S = 0.5
+_PR_SET_PDEATHSIG = 1
+NO_SPACE_ERROR = ("no space left on the server's disk to store the results; "
+                  "free some space and upload again")
+
+
+def worker_main(conn: Any, parent_pid: int, memory_limit_bytes: int | None,
+                cache_dir: str | None) -> None:
+    """The worker process: analyze the runs sent over ``conn`` until the server goes away.
+
+    Each message is ``(run_dir, inputs)``; each answer the summary of :func:`analyze_run`.
+    Returns (the process exits) after :data:`TASKS_PER_WORKER` runs, when the pipe closes, or
+    when the parent is gone.
+    """
+    tie_to_parent(parent_pid)
+    if cache_dir is not None:  # caches beside the data, not in the home directory
+        os.environ.setdefault("RIGHTSIZE_CACHE_DIR", cache_dir)
+    init_worker(memory_limit_bytes)
+    for _ in range(TASKS_PER_WORKER):
+        try:
+            run_dir, inputs = conn.recv()
+        except (EOFError, OSError):
+            return  # the server closed the pipe, or died
+        conn.send(analyze_run(run_dir, inputs))
+
+
+def tie_to_parent(parent_pid: int) -> None:
+    """Exit when the server dies: the kernel's parent-death signal (Linux), and a watch thread
+    (any POSIX: re-parented processes see another parent pid) in case the first is missing."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # died before the signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def init_worker(memory_limit_bytes: int | None) -> None:
@@ -49,12 +102,17 @@ def analyze_run(run_dir: str, inputs: list[tuple[str, str]]) -> dict[str, Any]:
     try:
         from rightsize.analyzers.document import Document
         from rightsize.pipeline import analyze_paths
-        from rightsize.reports.render import write_report
+        from rightsize.reports.render import render
 
         doc = analyze_paths(list(names))
         _rename_paths(doc, names)
-        _write_json(run / ANALYSIS_JSON, doc)
-        write_report(Document.from_json(doc), run / REPORT_HTML, force=True)
+        page = render(Document.from_json(doc), "html")
+        write_atomic(run / REPORT_HTML, page)
+        write_atomic(run / ANALYSIS_JSON, json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return {"error": NO_SPACE_ERROR}
+        return {"error": _one_line(f"cannot write the results: {exc.strerror or exc}")}
     except RightsizeError as exc:
         return {"error": _one_line(_rename_text(str(exc), names))}
     except MemoryError:
@@ -65,6 +123,8 @@ def analyze_run(run_dir: str, inputs: list[tuple[str, str]]) -> dict[str, Any]:
     finally:
         for link in names:
             Path(link).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            (run / "inputs").rmdir()  # the links were only for the readers
     return {**summarize(doc), "analysis_s": round(time.perf_counter() - start, 3)}
 
 
@@ -120,7 +180,16 @@ def _one_line(text: str, limit: int = 500) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """``text`` to ``path`` whole or not at all: a temporary file beside it, fsync, rename.
+    A failure (a full disk) removes the temporary file and raises the OSError."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()

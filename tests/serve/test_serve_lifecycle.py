@@ -26,10 +26,10 @@ def test_token_rule(tmp_path: Path) -> None:
     assert generated and token is not None and len(token) >= 32
     assert resolve_token("example.org", "t") == ("t", False)
 
-    server = Server(tmp_path / "data", ("--token", "s3cret", "--max-queued", "1",
+    server = Server(tmp_path / "data", ("--token", "Zq8-xY2_pL5vR9tW", "--max-queued", "1",
                                         "--max-concurrent-uploads", "1")).start()
     try:
-        assert "Authorization: Bearer s3cret" in server.log.read_text()
+        assert "Authorization: Bearer Zq8-xY2_pL5vR9tW" in server.log.read_text()
         assert server.request("GET", "/healthz").status == 200
         for path in ("/", "/runs", "/api/runs", "/static/serve.js", "/compare"):
             assert server.request("GET", path).status == 401, path
@@ -38,16 +38,24 @@ def test_token_rule(tmp_path: Path) -> None:
         assert server.upload(("t.json", b"{}")).status == 401
         assert server.request("GET", "/?token=wrong").status == 401
 
-        login = server.request("GET", "/?token=s3cret")
+        login = server.request("GET", "/?token=Zq8-xY2_pL5vR9tW")
         assert login.status == 303 and login.headers["location"] == "/"
         cookie = login.headers["set-cookie"]
-        assert cookie.startswith("rightsize_token=s3cret;") and "HttpOnly" in cookie
-        assert "SameSite=strict" in cookie
+        assert cookie.startswith("rightsize_token=Zq8-xY2_pL5vR9tW;") and "HttpOnly" in cookie
+        assert "SameSite=strict" in cookie and "Secure" not in cookie  # plain http here
+        # issue 29, 11: a wrong token in the URL does not replace a valid cookie
+        logged_in = {"Cookie": "rightsize_token=Zq8-xY2_pL5vR9tW"}
+        garbage = server.request("GET", "/?token=garbage", headers=logged_in)
+        assert garbage.status == 303 and "set-cookie" not in garbage.headers
+        page = server.request("GET", "/runs", headers=logged_in)
+        assert page.status == 200
+        assert (page.headers["x-content-type-options"], page.headers["referrer-policy"],
+                page.headers["cache-control"]) == ("nosniff", "no-referrer", "no-store")
         assert server.request("GET", "/runs",
-                              headers={"Cookie": "rightsize_token=s3cret"}).status == 200
+                              headers=logged_in).status == 200
 
-        server.headers = {"Authorization": "Bearer s3cret"}
-        assert server.request("GET", "/api/runs").json() == {"runs": []}
+        server.headers = {"Authorization": "Bearer Zq8-xY2_pL5vR9tW"}
+        assert server.request("GET", "/api/runs").json() == {"runs": [], "next": None}
         # --max-queued 1: a second analysis while the first is queued or running waits
         first = server.upload((TRACE[-1], shared_path(*TRACE).read_bytes()))
         assert first.status == 201
@@ -58,7 +66,7 @@ def test_token_rule(tmp_path: Path) -> None:
         # --max-concurrent-uploads 1: while one upload is being received, another waits
         with socket.create_connection(("127.0.0.1", server.port), timeout=30) as slow:
             slow.sendall((f"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
-                          "Authorization: Bearer s3cret\r\nContent-Length: 100000\r\n"
+                          "Authorization: Bearer Zq8-xY2_pL5vR9tW\r\nContent-Length: 100000\r\n"
                           "Content-Type: multipart/form-data; boundary=b\r\n\r\n--b\r\n"
                           "Content-Disposition: form-data; name=\"file\"; filename=\"s\""
                           "\r\n\r\n{").encode())
@@ -145,3 +153,12 @@ def test_a_taken_port_is_one_line(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert out.stderr.splitlines() == [
         f"rightsize: error: cannot listen on 127.0.0.1:{port}: Address already in use"]
+
+
+def test_weak_tokens_are_refused_in_one_line(tmp_path: Path) -> None:
+    for weak, why in (("a", "at least 16 characters"), (" ", "must not contain white space"),
+                      ("aaaaaaaaaaaaaaaaaaaa", "6 different characters")):
+        out = subprocess.run([sys.executable, "-m", "rightsize", "serve", "--data-dir",
+                              str(tmp_path), "--token", weak], capture_output=True, text=True,
+                             timeout=60, check=False)
+        assert out.returncode == 2 and why in out.stderr and "Traceback" not in out.stderr

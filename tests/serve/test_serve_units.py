@@ -1,8 +1,11 @@
-"""Pieces of the server without a server: names, the gzip counter, compare rows, the store."""
+"""Pieces of the server without a server: names, the inflate check, compare rows, the store,
+the log limiter, the token rule."""
 
 from __future__ import annotations
 
 import gzip
+import logging
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -10,9 +13,15 @@ from pathlib import Path
 import pytest
 
 from rightsize.serve.compare import Row, compare_rows
-from rightsize.serve.store import Store, blob_path
-from rightsize.serve.upload import GzipCounter, TooLarge, display_name
+from rightsize.serve.config import check_token, max_connections_for
+from rightsize.serve.guard import RateLimit
+from rightsize.serve.store import IndexDamaged, Store, blob_path
+from rightsize.serve.upload import InflateCheck, TooLarge, _Part, display_name
 from rightsize.serve.worker import summarize
+
+# A small bomb: 200,000 zero bytes in a few hundred bytes of gzip, against a 100,000-byte cap.
+BOMB = gzip.compress(b"\0" * 200_000, compresslevel=9)
+CAP = 100_000
 
 
 def test_display_name_keeps_the_last_component_as_text() -> None:
@@ -23,14 +32,48 @@ def test_display_name_keeps_the_last_component_as_text() -> None:
     assert display_name("x" * 500) == "x" * 200
 
 
-def test_gzip_counter_counts_every_member_and_stops_at_the_cap() -> None:
+def test_inflate_check_counts_every_member_and_stops_at_the_cap() -> None:
     data = gzip.compress(b"a" * 1000) + gzip.compress(b"b" * 500)
-    counter = GzipCounter(limit_bytes=10_000)
+    check = InflateCheck(limit_bytes=10_000)
     for i in range(0, len(data), 7):  # arrives in small network chunks
-        counter.feed(data[i:i + 7])
-    assert counter.out_bytes == 1500
+        check.feed(data[i:i + 7])
+    assert (check.is_gzip, check.out_bytes) == (True, 1500)
     with pytest.raises(TooLarge, match="decompresses to more than"):
-        GzipCounter(limit_bytes=1499).feed(data)
+        InflateCheck(limit_bytes=1499).feed(data)
+    plain = InflateCheck(limit_bytes=10)
+    plain.feed(b"{")
+    plain.feed(b'"traceEvents": []}' * 10)
+    assert (plain.is_gzip, plain.out_bytes) == (False, 0)
+
+
+@pytest.mark.parametrize("name", ["one member", "two members", "zero padding between"])
+def test_the_inflate_cap_holds_at_every_split_point(name: str, tmp_path: Path) -> None:
+    """Issue 29, 1: the first piece holding one byte, or a second member's magic split
+    across pieces, no longer skips the check. Every split point, through the file part."""
+    data = {"one member": BOMB,
+            "two members": gzip.compress(b"{}") + BOMB,
+            "zero padding between": gzip.compress(b"{}") + b"\0" * 5 + BOMB}[name]
+    assert len(data) < 1000 and len(gzip.decompress(data)) > CAP
+    for split in range(1, len(data)):
+        part = _Part(tmp_path, "bomb.json.gz", limit_bytes=1_000_000)  # under the byte cap
+        part.inflate.limit_bytes = CAP
+        with pytest.raises(TooLarge, match="decompresses to more than"):
+            part.write(data[:split])
+            part.write(data[split:])
+        part.abort()
+    check = InflateCheck(CAP)  # and one byte at a time
+    with pytest.raises(TooLarge):
+        for i in range(len(data)):
+            check.feed(data[i:i + 1])
+
+
+def test_trailing_data_after_a_member_ends_the_count_as_it_ends_the_reader() -> None:
+    data = gzip.compress(b"x" * 10) + b"not gzip" + BOMB  # gzip.GzipFile refuses it here
+    with pytest.raises(gzip.BadGzipFile):
+        gzip.decompress(data)
+    check = InflateCheck(CAP)
+    check.feed(data)
+    assert check.out_bytes == 10
 
 
 def test_compare_rows_from_two_documents() -> None:
@@ -90,3 +133,54 @@ def test_help_lists_serve_without_importing_the_server() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=False)
     assert "HEAVY []" in out.stdout and "serve" in out.stdout, out.stdout + out.stderr
+
+
+def test_rate_limit_bounds_a_repeated_log_line() -> None:
+    limit = RateLimit(burst=3, window_s=60)
+    records = [logging.LogRecord("asyncio", logging.ERROR, "f", 1, "accept() failed: %s",
+                                 ("EMFILE",), None) for _ in range(1000)]
+    passed = [r for r in records if limit.filter(r)]
+    assert len(passed) == 3
+    assert passed[-1].getMessage() == \
+        "accept() failed: EMFILE (further ones suppressed for 60 s)"
+    other = logging.LogRecord("rightsize.serve", logging.INFO, "f", 1, "run %s: done", ("a",),
+                              None)
+    assert limit.filter(other)  # another template has its own budget
+
+
+def test_token_strength_and_connection_cap() -> None:
+    assert check_token("a") is not None
+    assert check_token(" ") is not None
+    assert check_token("s3cret token with spaces") == "a token must not contain white space"
+    assert check_token("aaaaaaaaaaaaaaaaaaaa") == "a token needs at least 6 different characters"
+    assert check_token("Zq8-xY2_pL5vR9tW") is None
+    assert max_connections_for(20_000) == 4096
+    assert max_connections_for(256) == 192
+    assert max_connections_for(20) == 8
+
+
+def test_store_pages_newest_first_with_a_stable_cursor(tmp_path: Path) -> None:
+    store = Store(tmp_path / "runs.sqlite")
+    ids = [store.create([{"name": f"{i}.json", "sha256": "ab" * 32, "bytes": 1}], f"k{i}")
+           for i in range(7)]
+    newest_first = ids[::-1]
+    page1 = [r["id"] for r in store.runs(limit=3)]
+    page2 = [r["id"] for r in store.runs(limit=3, before=page1[-1])]
+    page3 = [r["id"] for r in store.runs(limit=3, before=page2[-1])]
+    assert page1 + page2 + page3 == newest_first
+    store.create([{"name": "new.json", "sha256": "ab" * 32, "bytes": 1}], "k-new")
+    assert [r["id"] for r in store.runs(limit=3, before=page1[-1])] == page2  # unmoved
+
+
+def test_the_index_is_a_rollback_journal_and_checked(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    wal = sqlite3.connect(path)
+    wal.execute("PRAGMA journal_mode=WAL")  # as the server before issue 29 left it
+    wal.close()
+    store = Store(path)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    store.check()
+    path.write_bytes(path.read_bytes()[:100] + b"\xff" * 4000)  # a damaged file
+    with pytest.raises(IndexDamaged, match="restore it from a backup"):
+        Store(path).check()  # refused at open or at the check, in one line
