@@ -3,14 +3,15 @@
 Input: parts of the typed analysis document (``steps.per_step``, ``steps.split_over_time``,
 ``host_timeline``, the sizing rows of :mod:`rightsize.reports.tables`). Output: frozen
 dataclasses of plain values, with the one colour per category every chart uses
-(:data:`CATEGORY_COLORS`, by its name in style.css's palette), and :func:`sizing_axes`, the fixed axis ranges of the candidate
-scatter. Pure.
+(:data:`CATEGORY_COLORS`, by its name in style.css's palette), and :func:`sizing_axes`, the fixed
+axes of the candidate scatter (logarithmic with labelled ticks when one candidate is far from the
+rest). Pure.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rightsize.analyzers.document.metrics import StepStats
@@ -127,22 +128,87 @@ def host_chart(tl: HostTimeline | None) -> HostChart:
                      tl.cpu_count, tl.window_s, fmt.nbytes(peak) if peak else None, None)
 
 
+# Largest over smallest value of an axis above which it is logarithmic: a V100 5x slower than
+# the rest would otherwise squeeze every other candidate into the first fifth of a linear axis
+# from 0. Below it, the axis starts at 0 (a 1 ms difference stays small next to a 245 ms step).
+LOG_SPREAD = 5.0
+HEADROOM = 1.1  # room beyond the outermost point for its name and range bar
+TICK_SERIES = ((1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0))
+MIN_LOG_TICKS = 4  # the first series above giving this many labelled ticks is used
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    value: float
+    label: str
+
+
 @dataclass(frozen=True, slots=True)
 class Axis:
+    """A fixed axis of the candidate scatter; ``ticks`` are the labelled ticks of a log axis (a
+    linear one lets the chart pick its own)."""
+
     min: float
     max: float
+    log: bool = False
+    ticks: tuple[Tick, ...] = ()
+
+    def fraction(self, v: float) -> float:
+        """Where ``v`` is drawn along the axis: 0 at ``min``, 1 at ``max`` (what Chart.js's
+        linear and logarithmic scales do: the plot area's pixel is this share of its size)."""
+        if self.log:
+            lo = math.log10(self.min)
+            return (math.log10(v) - lo) / (math.log10(self.max) - lo)
+        return (v - self.min) / (self.max - self.min)
+
+    def to_json(self) -> dict[str, object]:
+        return {"min": self.min, "max": self.max, "log": self.log,
+                "ticks": [[t.value, t.label] for t in self.ticks]}
 
 
 def sizing_axes(points: Sequence[tuple[float | None, float | None, float | None, float | None]]
                 ) -> tuple[Axis, Axis] | None:
-    """Fixed ranges for the candidate scatter, from 0: (step low, step high, step, cost) of
-    each point. Starting at 0 keeps a 1 ms difference small next to a 245 ms step (an
-    auto-zoomed axis makes it look large); 10% headroom leaves room for the labels."""
-    xs = [v for p in points for v in (p[1], p[2]) if v is not None]
+    """Fixed axes for the candidate scatter from (step low, step high, step, cost) of each
+    point: from 0 to a round number above the highest value when the values are within
+    :data:`LOG_SPREAD` of each other, else logarithmic between round numbers around them, with
+    labelled ticks, so one outlier leaves the others a readable spread."""
+    xs = [v for p in points for v in (p[0], p[1], p[2]) if v is not None]
     ys = [p[3] for p in points if p[3] is not None]
     if not xs or not ys:
         return None
-    return Axis(0.0, _nice(max(xs) * 1.1)), Axis(0.0, _nice(max(ys) * 1.1))
+    return _axis(xs, lambda v: f"{v:,g}"), _axis(ys, _usd_tick)
+
+
+def _usd_tick(v: float) -> str:
+    """``$0.02``, ``$0.10``, ``$1.50``; a tick below a tenth of a cent keeps its digits."""
+    return fmt.usd(v) if v >= 0.001 else f"${v:.7f}".rstrip("0")
+
+
+def _axis(values: Sequence[float], label: Callable[[float], str]) -> Axis:
+    lo, hi = min(values), max(values)
+    if lo > 0 and hi / lo > LOG_SPREAD:
+        a, b = _nice_below(lo / HEADROOM), _nice(hi * HEADROOM)
+        return Axis(a, b, True, tuple(Tick(v, label(v)) for v in _log_ticks(a, b)))
+    return Axis(0.0, _nice(hi * HEADROOM))
+
+
+def _log_ticks(a: float, b: float) -> tuple[float, ...]:
+    """Round values from ``a`` to ``b``: 1-2-5 per decade, denser when that gives fewer than
+    :data:`MIN_LOG_TICKS`, only powers of ten when it gives more than a dozen."""
+    def series(mantissas: tuple[float, ...]) -> tuple[float, ...]:
+        out = []
+        for k in range(math.floor(math.log10(a)), math.ceil(math.log10(b)) + 1):
+            out += [round(m * 10.0 ** k, 12) for m in mantissas]
+        return tuple(v for v in out if a * (1 - 1e-9) <= v <= b * (1 + 1e-9))
+
+    first = series(TICK_SERIES[0])
+    if len(first) > 12:
+        return series((1.0,))
+    return next((t for m in TICK_SERIES if len(t := series(m)) >= MIN_LOG_TICKS),
+                series(TICK_SERIES[-1]))
+
+
+MANTISSAS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
 
 def _nice(v: float) -> float:
@@ -150,7 +216,13 @@ def _nice(v: float) -> float:
     if v <= 0:
         return 1.0
     mag = 10.0 ** math.floor(math.log10(v))
-    for m in (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0):
+    for m in MANTISSAS:
         if v <= m * mag * (1 + 1e-12):
-            return m * mag
-    return 10.0 * mag
+            return round(m * mag, 12)
+    return round(10.0 * mag, 12)
+
+
+def _nice_below(v: float) -> float:
+    """The largest 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 x 10^k at or below ``v`` (> 0)."""
+    mag = 10.0 ** math.floor(math.log10(v))
+    return round(max(m * mag for m in MANTISSAS if m * mag <= v * (1 + 1e-12)), 12)

@@ -120,7 +120,7 @@ class ReportModel:
 
 
 def _axes(points: Sequence[tables.CandidateRow], rows: Sequence[tables.CandidateRow],
-          step_ms: float | None) -> dict[str, float] | None:
+          step_ms: float | None) -> dict[str, dict[str, object]] | None:
     now: list[tuple[float | None, float | None, float | None, float | None]] = [
         (c.projected_step_ms, c.projected_step_ms, c.projected_step_ms, None)
         for c in rows if c.current]  # an unpriced GPU now is still drawn (a line)
@@ -128,7 +128,7 @@ def _axes(points: Sequence[tables.CandidateRow], rows: Sequence[tables.Candidate
         now.append((step_ms, step_ms, step_ms, None))
     axes = views.sizing_axes([(c.projected_low_ms, c.projected_high_ms, c.projected_step_ms,
                                c.usd_per_1k_steps) for c in points] + now)
-    return None if axes is None else {"x_max": axes[0].max, "y_max": axes[1].max}
+    return None if axes is None else {"x": axes[0].to_json(), "y": axes[1].to_json()}
 
 
 def _unpriced_now(s: tables.SizingView, h: Headline) -> dict[str, Any] | None:

@@ -55,8 +55,9 @@ def _chart(page: Page, canvas: str) -> dict[str, Any]:
         return { labels: c.data.labels || [],
                  sets: c.data.datasets.map(d => ({ label: d.label, color: String(d.backgroundColor),
                                                    n: d.data.length })),
-                 x: { min: c.scales.x.min, max: c.scales.x.max },
-                 y: { min: c.scales.y ? c.scales.y.min : null },
+                 x: { min: c.scales.x.min, max: c.scales.x.max, type: c.scales.x.type },
+                 y: { min: c.scales.y ? c.scales.y.min : null,
+                      type: c.scales.y ? c.scales.y.type : null },
                  drawn: c.canvas.getAttribute("data-labels") };
     }""", canvas)
 
@@ -66,10 +67,17 @@ def _doc(tmp_path: Path, name: str) -> dict[str, Any]:
 
 
 def _scatter_ok(page: Page, doc: dict[str, Any]) -> list[str]:
-    """The candidate scatter: both axes from 0, every priced candidate a point, names drawn."""
+    """The candidate scatter: each axis from 0 or logarithmic (one candidate far from the rest)
+    from a round number below every point, every priced candidate a point, names drawn."""
     sizing = _chart(page, "chart-sizing")
-    assert sizing is not None and sizing["x"]["min"] == 0 and sizing["y"]["min"] == 0
+    assert sizing is not None
     priced = [c for c in doc["sizing"]["candidates"] if c["usd_per_1k_steps"] is not None]
+    for axis, key in (("x", "projected_step_ms_low"), ("y", "usd_per_1k_steps")):
+        scale, lowest = sizing[axis], min(c.get(key) or c["projected_step_ms"] for c in priced)
+        if scale["type"] == "linear":
+            assert scale["min"] == 0
+        else:
+            assert scale["type"] == "logarithmic" and 0 < scale["min"] <= lowest
     assert sum(s["n"] for s in sizing["sets"]) == len(priced)
     assert sizing["x"]["max"] >= max(c["projected_step_ms_high"] for c in priced)
     drawn = sizing["drawn"].split("|")
@@ -171,3 +179,45 @@ def test_nsys_export_report(browser, tmp_path):  # noqa: F811
     assert "How the step splits over time" in page.page.inner_text("#steps")
     drawn = _scatter_ok(page, doc)
     assert "H100 SXM" in drawn  # the GPU now, named
+
+
+def test_an_outlier_leaves_the_scatter_readable(browser, tmp_path):  # noqa: F811
+    """Five GPUs and a V100 5x slower than the slowest: Chromium draws each point where the
+    log axes of charts.sizing_axes put it (to the pixel), with the labelled ticks."""
+    from rightsize.reports.charts import sizing_axes
+    from rightsize.reports.render import write_report
+    from tests.report_docs import real_doc, typed, with_everything
+    from tests.reports.test_report_charts import INNER, OUTLIER
+
+    doc = with_everything(real_doc("train_compute-cpu"))
+    base = doc["sizing"]["candidates"][0]
+    doc["sizing"]["candidates"] = [
+        dict(base, gpu=name, projected_step_ms=ms, projected_step_ms_low=ms * 0.85,
+             projected_step_ms_high=ms * 1.15, usd_per_1k_steps=usd, usd_per_hour=1.0)
+        for name, ms, usd in [*INNER, OUTLIER]]
+    doc["sizing"].update(current="H100 SXM", recommended="L4")
+    out = write_report(typed(doc), tmp_path / "outlier.html")
+    page = Page(browser, out, tmp_path / "outlier.png")
+    check_clean(page, tmp_path / "outlier.png")
+    drawn = page.page.evaluate("""() => {
+        const c = Object.values(Chart.instances).find(c => c.canvas.id === "chart-sizing");
+        const a = c.chartArea, pts = {};
+        c.data.datasets.forEach((d, i) => c.getDatasetMeta(i).data.forEach((p, j) => {
+            pts[d.data[j].name] = [p.x - a.left, a.bottom - p.y]; }));
+        return { pts: pts, w: a.right - a.left, h: a.bottom - a.top,
+                 types: [c.scales.x.type, c.scales.y.type],
+                 xticks: c.scales.x.ticks.map(t => t.label),
+                 yticks: c.scales.y.ticks.map(t => t.label) };
+    }""")
+    x, y = sizing_axes([(ms * 0.85, ms * 1.15, ms, usd)
+                        for _, ms, usd in [*INNER, OUTLIER]]) or (None, None)
+    assert x is not None and y is not None
+    assert drawn["types"] == ["logarithmic", "logarithmic"]
+    assert drawn["xticks"] == ["20", "50", "100", "200", "500", "1,000"]
+    assert drawn["yticks"] == ["$0.02", "$0.03", "$0.05", "$0.10"]
+    for name, ms, usd in [*INNER, OUTLIER]:
+        px, py = drawn["pts"][name]
+        assert abs(px - drawn["w"] * x.fraction(ms)) < 0.5, name
+        assert abs(py - drawn["h"] * y.fraction(usd)) < 0.5, name
+    inner = sorted(drawn["pts"][n][0] for n, _, _ in INNER)
+    assert inner[-1] - inner[0] > 0.4 * drawn["w"]  # 41% of the plot's width, not 12%

@@ -106,6 +106,20 @@
                  plugins: { legend: { position: "bottom" } } }
     });
   }
+  function scale(a, title) {
+    /* a fixed axis from charts.sizing_axes: from 0, or logarithmic with its labelled ticks when
+       one candidate is far from the rest (the others keep a readable spread) */
+    if (!a) { return { type: "linear", min: 0, title: { display: true, text: title } }; }
+    var s = { type: a.log ? "logarithmic" : "linear", min: a.min, max: a.max,
+              title: { display: true, text: a.log ? title + ", log scale" : title } };
+    if (a.ticks.length) {
+      s.afterBuildTicks = function (axis) {
+        axis.ticks = a.ticks.map(function (t) { return { value: t[0] }; });
+      };
+      s.ticks = { autoSkip: false, callback: function (v, i) { return a.ticks[i][1]; } };
+    }
+    return s;
+  }
   if (RS.sizing.length) {
     var axes = RS.sizing_axes;
     function group(filter, label, color, radius, style) {
@@ -195,10 +209,8 @@
         chart.canvas.setAttribute("data-labels", named.join("|"));  /* for the browser tests */
       } }],
       options: {
-        scales: { x: { type: "linear", min: 0, max: axes ? axes.x_max : undefined,
-                       title: { display: true, text: "projected step time (ms), with its range" } },
-                  y: { type: "linear", min: 0, max: axes ? axes.y_max : undefined,
-                       title: { display: true, text: "$ per 1k steps" } } },
+        scales: { x: scale(axes && axes.x, "projected step time (ms), with its range"),
+                  y: scale(axes && axes.y, "$ per 1k steps") },
         plugins: { legend: { position: "bottom", labels: { usePointStyle: true,
                      filter: function (item, data) { return data.datasets[item.datasetIndex].data.length > 0; } } },
                    tooltip: { callbacks: { label: function (ctx) {
