@@ -1,9 +1,12 @@
 """Compute-bound training: large matmuls (an MLP) and a convolution, nothing else in the way.
 
-CPU default finishes in seconds; on a GPU use e.g. ``--device cuda --scale 8``.
+CPU default finishes in seconds; on a GPU use e.g. ``--device cuda --scale 8``. ``--precision``
+tf32 allows TF32 matrix math, bf16 runs the step under bf16 autocast: the measurements that check
+rightsize's what-if for its fp32-off-tensor-cores advice.
 """
 
 import argparse
+import contextlib
 
 import torch
 
@@ -13,7 +16,11 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--scale", type=int, default=1, help="multiplies width and batch")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"])
     args = parser.parse_args()
+    if args.precision == "tf32":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     width, batch = 512 * args.scale, 64 * args.scale
     model = torch.nn.Sequential(
         torch.nn.Unflatten(1, (1, 16, width // 16)),
@@ -30,7 +37,10 @@ def main() -> None:
     y = torch.randint(0, 10, (batch,), device=args.device)
     for _ in range(args.steps):
         optimizer.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        amp = torch.autocast(args.device, dtype=torch.bfloat16) \
+            if args.precision == "bf16" else contextlib.nullcontext()
+        with amp:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
     print(f"train_compute: {args.steps} steps, loss {loss.item():.4f}")

@@ -17,7 +17,7 @@ from rightsize.analyzers import sections
 from rightsize.analyzers.diagnosis import advise
 from rightsize.analyzers.diagnosis.verdict import diagnose
 from rightsize.analyzers.document import metrics as dm
-from rightsize.analyzers.document.diagnosis import Diagnosis
+from rightsize.analyzers.document.diagnosis import Diagnosis, HostWork
 from rightsize.analyzers.metrics import hta, kernels, tb_plugin
 from rightsize.analyzers.metrics.host_timeline import HostTimeline, host_timeline
 from rightsize.analyzers.metrics.steps import StepOptions, Steps, find_steps
@@ -142,7 +142,8 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
                              _device_prop(trace, primary, "memory_bytes"), temporal, idle)
         arch = match.gpu.architecture if match is not None and match.gpu is not None else None
         recs = tuple(advise.recommend(measures, diag.bound,
-                                      diag.step_ns / steps.count / 1e6, arch))
+                                      diag.step_ns / steps.count / 1e6, arch,
+                                      {"host_parts": host_parts(diag.host_work)}))
         plan = _sizing(trace, steps, diag, work, primary, peak, context, notes)
     window = (int(steps.start_ns[0]), int(steps.end_ns[-1])) if steps.count else None
     return RankAnalysis(
@@ -288,6 +289,7 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
     eager = advise.eager_attention_ns(kernels, trace.cpu_ops) if gpu else None
     fp32 = advise.fp32_off_tensor_cores_ns(work) if gpu else None  # once, for both measures
     nvml = diag.utilization.nvml
+    hw = diag.host_work
     gpm = nvml.gpm_sm_util_pct_mean if nvml is not None else None
     return advise.Measures(
         dataloader_pct=s["dataloader"],
@@ -312,9 +314,19 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
         sm_activity_pct=gpm,
         data_parallel_ops=float(advise.data_parallel_ops(trace.cpu_ops)),
         memory_pct=s["memory"],
-        host_pct=s["host"] + s["idle"],
         pcie_pct=s["pcie"],
+        host_cpu_work_pct=hw.cpu_work_pct if hw is not None else (0.0 if gpu else None),
+        framework_pct=s["host"] + s["idle"] - (hw.cpu_work_pct if hw is not None else 0.0),
+        tracer_pct=hw.framework_pct / 2 if hw is not None and hw.python_frames else None,
     )
+
+
+def host_parts(host: HostWork | None) -> str:
+    """The job's CPU work by library, in words, for a rule's detail."""
+    if host is None or not host.parts:
+        return "no library named"
+    return "; ".join(f"{p.name} {p.pct:.1f}%" + (f": {', '.join(p.top)}" if p.top else "")
+                     for p in host.parts)
 
 
 def _pct(part: int | None, whole: int) -> float | None:

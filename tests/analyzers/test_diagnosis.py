@@ -217,7 +217,8 @@ def test_recommendations_and_sizing_in_the_analysis():
     ("kernel_wait_pct", 11.0, "kernel-wait"), ("pageable_h2d_copies", 3.0, "pageable-copies"),
     ("sync_idle_pct", 6.0, "sync-points"), ("sm_activity_pct", 30.0, "low-sm-activity"),
     ("data_parallel_ops", 2.0, "data-parallel"), ("memory_pct", 55.0, "memory-bound-kernels"),
-    ("host_pct", 60.0, "host-bound"), ("pcie_pct", 12.0, "pcie-bound"),
+    ("framework_pct", 60.0, "host-bound"), ("pcie_pct", 12.0, "pcie-bound"),
+    ("host_cpu_work_pct", 12.0, "host-cpu-work"),
 ])
 def test_each_rule_fires_at_its_threshold(measure, value, rule):
     from rightsize.analyzers.diagnosis.advise import Measures, recommend, rules
@@ -240,6 +241,7 @@ def test_recommendations_ordered_by_verdict_then_impact():
 
 def test_the_rule_catalog_names_only_measures_that_exist():
     from rightsize.analyzers.diagnosis.advise import (
+        CODE_MEASURES,
         MEASURES,
         RULE_MEASURE_KEYS,
         Measures,
@@ -247,7 +249,8 @@ def test_the_rule_catalog_names_only_measures_that_exist():
         rules,
     )
     used = {r[k] for r in rules() for k in RULE_MEASURE_KEYS if k in r}
-    assert used == MEASURES  # every measure is read by some rule, every rule's measure exists
+    # every measure is read by some rule (or by every what-if), every rule's measure exists
+    assert used | CODE_MEASURES == MEASURES and not used & CODE_MEASURES
     with pytest.raises(ValueError, match="'x': impact 'gpu_busy' is not a measure"):
         check_rules([{"id": "x", "measure": "sync_idle_pct", "op": ">", "impact": "gpu_busy"}])
     with pytest.raises(TypeError):

@@ -23,14 +23,15 @@ def _ids(doc) -> list[str]:
 
 
 def test_no_rule_fires_on_an_inconclusive_verdict():
-    m = Measures(gpu_util_pct=10.0, gpu_idle_pct=90.0, host_pct=90.0, host_wait_pct=80.0)
-    assert {r.id for r in recommend(m, Bound.HOST)} == {"low-gpu-utilization", "host-wait",
-                                                          "host-bound"}
+    m = Measures(gpu_util_pct=10.0, gpu_idle_pct=90.0, framework_pct=90.0, host_wait_pct=80.0)
+    # the idle GPU of a host-bound step is the host rules' to explain: no "low utilization"
+    assert {r.id for r in recommend(m, Bound.HOST)} == {"host-wait", "host-bound"}
     assert recommend(m, Bound.INCONCLUSIVE) == []
 
 
 def test_host_advice_only_on_a_host_bound_step():
-    m = Measures(dataloader_pct=40.0, gpu_util_pct=60.0, host_wait_pct=38.4, host_pct=10.0)
+    m = Measures(dataloader_pct=40.0, gpu_util_pct=60.0, host_wait_pct=38.4,
+                 framework_pct=10.0)
     assert "host-wait" not in {r.id for r in recommend(m, Bound.DATALOADER)}
     assert "host-wait" in {r.id for r in recommend(m, Bound.HOST)}
 
@@ -41,7 +42,8 @@ def test_what_if_removes_the_share_the_action_addresses():
     # all of the 60 ms wait at best (and as the point), half of it at worst
     assert (r.what_if.step_ms, r.what_if.step_ms_low, r.what_if.step_ms_high) == (140, 140, 170)
     assert "all of it at best, half at worst" in r.what_if.assumes
-    [h] = [x for x in recommend(Measures(host_pct=60.0), Bound.HOST, 100.0) if x.id == "host-bound"]
+    [h] = [x for x in recommend(Measures(framework_pct=60.0), Bound.HOST,
+                                                 100.0) if x.id == "host-bound"]
     # host overhead: half of the 60 ms goes, three quarters at best, a quarter at worst
     assert (h.what_if.step_ms, h.what_if.step_ms_low, h.what_if.step_ms_high) == (70, 55, 85)
     [m] = recommend(Measures(memory_pct=80.0), Bound.MEMORY, 100.0)

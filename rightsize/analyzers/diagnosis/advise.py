@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
@@ -74,11 +75,18 @@ class Measures:
     sm_activity_pct: float | None = None  # GPM SM activity, mean over the steps
     data_parallel_ops: float | None = None  # nn.DataParallel frames and functions
     memory_pct: float | None = None  # memory-bound kernels, % of the step
-    host_pct: float | None = None  # host and idle shares, % of the step
+    # the host and idle shares split (diagnosis/host_work.py): the job's own CPU work (decoding,
+    # preprocessing, ops on CPU tensors), and the rest (framework, launches, unrecorded time)
+    host_cpu_work_pct: float | None = None
+    framework_pct: float | None = None
+    # Python-function recording (with_stack) slows every Python call: up to this much of the
+    # measured step (half the framework share) is the recorder's, lowering every what-if's low
+    tracer_pct: float | None = None
     pcie_pct: float | None = None  # exposed PCIe copies, % of the step
 
 
 MEASURES = frozenset(f.name for f in fields(Measures))
+CODE_MEASURES = frozenset({"tracer_pct"})  # read by every what-if (:func:`_what_if`), no rule
 RULE_MEASURE_KEYS = ("measure", "requires", "unless", "impact", "what_if")
 
 
@@ -107,22 +115,30 @@ def rules() -> tuple[dict[str, Any], ...]:
 
 # The rules that act on each verdict's own share: listed first when they fire.
 FOR_BOUND = {Bound.DATALOADER: ("dataloader-stall", "dataloader-stall-cpu"),
-             Bound.HOST: ("host-bound", "host-wait"),
+             Bound.HOST: ("host-cpu-work", "host-bound", "host-wait"),
              Bound.PCIE: ("pcie-bound", "pageable-copies"),
              Bound.COMMUNICATION: ("exposed-communication",),
              Bound.MEMORY: ("memory-bound-kernels",),
              Bound.COMPUTE: ("fp32-without-tensor-cores",)}
 
 
+# A rule whose action addresses less of the step than this (its ``impact`` measure) is not
+# worth a line: pinning a 28 MiB copy that is 0.6% of a 139 ms step.
+MIN_IMPACT_PCT = 1.0
+
+
 def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | None = None,
-              architecture: str | None = None) -> list[Recommendation]:
+              architecture: str | None = None,
+              words: Mapping[str, str] | None = None) -> list[Recommendation]:
     """The rules that fire on ``measures`` (missing measures never fire), none on an
-    inconclusive verdict, each only on the verdicts its ``bounds`` allow.
+    inconclusive verdict, each only on the verdicts its ``bounds`` allow and only when its
+    ``impact`` is at least :data:`MIN_IMPACT_PCT` of the step.
 
     The rules for the verdict ``bound`` come first; then by impact (the share of the step the
     action addresses, from the rule's ``impact`` measure), then by how far past its threshold
     each rule is. With ``step_ms`` each carries a what-if; ``architecture`` (the GPU's, from
-    the catalog) decides which precisions the advice names.
+    the catalog) decides which precisions the advice names; ``words`` fill the other named
+    fields of a rule's detail (``host_parts``).
     """
     if bound == Bound.INCONCLUSIVE:
         return []
@@ -143,28 +159,42 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
             continue
         if "bounds" in rule and bound is not None and str(bound) not in rule["bounds"]:
             continue
+        impact = got(rule.get("impact", ""))
+        if impact is not None and impact < MIN_IMPACT_PCT:
+            continue
         evidence = (f"{value:.1f} {rule['unit']} "  # the unit names the measure, for people
                     f"({rule['op']} {rule['threshold']}; {rule['source']})")
         strength = abs(value - rule["threshold"]) / max(abs(rule["threshold"]), 1.0)
-        impact = got(rule.get("impact", "")) or 0.0
         detail = rule["detail"].format(value=value,
-                                       precision_advice=precision_advice(architecture))
-        out.append((impact, strength, Recommendation(rule["id"], rule["title"], detail, evidence,
-                                                     _what_if(rule, got, step_ms))))
+                                       precision_advice=precision_advice(architecture),
+                                       **{"host_parts": "", **(words or {})})
+        out.append((impact or 0.0, strength,
+                    Recommendation(rule["id"], rule["title"], detail, evidence,
+                                   _what_if(rule, got, step_ms))))
     return [r for _, _, r in sorted(out, key=lambda x: (x[2].id not in own, -x[0], -x[1]))]
+
+
+TRACER_WORDS = ("; Python-function recording (with_stack) slowed the host side: the low end "
+                "allows half the framework overhead to be the recorder's")
 
 
 def _what_if(rule: dict[str, Any], got: Any, step_ms: float | None) -> WhatIf | None:
     """The step if the action removes its share: ``what_if_best`` of it at best (low; all of it
-    unless the rule says), ``what_if_fraction`` of it as the point, half that at worst (high)."""
+    unless the rule says), ``what_if_fraction`` of it as the point, half that at worst (high).
+    With Python functions recorded, the low end also drops the recorder's share
+    (``tracer_pct``), which a run without it does not pay."""
     share = got(rule["what_if"]) if "what_if" in rule else None
     if share is None or not step_ms:
         return None
     part = step_ms * min(max(share, 0.0), 100.0) / 100
     f = float(rule.get("what_if_fraction", 1.0))
     best = float(rule.get("what_if_best", 1.0))
-    return WhatIf(step_ms - part * f, step_ms - part * best, step_ms - part * f / 2,
-                  rule.get("what_if_assumes", ""))
+    tracer = step_ms * (got("tracer_pct") or 0.0) / 100
+    if rule["what_if"] == "framework_pct":  # the recorder's share is part of that share
+        tracer = min(tracer, part * (1 - best))
+    assumes = rule.get("what_if_assumes", "") + (TRACER_WORDS if tracer > 0 else "")
+    return WhatIf(step_ms - part * f, max(step_ms - part * best - tracer, 0.0),
+                  step_ms - part * f / 2, assumes)
 
 
 # Tensor-core precisions by architecture (NVIDIA's): Volta and Turing have fp16 only (no bf16,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from rightsize.analyzers.diagnosis.capture import Capture
 from rightsize.analyzers.diagnosis.roofline import ShapeNote
 from rightsize.analyzers.diagnosis.thresholds import DiagnosisThresholds
-from rightsize.analyzers.document.diagnosis import Evidence, Utilization
+from rightsize.analyzers.document.diagnosis import Evidence, HostWork, Utilization
 from rightsize.vocab import Bound
 
 STEADY = "profile steady-state steps, e.g. steps 10-15 with torch.profiler.schedule(wait=1, " \
@@ -91,7 +91,7 @@ def inconclusive_reasons(c: Capture, util: Utilization,
 def findings(shares: dict[str, float], busy: float, bound: Bound | None,
              signal_pct: dict[str, float], util: Utilization, on_gpu: bool,
              c: Capture, notes: tuple[ShapeNote, ...],
-             th: DiagnosisThresholds) -> list[Evidence]:
+             th: DiagnosisThresholds, host: HostWork | None = None) -> list[Evidence]:
     """The measured evidence, the verdict's own share first."""
     what = "GPU" if on_gpu else "CPU"
     line = "≥" if busy >= th.work_bound_pct else "<"
@@ -111,7 +111,7 @@ def findings(shares: dict[str, float], busy: float, bound: Bound | None,
         empty = ("nothing recorded" if round(c.waiting_pct, 1) <= 0 else
                  f"nothing recorded or waiting ({c.waiting_pct:.1f}% in sleep, locks, select)")
         text = (f"GPU idle while the host runs Python, ops and launches: {shares['host']:.1f}% "
-                f"of the step; idle with {empty} {shares['idle']:.1f}%" if on_gpu else
+                f"of the step{_split(host)}; idle with {empty} {shares['idle']:.1f}%" if on_gpu else
                 f"framework overhead (Python, op dispatch, ops under {th.tiny_op_us:.0f} us): "
                 f"{shares['host']:.1f}% of the step; {empty} {shares['idle']:.1f}%")
         ev.append(Evidence("host", shares["host"] + shares["idle"], None, text))
@@ -167,3 +167,12 @@ def _utilization(util: Utilization, th: DiagnosisThresholds) -> list[Evidence]:
         note += (" - they disagree: NVML counts a sample period busy when any kernel ran in "
                  "it, and samples at its own rate")
     return [Evidence("utilization", abs(gap), th.disagreement_pct, note)]
+
+
+def _split(host: HostWork | None) -> str:
+    """The host share's split, in words: the job's CPU work (by library) vs overhead."""
+    if host is None or host.cpu_work_pct < 0.05:
+        return ""
+    parts = ", ".join(f"{p.name} {p.pct:.1f}%" for p in host.parts[:3])
+    return (f" (the job's own CPU work {host.cpu_work_pct:.1f}%: {parts}; framework and "
+            f"launch overhead {host.framework_pct:.1f}%)")

@@ -31,6 +31,7 @@ from rightsize.analyzers.diagnosis.classify import (
     op_cost_table,
 )
 from rightsize.analyzers.diagnosis.evidence import findings, inconclusive_reasons
+from rightsize.analyzers.diagnosis.host_work import host_work
 from rightsize.analyzers.diagnosis.shares import cpu_shares, gpu_shares
 from rightsize.analyzers.diagnosis.thresholds import THRESHOLDS, DiagnosisThresholds
 from rightsize.analyzers.document.diagnosis import (
@@ -86,13 +87,14 @@ def diagnose(
         bound, confidence = Bound.INCONCLUSIVE, None
     elif confidence is not None:
         confidence = round(confidence * evidence_factor(facts), 2)
+    host = host_work(trace, parts["host"], step_ns) if on_gpu else None
     items = reasons + findings(shares, busy, bound, signal_pct, util, on_gpu, facts, notes,
-                               thresholds)
+                               thresholds, host)
     return Diagnosis(
         bound=bound, confidence=confidence, device=DeviceKind.GPU if on_gpu else DeviceKind.CPU,
         shares_pct=shares, evidence=tuple(e.text for e in items), signals=signal_groups(work),
         signal_pct=signal_pct, thresholds=thresholds.as_dict(), utilization=util,
-        evidence_items=tuple(items), step_ns=step_ns, per_step=per_step(parts, steps),
+        evidence_items=tuple(items), host_work=host, step_ns=step_ns, per_step=per_step(parts, steps),
         split=split_over_time(parts, steps) if steps.count == 1 else None), work
 
 

@@ -103,6 +103,27 @@ class Evidence(Node):
 
 
 @node
+class HostPart(Node):
+    """One kind of CPU work the job does while the GPU idles."""
+
+    name: str  # the library, or "PyTorch ops on CPU tensors"
+    pct: float = num(2)  # % of the step
+    top: tuple[str, ...] = ()  # its longest Python functions or ops there, longest first
+
+
+@node
+class HostWork(Node):
+    """The ``host`` share split (``diagnosis/host_work.py``): the job's own CPU work, which
+    moves to DataLoader workers or the GPU, and framework/launch overhead, which torch.compile
+    and CUDA graphs shrink; both % of the step, summing to the host share."""
+
+    cpu_work_pct: float = num(2)
+    framework_pct: float = num(2)
+    parts: tuple[HostPart, ...] = ()
+    python_frames: bool = False  # Python functions recorded (with_stack): libraries named
+
+
+@node
 class Diagnosis(Node):
     """What bounds the step; ``shares_pct`` sum to 100 (``None``: not measured)."""
 
@@ -118,6 +139,7 @@ class Diagnosis(Node):
     utilization: Utilization = field(default_factory=lambda: Utilization(None, None))
     device_match: DeviceMatch | None = None
     evidence_items: tuple[Evidence, ...] = ()
+    host_work: HostWork | None = field(default=None, metadata={"omit_none": True})
     extra: Mapping[str, Any] = field(default_factory=dict)
     # what the document's steps are made from: not published here
     step_ns: int = internal(default=0)  # summed step time the shares are of

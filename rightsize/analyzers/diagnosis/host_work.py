@@ -1,0 +1,140 @@
+"""The host share split in two: CPU work the job does, and framework/launch overhead.
+
+Input: one rank's trace and its ``host`` share (GPU idle while the host runs). Output:
+:class:`~rightsize.analyzers.document.diagnosis.HostWork`, or ``None`` when the host share is
+empty. Pure.
+
+Why: "the GPU waits for the host" has two remedies that do not mix. Framework overhead (Python
+between ops, op dispatch, kernel launches) shrinks with torch.compile, CUDA graphs or larger
+batches. The job's own CPU work (decoding, image and audio preprocessing, tokenization, metrics
+on CPU tensors) shrinks with none of these: it moves off the critical path, into DataLoader
+workers, or onto the GPU. A video model whose step is 57% Pillow decoding would otherwise be told
+to use CUDA graphs.
+
+**CPU work** is the host time, inside the host share, covered by
+
+* a Python frame of a data-processing library (:data:`LIBRARIES`, matched on the profiler's frame
+  names: ``PIL/Image.py(1017): convert``, ``<built-in method decode of ImagingDecoder ...>``):
+  only recorded with ``with_stack=True`` (``rightsize run --with-stack``);
+* a PyTorch op that launched no device work: an op of at least :data:`MIN_CPU_OP_NS` with no
+  CUDA/HIP runtime call inside it on its thread (an op on CPU tensors: normalizing an image,
+  a metric, a CPU loss), whatever the stack recording.
+
+**Framework overhead** is the rest of the host share. Without Python frames, library code that
+calls no PyTorch op (Pillow decoding) leaves no trace at all: that time is in the ``idle`` share
+("nothing recorded"), and the evidence says to record with ``--with-stack``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import polars as pl
+
+from rightsize.analyzers.document.diagnosis import HostPart, HostWork
+from rightsize.analyzers.metrics import intervals as iv
+from rightsize.traces.schema import Trace
+
+# Library -> pattern on the profiler's Python frame names ("path/file.py(line): function" for
+# Python code, "<built-in method NAME of TYPE object at 0x...>" for C functions).
+LIBRARIES: dict[str, str] = {
+    "Pillow (image decoding and transforms)":
+        r"(?:^|/)PIL/|of Imaging(?:Core|Decoder|Encoder) object",
+    "torchvision transforms and decoding": r"(?:^|/)torchvision/(?:transforms|io|datasets)/",
+    "OpenCV": r"<built-in (?:function|method) \w+ of cv2|(?:^|/)cv2/",
+    "video decoding (PyAV, decord, torchcodec)": r"(?:^|/)(?:av|decord|torchcodec)/|of av\.",
+    "audio (torchaudio, librosa, soundfile)":
+        r"(?:^|/)(?:torchaudio/(?:transforms|functional|io|_backend)|librosa|soundfile)/",
+    "tokenization (tokenizers, sentencepiece, transformers)":
+        r"(?:^|/)(?:tokenizers|sentencepiece)/|transformers/(?:tokenization_|models/\w+/"
+        r"tokenization_)|of (?:tokenizers|sentencepiece)\.",
+    "preprocessors (transformers image/feature processors)":
+        r"transformers/(?:image_processing|image_transforms|feature_extraction|"
+        r"processing_utils)|transformers/models/\w+/(?:image_processing|feature_extraction)",
+    "NumPy, SciPy, pandas, scikit-learn":
+        r"(?:^|/)(?:numpy|scipy|pandas|sklearn|skimage|imageio)/",
+}
+CPU_OPS_PART = "PyTorch ops on CPU tensors"
+# Operators that compute (autograd nodes, optimizer and module annotations are framework)
+OP_NAMESPACES = r"^(?:aten|prims|torchvision|torchaudio|quantized|_quantized)::"
+# An op this long with no runtime call inside runs on the CPU: dispatching an op that launches
+# a kernel costs a few microseconds, and that op has a launch inside it anyway.
+MIN_CPU_OP_NS = 20_000
+TOP_NAMES = 3
+
+
+def host_work(trace: Trace, host: iv.Intervals, step_ns: int) -> HostWork | None:
+    """Split the ``host`` share (intervals) of a GPU trace; percentages of ``step_ns``."""
+    host_ns = iv.total(host)
+    if host_ns <= 0 or step_ns <= 0:
+        return None
+    ops = trace.cpu_ops.select("ts_ns", "dur_ns", "name", "cat")
+    frames = ops.filter(pl.col("cat") == "python_function")
+    parts: list[tuple[str, iv.Intervals, pl.DataFrame]] = []
+    for label, pattern in LIBRARIES.items():
+        hit = frames.filter(pl.col("name").str.contains(pattern))
+        if hit.height:
+            parts.append((label, _span(hit), hit))
+    cpu = _cpu_ops(ops.filter((pl.col("cat") == "cpu_op")
+                              & pl.col("name").str.contains(OP_NAMESPACES)), trace.runtime)
+    if cpu.height:
+        parts.append((CPU_OPS_PART, _span(cpu), cpu))
+    out: list[HostPart] = []
+    covered = iv.empty()
+    for label, spans, rows in parts:  # each part counts only time no earlier part claimed
+        own = iv.subtract(iv.intersect(host, spans), covered)
+        ns = iv.total(own)
+        if ns <= 0:
+            continue
+        covered = iv.union_all(covered, own)
+        out.append(HostPart(label, 100.0 * ns / step_ns, _top(rows, host)))
+    cpu_ns = iv.total(covered)
+    out.sort(key=lambda p: -p.pct)
+    return HostWork(cpu_work_pct=100.0 * cpu_ns / step_ns,
+                    framework_pct=100.0 * (host_ns - cpu_ns) / step_ns,
+                    parts=tuple(out), python_frames=frames.height > 0)
+
+
+def _span(df: pl.DataFrame) -> iv.Intervals:
+    return iv.union(iv.from_durations(df["ts_ns"].to_numpy(), df["dur_ns"].to_numpy()))
+
+
+def _cpu_ops(ops: pl.DataFrame, runtime: pl.DataFrame) -> pl.DataFrame:
+    """Ops of :data:`MIN_CPU_OP_NS` or more with no runtime call starting inside them (nested
+    ops are kept: the caller merges their spans). A call on another thread inside an op's span
+    counts too (a lean read carries no runtime thread ids): CPU work is a lower bound."""
+    long = ops.filter(pl.col("dur_ns") >= MIN_CPU_OP_NS)
+    if long.height == 0 or runtime.height == 0:
+        return long
+    ts = np.sort(runtime["ts_ns"].to_numpy())
+    start = long["ts_ns"].to_numpy()
+    end = start + long["dur_ns"].to_numpy()
+    inside = np.searchsorted(ts, end, side="left") - np.searchsorted(ts, start, side="left")
+    return long.filter(pl.Series(inside == 0))
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+>$")
+
+
+def _top(rows: pl.DataFrame, host: iv.Intervals) -> tuple[str, ...]:
+    """The names with the most time in the host share (an address dropped from built-ins)."""
+    hs, he = host
+    if hs.size == 0:
+        return ()
+    s = rows["ts_ns"].to_numpy()
+    e = s + rows["dur_ns"].to_numpy()
+    # overlap of each row with the (sorted, disjoint) host intervals, summed per name
+    cum = np.concatenate(([0], np.cumsum(he - hs)))
+
+    def covered_until(t: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(hs, t, side="right")  # intervals starting at or before t
+        last = np.clip(k - 1, 0, None)
+        part = np.where(k > 0, np.clip(t - hs[last], 0, he[last] - hs[last]), 0)
+        return cum[last] * (k > 0) + part
+
+    overlap = covered_until(e) - covered_until(s)
+    names = [_ADDRESS.sub(">", n) for n in rows["name"].to_list()]
+    by = (pl.DataFrame({"name": names, "ns": overlap}).group_by("name").agg(pl.col("ns").sum())
+          .filter(pl.col("ns") > 0).sort(["ns", "name"], descending=[True, False]))
+    return tuple(by["name"].head(TOP_NAMES).to_list())
