@@ -248,14 +248,15 @@ class _Parser:
         # Two threads may parse at once: each decides from the flags as it read them (the
         # flags only ever turn one way, so a stale value costs a second read, never a wrong one).
         legacy = self.legacy
-        scanned = kineto_scan.read(batch, legacy)  # the compiled parser: times in exact ns
+        comms = not legacy and kf.mentions_comms(_bytes(batch))  # collective args, rarely
+        scanned = kineto_scan.read(batch, legacy, comms)  # the compiled parser: exact ns times
         if scanned is not None:
             events = scanned
         elif legacy:
             events = pl.read_ndjson(_ndjson(batch),
                                     schema=kf.event_schema(legacy=True, typed=False))
         else:
-            events = self._read(_ndjson(batch))
+            events = self._read(_ndjson(batch), comms)
         cats = {c for c in events["cat"].unique().to_list() if c is not None}
         if cats & kf.LEGACY_CATS and not legacy:  # 2021 trace: read with the legacy args
             self.legacy = True
@@ -266,20 +267,28 @@ class _Parser:
             events = events.with_columns(ts=_raw_field(_ndjson(batch), "ts", events.height))
         return kf.split_events(events, self.lean), cats, events.height
 
-    def _read(self, ndjson: bytes) -> pl.DataFrame:
+    def _read(self, ndjson: bytes, comms: bool) -> pl.DataFrame:
         if self.int_times:
             try:
-                return pl.read_ndjson(ndjson, schema=kf.event_schema(int_times=True))
+                return pl.read_ndjson(ndjson,
+                                      schema=kf.event_schema(int_times=True, comms=comms))
             except pl.exceptions.PolarsError:
                 self.int_times = False
         try:
-            return pl.read_ndjson(ndjson, schema=kf.event_schema())
+            return pl.read_ndjson(ndjson, schema=kf.event_schema(comms=comms))
         except pl.exceptions.PolarsError:  # an arg of another type somewhere: read all as text
-            return pl.read_ndjson(ndjson, schema=kf.event_schema(typed=False))
+            return pl.read_ndjson(ndjson, schema=kf.event_schema(typed=False, comms=comms))
 
 
 def _ndjson(batch: Batch | bytes) -> bytes:
     return batch.ndjson if isinstance(batch, Batch) else batch
+
+
+def _bytes(batch: Batch | bytes) -> bytes:
+    """The batch's bytes as read (document bytes where the batch has them, else NDJSON)."""
+    if isinstance(batch, Batch):
+        return batch.raw if batch.raw is not None else batch.ndjson
+    return batch
 
 
 # polars parses a JSON number to a float64 before rightsize sees its text: a fractional µs

@@ -28,13 +28,25 @@ ARG_FIELDS = (
     "Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved",
 )
 LEGACY_ARG_FIELDS = ("external id", "theoretical occupancy %")  # 2021 spellings
+# The collective's metadata on NCCL kernels and record_param_comms ops (torch's profiler
+# util.h names them; PyTorch 2.1+). Read as text: their types vary between torch versions.
+# Only a batch that names "Collective name" is read with them (each field read costs every
+# event of the batch a column: +16% parse time); 2021 traces never have them.
+COMM_ARG_FIELDS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size",
+                   "Process Group Name", "Process Group Ranks", "Seq")
+COMM_MARK = b'"Collective name"'
+
+
+def mentions_comms(data: bytes) -> bool:
+    """True when a batch's bytes may hold collective args (read with :data:`COMM_ARG_FIELDS`)."""
+    return COMM_MARK in data
 INT_ARGS = {"External id", "external id", "correlation", "device", "stream", "bytes",
              "Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved"}
 FLOAT_ARGS = {"blocks per SM", "est. achieved occupancy %", "theoretical occupancy %"}
 
 
 def event_schema(legacy: bool = False, typed: bool = True,
-                 int_times: bool = False) -> dict[str, pl.DataType]:
+                 int_times: bool = False, comms: bool = False) -> dict[str, pl.DataType]:
     """The schema events are parsed with.
 
     ``typed``: numeric args as numbers (faster); a trace that writes one differently (a string,
@@ -43,9 +55,11 @@ def event_schema(legacy: bool = False, typed: bool = True,
     as their JSON text. ``legacy`` adds the 2021 spellings. ``int_times``: ``ts``/``dur`` as
     Int64, for traces that write whole microseconds (older Kineto): polars refuses any float,
     string or out-of-range value there, so a batch it accepts is exact without reading the
-    numbers' text, and any other batch is read again with text times.
+    numbers' text, and any other batch is read again with text times. ``comms`` adds the
+    collective args (as text), for a batch that :func:`mentions_comms`.
     """
-    fields = ARG_FIELDS + (LEGACY_ARG_FIELDS if legacy else ())
+    fields = ARG_FIELDS + (LEGACY_ARG_FIELDS if legacy else ()) + (
+        COMM_ARG_FIELDS if comms and not legacy else ())
 
     def kind(f: str) -> pl.DataType:
         if typed and f in INT_ARGS:
@@ -77,7 +91,7 @@ FLOW_CATS = {"ac2g": "launch", "async": "launch", "async_cpu_to_gpu": "launch",
 GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
 LEGACY_CATS = {"Kernel", "Runtime", "Operator", "Memcpy", "Memset"}
 EVENT_FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations", "steps",
-                "memory", "flows", "syncs", "windows")
+                "memory", "flows", "syncs", "windows", "comms")
 # What rightsize's analyzers never read, left out by a lean read: whole frames (left empty) and
 # columns (left null). Flow events are a sixth of a trace's frames; a runtime call's pid, tid and
 # api are text, 16 bytes a value each (~180 MB at 5 GB of trace).
@@ -181,6 +195,7 @@ def split_events(events: pl.DataFrame, lean: bool = False) -> dict[str, pl.DataF
         times = {"ts_ns": us_series_to_ns(events["ts"]),
                  "dur_ns": us_series_to_ns(events["dur"]).clip(lower_bound=0)}
     ev = events.with_columns(kind=kind, **times)
+    comms, ev = _split_comm_args(ev, roles)  # the other frames never read them
     kinds = {_KINDS[key[0]]: df for key, df in
              ev.partition_by("kind", as_dict=True, include_key=False).items()
              if key[0] is not None}  # None: instants, metadata, unknown categories
@@ -200,6 +215,7 @@ def split_events(events: pl.DataFrame, lean: bool = False) -> dict[str, pl.DataF
             return_dtype=pl.String))
         is_step = host["name"].str.contains(_STEP)
         raw["cpu_ops"], raw["steps"] = host.filter(~is_step), host.filter(is_step)
+    raw["comms"] = comms
     # A batch lacks most kinds (no memory events, syncs...): only the frames it has events of
     # are built (each builder is a dozen polars calls, an empty frame a few: ~14 ms and ~1 ms
     # of fixed cost per batch).
@@ -241,6 +257,53 @@ def _arg_or_digits(df: pl.DataFrame, arg: str, column: str) -> pl.Expr:
     if value.dtype == pl.Int64 and not value.null_count():
         return _arg(arg)
     return pl.coalesce(_int(_arg(arg)), _digits(pl.col(column)))
+
+
+def _split_comm_args(ev: pl.DataFrame, roles: dict[str, str | None]
+                     ) -> tuple[pl.DataFrame | None, pl.DataFrame]:
+    """The batch's kernels and cpu ops that carry collective args (None: none), and the batch
+    without those args: partitioning copies every args field, and most batches have none."""
+    fields = [f.name for f in ev.schema["args"].fields]  # type: ignore[attr-defined]
+    if not any(f in fields for f in COMM_ARG_FIELDS):
+        return None, ev
+    args = ev["args"].struct
+    present = [f for f in COMM_ARG_FIELDS if f in fields
+               and args.field(f).null_count() < ev.height]
+    comms = None
+    if present:
+        role = pl.when(pl.col("kind") == _KIND_CODE["kernel"]).then(pl.lit("kernel")).when(
+            (pl.col("kind") == _KIND_CODE[_HOST]) & pl.col("cat").replace_strict(
+                roles, default=None, return_dtype=pl.String).eq("cpu_op")).then(pl.lit("cpu_op"))
+        comms = ev.filter(pl.any_horizontal([_arg(f).is_not_null() for f in present])) \
+            .with_columns(role=role).filter(pl.col("role").is_not_null())
+    kept = [f for f in fields if f not in COMM_ARG_FIELDS]
+    ev = ev.with_columns(pl.struct([_arg(f) for f in kept]).alias("args"))
+    return (comms if comms is not None and comms.height else None), ev
+
+
+def _comms(df: pl.DataFrame) -> pl.DataFrame:
+    kernel = pl.col("role") == "kernel"
+    df = df.with_columns(
+        kind=pl.when(kernel).then(pl.lit("kernel")).otherwise(pl.lit("cpu_op")),
+        device=pl.when(kernel).then(pl.coalesce(_int(_arg("device")), _digits(pl.col("pid")))),
+        stream=pl.when(kernel).then(pl.coalesce(_int(_arg("stream")), _digits(pl.col("tid")))),
+        correlation=_int(_arg("correlation")),
+        external_id=_external_id(),
+        collective=_text(_arg("Collective name")),
+        in_nelems=_int(_text(_arg("In msg nelems"))),
+        out_nelems=_int(_text(_arg("Out msg nelems"))),
+        dtype=_text(_arg("dtype")),
+        group_size=_int(_text(_arg("Group size"))),
+        pg_name=_text(_arg("Process Group Name")),
+        pg_ranks=_text(_arg("Process Group Ranks")),
+        seq=_int(_text(_arg("Seq"))),
+    )
+    return schema.conform("comms", df)
+
+
+def _text(col: pl.Expr) -> pl.Expr:
+    """An arg read as text, without the quotes a JSON string keeps in some parses."""
+    return col.cast(pl.String).str.strip_chars('"')
 
 
 def _kernels(df: pl.DataFrame) -> pl.DataFrame:
@@ -326,7 +389,7 @@ def _windows(df: pl.DataFrame) -> pl.DataFrame:
 
 _BUILD = {"kernels": _kernels, "transfers": _transfers, "runtime": _runtime, "cpu_ops": _cpu_ops,
           "steps": _steps, "gpu_annotations": _gpu_annotations, "syncs": _syncs,
-          "windows": _windows, "memory": _memory, "flows": _flows}
+          "windows": _windows, "memory": _memory, "flows": _flows, "comms": _comms}
 
 
 def finish(

@@ -38,10 +38,10 @@ def _kind(name: str) -> int:
     return INT if name in kf.INT_ARGS else FLOAT if name in kf.FLOAT_ARGS else TEXT
 
 
-def scanned_schema(legacy: bool) -> dict[str, pl.DataType]:
+def scanned_schema(legacy: bool, comms: bool = False) -> dict[str, pl.DataType]:
     """What :func:`read` gives: ``event_schema(typed=True)`` with ``ts``/``dur`` as Int64
     nanoseconds named ``ts_ns``/``dur_ns`` (``kineto_frames.split_events`` takes either)."""
-    schema = kf.event_schema(legacy, typed=True)
+    schema = kf.event_schema(legacy, typed=True, comms=comms)
     return {_TIMES.get(name, name): pl.Int64() if name in _TIMES else dtype
             for name, dtype in schema.items()}
 
@@ -57,13 +57,14 @@ class _Layout(NamedTuple):
 
 
 @functools.cache
-def _layout(legacy: bool) -> _Layout:
-    schema = kf.event_schema(legacy, typed=False)
+def _layout(legacy: bool, comms: bool) -> _Layout:
+    schema = kf.event_schema(legacy, typed=False, comms=comms)
     top = tuple(name for name in schema if name != "args")
     args = tuple(f.name for f in schema["args"].fields)  # type: ignore[attr-defined]
     kinds = tuple(TIME if n in _TIMES else TEXT for n in top) + tuple(_kind(n) for n in args)
     names = tuple(_TIMES.get(n, n) for n in top) + args
-    return _Layout((*top, "args"), args, kinds, names, pl.Schema(scanned_schema(legacy)))
+    return _Layout((*top, "args"), args, kinds, names,
+                   pl.Schema(scanned_schema(legacy, comms)))
 
 
 def available() -> bool:
@@ -93,9 +94,10 @@ class _Column:
         return self._capsules
 
 
-def read(batch: Batch | bytes, legacy: bool) -> pl.DataFrame | None:
+def read(batch: Batch | bytes, legacy: bool, comms: bool = False) -> pl.DataFrame | None:
     """The batch's events with :func:`scanned_schema`, or None (then polars parses it). A batch
-    with document bytes (``raw``) is read from them, no NDJSON made; bytes are NDJSON."""
+    with document bytes (``raw``) is read from them, no NDJSON made; bytes are NDJSON.
+    ``comms``: with the collective args too."""
     module = kscan.module()
     if module is None:
         return None
@@ -103,7 +105,7 @@ def read(batch: Batch | bytes, legacy: bool) -> pl.DataFrame | None:
         data, array = (batch.raw, True) if batch.raw is not None else (batch.ndjson, False)
     else:
         data, array = batch, False
-    layout = _layout(legacy)
+    layout = _layout(legacy, comms)
     columns = module.parse(data, layout.keys, layout.args, layout.kinds, array)
     if columns is None:
         return None

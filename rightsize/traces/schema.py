@@ -130,6 +130,29 @@ SYNCS: dict[str, pl.DataType] = {
     "correlation": pl.Int64(),
 }
 
+# Collective calls with the metadata the profiler recorded in their args (newer Kineto: the NCCL
+# kernel and its ``record_param_comms`` host op carry "Collective name", message sizes, the
+# process group and its sequence number). One row per such event, kernel or host op; traces
+# without collective args have none (their NCCL kernels are in ``kernels`` all the same).
+COMMS: dict[str, pl.DataType] = {
+    "kind": pl.String(),  # "kernel" | "cpu_op"
+    "device": pl.Int32(),  # kernels: the GPU index; host ops: null
+    "stream": pl.Int64(),
+    "ts_ns": pl.Int64(),
+    "dur_ns": pl.Int64(),
+    "name": pl.String(),
+    "correlation": pl.Int64(),
+    "external_id": pl.Int64(),
+    "collective": pl.String(),  # "Collective name" as recorded: allreduce, _allgather_base, ...
+    "in_nelems": pl.Int64(),  # "In msg nelems": elements sent by this rank
+    "out_nelems": pl.Int64(),  # "Out msg nelems": elements received
+    "dtype": pl.String(),  # "Float", "BFloat16", ...
+    "group_size": pl.Int64(),  # ranks in the process group
+    "pg_name": pl.String(),  # "Process Group Name" (the same on every member rank)
+    "pg_ranks": pl.String(),  # "Process Group Ranks" as recorded, e.g. "[0, 1]" (global ranks)
+    "seq": pl.Int64(),  # "Seq": the call's sequence number in its process group
+}
+
 # One row per GPU the trace describes (not only the ones used).
 DEVICES: dict[str, pl.DataType] = {
     "device": pl.Int32(),
@@ -161,6 +184,7 @@ FRAMES: dict[str, dict[str, pl.DataType]] = {
     "syncs": SYNCS,
     "devices": DEVICES,
     "windows": WINDOWS,
+    "comms": COMMS,
 }
 
 
@@ -212,6 +236,8 @@ class Trace:
     syncs: pl.DataFrame
     devices: pl.DataFrame
     windows: pl.DataFrame
+    # collective metadata (Kineto args); readers that record none leave it empty
+    comms: pl.DataFrame = field(default_factory=lambda: empty("comms"))
 
     def frame(self, name: str) -> pl.DataFrame:
         return getattr(self, name)

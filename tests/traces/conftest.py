@@ -8,7 +8,7 @@ from rightsize.traces import kineto_scan, kscan
 from rightsize.traces.schema import Trace
 
 KINETO_FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations", "steps",
-                 "memory", "flows", "syncs", "windows", "devices")
+                 "memory", "flows", "syncs", "windows", "devices", "comms")
 
 
 def assert_same_trace(a: Trace, b: Trace) -> None:

@@ -68,8 +68,8 @@ def test_shared_trace_same_frames_without_fallback(index, monkeypatch):
     calls: list[bool] = []
     real = kineto_scan.read
 
-    def counted(ndjson: bytes, legacy: bool) -> pl.DataFrame | None:
-        out = real(ndjson, legacy)
+    def counted(ndjson: bytes, legacy: bool, comms: bool = False) -> pl.DataFrame | None:
+        out = real(ndjson, legacy, comms)
         calls.append(out is not None)
         return out
 
