@@ -72,12 +72,20 @@ def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int
         from rightsize.serve.app import create_app
     except ImportError as exc:
         raise RightsizeError(f"{EXTRA_HINT} ({exc.name} is missing)") from None
-    from rightsize.serve.config import MIB, ServeConfig, check_token, resolve_token
+    from rightsize.serve.config import (
+        MIB,
+        ServeConfig,
+        check_token,
+        listen_backlog,
+        max_connections_for,
+        resolve_token,
+    )
 
     if token is not None and (weak := check_token(token)) is not None:
         raise click.BadParameter(weak, param_hint="'--token'")
     token, generated = resolve_token(host, token)
     public_url = _public_url(public_url)
+    nofile = _descriptor_limit()
     if worker_memory_mb is not None and 0 < worker_memory_mb < 256:
         raise click.UsageError("--worker-memory-mb below 256 leaves no room to start Python")
     if worker_memory_mb is None:
@@ -90,7 +98,8 @@ def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int
                          max_concurrent_uploads=max_concurrent_uploads,
                          max_queued_runs=max_queued, min_free_bytes=min_free_mb * MIB,
                          timeout_s=timeout_s, min_upload_bytes_per_s=min_upload_kbps * 1024,
-                         max_connections=max_connections or _default_max_connections(),
+                         max_connections=max_connections or max_connections_for(nofile),
+                         backlog=listen_backlog(nofile),
                          grace_s=grace_s, public_url=public_url,
                          forwarded_allow_ips=forwarded_allow_ips)
     # Caches (compiled report templates) beside the data, unless RIGHTSIZE_CACHE_DIR says.
@@ -121,20 +130,18 @@ def _public_url(url: str | None) -> str | None:
     return f"{parts.scheme}://{parts.netloc.lower()}"
 
 
-def _default_max_connections() -> int:
-    """Below the descriptor limit, raised to its hard limit first (allowed to any process)."""
+def _descriptor_limit() -> int:
+    """The descriptor limit, raised to its hard limit first (allowed to any process)."""
     import resource
 
-    from rightsize.serve.config import max_connections_for
-
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and soft < hard:
+    if soft != hard:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
             soft = hard
         except (ValueError, OSError):
             pass
-    return max_connections_for(soft if soft != resource.RLIM_INFINITY else 1 << 16)
+    return soft if soft != resource.RLIM_INFINITY else 1 << 16
 
 
 def _check_port(host: str, port: int) -> None:

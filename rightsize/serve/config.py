@@ -41,6 +41,7 @@ class ServeConfig:
     # Open connections beyond which a new one gets 503 at once: below the descriptor limit
     # (the CLI derives it from RLIMIT_NOFILE), so accept() never fails for lack of descriptors.
     max_connections: int = 1000
+    backlog: int = 1024  # listen() backlog, which is also how many accept() takes at once
     grace_s: float = 10.0  # SIGTERM: how long open requests may take to finish
     # Proxy mode: peers whose X-Forwarded-Proto/For are believed, and the public URL the
     # proxy serves (its host and origin are accepted by the Host and CSRF checks).
@@ -98,10 +99,17 @@ def check_token(token: str) -> str | None:
     return None
 
 
+def listen_backlog(nofile: int) -> int:
+    """The listen() backlog under a descriptor limit of ``nofile``. asyncio accepts up to this
+    many connections in one go, before any is looked at, so it is kept well under the limit."""
+    return max(16, min(1024, nofile // 16))
+
+
 def max_connections_for(nofile: int, reserve: int = 64, cap: int = 4096) -> int:
     """Connections to allow under a descriptor limit of ``nofile``: ``reserve`` descriptors
-    stay for the index, the blobs being written, the workers' pipes and the logs."""
-    return max(8, min(cap, nofile - reserve))
+    stay for the index, the blobs being written, the workers' pipes and the logs, and two
+    accept() bursts (:func:`listen_backlog`) for connections not yet refused."""
+    return max(8, min(cap, nofile - reserve - 2 * listen_backlog(nofile)))
 
 
 def resolve_token(host: str, token: str | None) -> tuple[str | None, bool]:

@@ -217,7 +217,7 @@ def run(app: Any, config: ServeConfig) -> None:
     server = GracefulServer(uvicorn.Config(
         app, host=config.host, port=config.port, log_config=None, access_log=False,
         server_header=False, http=protocol_for(config), timeout_keep_alive=max(1, round(config.timeout_s)),
-        timeout_graceful_shutdown=max(1, round(config.grace_s)), backlog=1024,
+        timeout_graceful_shutdown=max(1, round(config.grace_s)), backlog=config.backlog,
         proxy_headers=proxied, forwarded_allow_ips=config.forwarded_allow_ips or None,
         lifespan="on"))
     server.run()

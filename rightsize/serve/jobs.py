@@ -125,7 +125,7 @@ class JobRunner:
             self.store.mark_running(run_id)
             try:
                 summary = await self._analyze(run)
-            except Exception as exc:  # noqa: BLE001 - a bug: the run ends failed, never running
+            except Exception as exc:
                 log.error("run %s: internal error", run_id, exc_info=exc)
                 summary = {"error": f"internal error: {type(exc).__name__}: {exc}"}
             await self._record(run_id, summary)

@@ -3,6 +3,7 @@ waited for on /healthz, stopped (SIGTERM, then kill) at the end. Plus a stdlib H
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -11,12 +12,18 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.client import HTTPConnection, HTTPResponse
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 START_TIMEOUT_S = 30
+_WITH_NOFILE = ("import os, resource, sys\nn = int(sys.argv[1])\n"
+                "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))\n"
+                "os.execv(sys.argv[2], sys.argv[2:])")
 ANALYSIS_TIMEOUT_S = 60
 
 
@@ -48,6 +55,7 @@ class Server:
     proc: subprocess.Popen[str] | None = None
     log: Path = Path()
     headers: dict[str, str] = field(default_factory=dict)  # sent with every request
+    nofile: int | None = None  # RLIMIT_NOFILE (soft and hard) of the server process
 
     @property
     def url(self) -> str:
@@ -58,10 +66,13 @@ class Server:
         # output to a file, not a pipe: worker processes inherit it and may outlive a kill
         self.log = self.data_dir.parent / f"{self.data_dir.name}-{self.port}.log"
         with open(self.log, "w") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rightsize", "serve", "--port", str(self.port),
-                 "--data-dir", str(self.data_dir), "--workers", "1", *self.args],
-                stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
+            workers = () if "--workers" in self.args else ("--workers", "1")
+            command = [sys.executable, "-m", "rightsize", "serve", "--port", str(self.port),
+                       "--data-dir", str(self.data_dir), *workers, *self.args]
+            if self.nofile:  # set the limit, then exec the server in the same process
+                command = [sys.executable, "-c", _WITH_NOFILE, str(self.nofile), *command]
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                         text=True, env=env)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -73,8 +84,35 @@ class Server:
                 time.sleep(0.1)
         raise AssertionError("server did not start")
 
+    def workers(self) -> list[psutil.Process]:
+        """The server's analysis worker processes (spawned children running Python)."""
+        assert self.proc is not None
+        try:
+            children = psutil.Process(self.proc.pid).children()
+        except psutil.NoSuchProcess:
+            return []
+        return [c for c in children if "multiprocessing" in " ".join(_cmdline(c))]
+
+    def wait_for(self, what: Callable[[], Any], timeout_s: float = 30, every_s: float = 0.1,
+                 why: str = "") -> Any:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            value = what()
+            if value:
+                return value
+            time.sleep(every_s)
+        raise AssertionError(f"timed out after {timeout_s} s: {why}")
+
+    def kill(self) -> None:
+        """SIGKILL the server process alone (its workers must notice by themselves)."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
     def stop(self) -> str:
         assert self.proc is not None
+        if self.proc.poll() is not None:
+            return self.log.read_text()
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(timeout=20)
@@ -119,3 +157,68 @@ def multipart(files: tuple[tuple[str, bytes], ...], field_name: str = "file") ->
         f"multipart/form-data; boundary={boundary}"
 
 
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return []
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (a zombie left for a parent that does not reap counts)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def big_kineto(steps: int = 10, kernels: int = 20_000) -> bytes:
+    """A synthetic Kineto trace (gzip) whose analysis takes seconds: ``steps`` ProfilerSteps
+    of ``kernels`` launches each (cpu op, runtime call, kernel). About 4 s to analyze at the
+    defaults on one core; 2 MB compressed."""
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}}]
+    t = corr = 0
+    for step in range(steps):
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}",
+                       "pid": 1, "tid": 1, "ts": t, "dur": kernels * 10})
+        for k in range(kernels):
+            corr += 1
+            at = t + k * 10
+            events += [
+                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": at,
+                 "dur": 4, "args": {"External id": corr}},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                 "tid": 1, "ts": at + 1, "dur": 2,
+                 "args": {"correlation": corr, "External id": corr}},
+                {"ph": "X", "cat": "kernel", "name": f"ampere_sgemm_{k % 50}", "pid": 0,
+                 "tid": 7, "ts": at + 3, "dur": 6,
+                 "args": {"device": 0, "stream": 7, "correlation": corr, "External id": corr}},
+            ]
+        t += kernels * 10 + 5
+    doc = {"traceEvents": events, "deviceProperties": [
+        {"id": 0, "name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 85899345920,
+         "computeMajor": 8, "computeMinor": 0, "numSms": 108}]}
+    return gzip.compress(json.dumps(doc).encode(), compresslevel=1)
+
+
+def raw(port: int, data: bytes, timeout_s: float = 10) -> socket.socket:
+    """A loopback connection that sent ``data`` (TCP_NODELAY: each send its own segment)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if data:
+        sock.sendall(data)
+    return sock
+
+
+def read_all(sock: socket.socket, limit: int = 1 << 16) -> bytes:
+    """What the server sent until it closed the connection (or the socket's timeout)."""
+    got = b""
+    try:
+        while len(got) < limit and (chunk := sock.recv(4096)):
+            got += chunk
+    except (ConnectionResetError, TimeoutError):
+        pass
+    return got

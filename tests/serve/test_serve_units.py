@@ -155,7 +155,8 @@ def test_token_strength_and_connection_cap() -> None:
     assert check_token("aaaaaaaaaaaaaaaaaaaa") == "a token needs at least 6 different characters"
     assert check_token("Zq8-xY2_pL5vR9tW") is None
     assert max_connections_for(20_000) == 4096
-    assert max_connections_for(256) == 192
+    assert max_connections_for(256) == 256 - 64 - 2 * 16
+    assert max_connections_for(4096) == 4096 - 64 - 2 * 256
     assert max_connections_for(20) == 8
 
 
