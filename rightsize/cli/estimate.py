@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ class Count(click.ParamType):
     negatives are refused in one line."""
 
     name = "count"
+    minimum = 1
 
     def fail(self, message: str, param: click.Parameter | None = None,
              ctx: click.Context | None = None) -> Any:
@@ -73,9 +75,16 @@ class Count(click.ParamType):
                 self.fail(f"{value!r} is not a number", param, ctx)
         if isinstance(number, float) and not (math.isfinite(number) and number.is_integer()):
             self.fail(f"{value!r} is not a whole number", param, ctx)
-        if not 1 <= number <= 2**40:
-            self.fail(f"{value!r} must be between 1 and 2^40", param, ctx)
+        if not self.minimum <= number <= 2**40:
+            self.fail(f"{value!r} must be between {self.minimum} and 2^40", param, ctx)
         return int(number)
+
+
+class Tokens(Count):
+    """A whole number of tokens, 0 allowed (--prefill-chunk 0: no chunking)."""
+
+    name = "tokens"
+    minimum = 0
 
 
 def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -110,8 +119,20 @@ def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float
 @click.option("--zero", "zero_stage", type=click.IntRange(0, 3), default=0, show_default=True,
               help="ZeRO stage over --gpus (3 = FSDP full shard).")
 @click.option("--fsdp", is_flag=True, help="Same as --zero 3.")
-@click.option("--gpus", "n_gpus", type=click.IntRange(1), default=1, show_default=True,
-              help="Data-parallel (training) or tensor-parallel (inference) GPUs.")
+@click.option("--gpus", "n_gpus", type=click.IntRange(1), default=None,
+              help="All GPUs: data parallel x --tp (training), tensor x pipeline parallel"
+              " (inference). Default 1 (--tp's GPUs with --tp); placements try 1-64.")
+@click.option("--tp", "tensor_parallel", type=Count(), default=None,
+              help="Tensor-parallel degree (Megatron): weights, optimizer state and"
+              " activations split this many ways within a node. Default: 1 for training;"
+              " for inference the largest that splits the heads within a node.")
+@click.option("--sequence-parallel", is_flag=True,
+              help="Megatron sequence parallelism with --tp: the norms and dropouts split"
+              " along the sequence too (Korthikanti et al. 2022).")
+@click.option("--prefill-chunk", type=Tokens(), default=None,
+              help="Inference: prompt tokens per forward pass (chunked prefill). Default"
+              " vLLM's: 8192 on a GPU with 70 GiB or more other than an A100, 2048 on the"
+              " others; 0: the whole prompt at once (Hugging Face generate).")
 @click.option("--lora-rank", type=click.IntRange(1), default=16, show_default=True)
 @click.option("--accumulate-gradients", is_flag=True,
               help="Gradients stay live through forward (accumulation, DDP buckets).")
@@ -127,7 +148,8 @@ def estimate(hf_config: Path | None, params: int | None, layers: int | None,
              hidden: int | None, heads: int | None, kv_heads: int | None,
              intermediate: int | None, vocab: int | None, mode: str, precision: str,
              batch: int, seq: int, optimizer: str, recompute: str, flash_attention: bool,
-             zero_stage: int, fsdp: bool, n_gpus: int, lora_rank: int,
+             zero_stage: int, fsdp: bool, n_gpus: int | None, tensor_parallel: int | None,
+             sequence_parallel: bool, prefill_chunk: int | None, lora_rank: int,
              accumulate_gradients: bool, headroom: float, fmt: str, exact: bool,
              catalog_path: Path | None) -> None:
     """Estimate the memory a model needs to train, fine-tune or serve, and where it fits.
@@ -139,6 +161,8 @@ def estimate(hf_config: Path | None, params: int | None, layers: int | None,
       rightsize estimate --hf-config samples/configs/Llama-2-7b-hf.json --mode lora \\
           --precision int4 --batch 4 --seq 2048
       rightsize estimate --params 7e9 --mode train --fsdp --gpus 8
+      rightsize estimate --hf-config samples/configs/Meta-Llama-3-8B.json --tp 8 \\
+          --sequence-parallel --seq 8192
     """
     from rightsize.analyzers.sizing.estimator import Mode, Optimizer, Recompute, Setup
     from rightsize.analyzers.sizing.estimator import estimate as run_estimate
@@ -157,11 +181,14 @@ def estimate(hf_config: Path | None, params: int | None, layers: int | None,
     setup = Setup(mode=Mode(mode), precision=precision, batch=batch, seq=seq,  # type: ignore
                   optimizer=Optimizer(optimizer), recompute=Recompute(recompute),
                   flash_attention=flash_attention, zero_stage=3 if fsdp else zero_stage,
-                  gpus=n_gpus, lora_rank=lora_rank, accumulate_gradients=accumulate_gradients)
-    result = run_estimate(shape, setup, params)
+                  gpus=n_gpus or 1, lora_rank=lora_rank,
+                  accumulate_gradients=accumulate_gradients, tensor_parallel=tensor_parallel,
+                  sequence_parallel=sequence_parallel, prefill_chunk=prefill_chunk)
+    # --tp alone runs on its own GPUs; the placements still try every multiple of it
+    result = run_estimate(shape, replace(setup, gpus=n_gpus or tensor_parallel or 1), params)
     catalog = load_catalog_for_cli(catalog_path)
     placements = place(shape, setup, catalog, headroom, params)
-    advice = suggestions(setup) if any(not p.fits for p in placements) else ()
+    advice = suggestions(setup) if any(not p.fits and p.nodes for p in placements) else ()
     if fmt == "json":
         out = result.to_json()
         out["headroom_fraction"] = headroom
@@ -220,9 +247,12 @@ def _print_text(result: Any, placements: Any, headroom: float, advice: tuple[str
     m, s = result.memory, result.setup
     active = (f", {result.active_params:,} active per token"
               if result.active_params and result.active_params != result.params else "")
+    layout = (f", tensor parallel {result.tensor_parallel}"
+              + (" with sequence parallelism" if s.sequence_parallel else "")
+              if result.tensor_parallel > 1 else "")
     _echo(f"{result.model}: {result.params:,} parameters{active}"
                f" ({result.trainable_params:,} trainable), {s.mode}, {s.precision},"
-               f" batch {s.batch} x seq {s.seq}, {s.gpus} GPU(s)")
+               f" batch {s.batch} x seq {s.seq}, {s.gpus} GPU(s){layout}")
     if exact_info is not None:
         _echo(f"  exact ({exact_info['class']} on the meta device):"
                    f" {exact_info['params']:,}; config reader {exact_info['reader_params']:,}"
@@ -238,13 +268,20 @@ def _print_text(result: Any, placements: Any, headroom: float, advice: tuple[str
     for note in result.assumptions:
         _echo(f"  - {note}")
     alone = [p.gpu for p in placements if p.fits and p.gpus == 1]
-    _echo(f"\nfits on one GPU (with {headroom:.0%} headroom): "
+    _echo(f"\nfits on one GPU, one node (with {headroom:.0%} headroom): "
                f"{', '.join(alone) if alone else 'none'}")
     for p in placements:
         if p.fits and p.gpus > 1:
-            _echo(f"  {p.gpus} x {p.gpu}: {_gib(p.memory_bytes_per_gpu)} per GPU,"
-                       f" {p.parallelism}; {p.interconnect}")
-    none = [p.gpu for p in placements if not p.fits]
+            _echo(f"  {p.gpus} x {p.gpu}, {p.node_words}: {_gib(p.memory_bytes_per_gpu)}"
+                  f" per GPU, {p.parallelism}; {p.interconnect}")
+    chunks = sorted({p.prefill_chunk_tokens for p in placements if p.prefill_chunk_tokens})
+    if len(chunks) > 1 and s.prefill_chunk is None:
+        _echo(f"prefill chunks by GPU (vLLM's defaults): {' or '.join(map(str, chunks))}"
+              " tokens; --format json gives each placement's")
+    for p in placements:
+        if not p.nodes:  # a --tp wider than this GPU's node
+            _echo(f"{p.gpu}: {p.parallelism}")
+    none = [p.gpu for p in placements if not p.fits and p.nodes]
     if none:
         _echo(f"does not fit even sharded: {', '.join(none)}")
         _echo("to shrink it:")

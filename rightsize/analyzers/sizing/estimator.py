@@ -30,29 +30,33 @@ from rightsize.analyzers.sizing.memory_parts import (
     kv_cache_bytes,
     layer_activation_bytes,
     lora_params,
+    prefill_tokens,
 )
 from rightsize.analyzers.sizing.model_shape import ModelShape
+from rightsize.analyzers.sizing.parallelism import (
+    prefill_chunk,
+    tensor_parallel,
+    validate_parallel,
+)
 from rightsize.analyzers.sizing.run_setup import (
     ASSUMPTIONS,
     BYTES_PER_ELEMENT,
     OPTIMIZER_STATE_BYTES,
+    PREFILL_CHUNK,
     Assumptions,
+    EstimateError,
     Mode,
     Optimizer,
     Recompute,
     Setup,
 )
-from rightsize.errors import RightsizeError
 from rightsize.vocab import Precision
 
-__all__ = ["ASSUMPTIONS", "BYTES_PER_ELEMENT", "OPTIMIZER_STATE_BYTES", "SAVED_TENSORS",
-           "Assumptions", "EstimateError", "KvCache", "MemoryBreakdown", "MemoryEstimate",
-           "Mode", "Optimizer", "Recompute", "SavedTensors", "Setup", "activation_bytes",
-           "estimate", "kv_cache_bytes", "layer_activation_bytes", "lora_params", "with_gpus"]
-
-
-class EstimateError(RightsizeError):
-    """The requested setup is contradictory (e.g. training int4 weights without LoRA)."""
+__all__ = ["ASSUMPTIONS", "BYTES_PER_ELEMENT", "OPTIMIZER_STATE_BYTES", "PREFILL_CHUNK",
+           "SAVED_TENSORS", "Assumptions", "EstimateError", "KvCache", "MemoryBreakdown",
+           "MemoryEstimate", "Mode", "Optimizer", "Recompute", "SavedTensors", "Setup",
+           "activation_bytes", "estimate", "kv_cache_bytes", "layer_activation_bytes",
+           "lora_params", "prefill_chunk", "tensor_parallel", "with_gpus"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,8 @@ class MemoryEstimate:
     active_params: int = 0  # what one token touches (MoE: routed experts only)
     kv_cache: KvCache | None = None  # inference with known shapes
     warnings: tuple[str, ...] = ()
+    tensor_parallel: int = 1  # the degree it ran at (setup.tensor_parallel resolved)
+    prefill_chunk_tokens: int | None = None  # inference: prompt tokens per forward pass
 
     @property
     def total_bytes(self) -> int:
@@ -111,6 +117,8 @@ class MemoryEstimate:
                 "kv_cache": m.kv_cache_bytes, "overhead": m.overhead_bytes,
                 "total": m.total_bytes,
             },
+            "tensor_parallel": self.tensor_parallel,
+            "prefill_chunk_tokens": self.prefill_chunk_tokens,
             "kv_cache": self.kv_cache.to_json() if self.kv_cache else None,
             "assumptions": list(self.assumptions),
             "warnings": list(self.warnings),
@@ -148,6 +156,7 @@ def validate(shape: ModelShape | None, setup: Setup, params: int | None) -> None
                             " --mode lora (QLoRA) or a float precision")
     if setup.mode is Mode.LORA and shape is None:
         raise EstimateError("LoRA needs the layer shapes (a model config or --layers ...)")
+    validate_parallel(shape, setup)
 
 
 def _quantized(setup: Setup) -> bool:
@@ -189,8 +198,16 @@ def _training_state(parts: _Parts, shape: ModelShape | None, total: int, setup: 
                      " (HF PEFT defaults)")
 
 
-def _shard_training(parts: _Parts, layer_params: int, setup: Setup, notes: list[str]) -> None:
-    n = setup.gpus
+def _shard_training(parts: _Parts, layer_params: int, setup: Setup, tp: int,
+                    notes: list[str]) -> None:
+    if tp > 1:  # Megatron splits every linear layer and the vocabulary t ways
+        parts.weights /= tp
+        parts.grads /= tp
+        parts.optimizer /= tp
+        notes.append(f"tensor parallel {tp}: weights, gradients and optimizer state split {tp}"
+                     " ways (the norm weights, whole on every GPU, are under 0.1% of the"
+                     " parameters and counted split)")
+    n = setup.gpus // tp
     if n == 1:
         return
     if setup.zero_stage >= 1:
@@ -198,11 +215,31 @@ def _shard_training(parts: _Parts, layer_params: int, setup: Setup, notes: list[
     if setup.zero_stage >= 2:
         parts.grads /= n
     if setup.zero_stage >= 3:  # FSDP all-gathers one layer (and prefetches the next) in full
-        parts.weights = parts.weights / n + 2 * layer_params * BYTES_PER_ELEMENT[setup.precision]
-    notes.append(f"ZeRO stage {setup.zero_stage} over {n} GPUs; batch is per GPU")
+        parts.weights = parts.weights / n \
+            + 2 * layer_params / tp * BYTES_PER_ELEMENT[setup.precision]
+    notes.append(f"ZeRO stage {setup.zero_stage} over {n} data-parallel GPUs; batch is per GPU")
 
 
-def _inference(parts: _Parts, shape: ModelShape | None, setup: Setup,
+def _training_activations(parts: _Parts, shape: ModelShape | None, setup: Setup, tp: int,
+                          notes: list[str]) -> None:
+    if shape is None:
+        return
+    e = _activation_element_bytes(setup)
+    sp = setup.sequence_parallel
+    parts.acts = activation_bytes(shape, setup, e, tp, sp)
+    split = ""
+    if tp > 1 and sp:
+        split = (f"; tensor parallel {tp} with sequence parallelism: every per-token term and"
+                 f" the scores split {tp} ways (sbh(34/t + 5as/(ht)), their Table 2)")
+    elif tp > 1:
+        split = (f"; tensor parallel {tp}: Q, K, V, the attention and MLP intermediates, the"
+                 f" scores and the logits split {tp} ways, the norms, projection inputs and"
+                 " dropout masks whole on every GPU (sbh(10 + 24/t + 5as/(ht)), their Table 2)")
+    notes.append(f"activations: Korthikanti et al. 2022, recompute={setup.recompute},"
+                 f" flash_attention={setup.flash_attention}{split}")
+
+
+def _inference(parts: _Parts, shape: ModelShape | None, setup: Setup, tp: int,
                notes: list[str]) -> KvCache | None:
     e = _activation_element_bytes(setup)
     generates = shape is not None and shape.lm_head
@@ -217,24 +254,45 @@ def _inference(parts: _Parts, shape: ModelShape | None, setup: Setup,
             notes.append(f"MLA KV cache decompressed to per-head K and V (eager attention):"
                          f" {cache.decompressed_bytes / 2**30:,.2f} GiB")
     if setup.gpus > 1:
+        pp = setup.gpus // tp
         parts.weights /= setup.gpus
-        ways = kv_split_ways(shape, setup.gpus)
+        ways = kv_split_ways(shape, tp) * pp
         parts.kv /= ways
-        notes.append(f"tensor parallel over {setup.gpus} GPUs: weights split {setup.gpus}"
-                     f" ways, KV cache {ways} ways"
+        layout = f"tensor parallel {tp}" + (f" x pipeline parallel {pp}" if pp > 1 else "")
+        notes.append(f"{layout} over {setup.gpus} GPUs: weights split {setup.gpus} ways, KV"
+                     f" cache {ways} ways"
                      + ("" if ways == setup.gpus else " (its heads are replicated beyond that,"
-                        " as vLLM does; an MLA latent is one head)"))
-    parts.acts = activation_bytes(shape, setup, e) if shape is not None else 0
+                        " as vLLM does; an MLA latent is one head)")
+                     + (" (layers split evenly over the pipeline stages)" if pp > 1 else ""))
+    if shape is not None:
+        chunk = prefill_chunk(setup)
+        parts.acts = activation_bytes(shape, setup, e, tp, setup.sequence_parallel, chunk)
+        notes.append(_prefill_words(shape, setup, chunk))
     return cache
 
 
-def kv_split_ways(shape: ModelShape | None, gpus: int) -> int:
+def _prefill_words(shape: ModelShape, setup: Setup, chunk: int) -> str:
+    live = prefill_tokens(shape, setup, chunk)
+    if not shape.lm_head:
+        return (f"activations: one layer's working set for all {live:,} tokens (an encoder"
+                " takes the whole sequence in one pass)")
+    if not chunk:
+        return (f"activations: one layer's working set for the whole prompt, {live:,} tokens"
+                " in one pass (--prefill-chunk 0, as Hugging Face generate prefills)")
+    why = "--prefill-chunk" if setup.prefill_chunk is not None else \
+        f"{PREFILL_CHUNK.words}; each GPU's placement uses its own"
+    return (f"activations: one layer's working set for {live:,} tokens at once, the prompt"
+            f" prefilled in chunks of {chunk:,} tokens shared by the batch ({why}); the KV cache"
+            f" holds all {setup.seq:,} tokens of each sequence")
+
+
+def kv_split_ways(shape: ModelShape | None, tp: int) -> int:
     """Tensor parallelism splits the KV cache by heads: at most ``kv_heads`` ways (MQA's one
     head and the MLA latent are replicated on every rank)."""
     if shape is None:
-        return gpus
+        return tp
     heads = 1 if shape.mla else shape.kv_heads
-    return max(1, min(gpus, heads))
+    return max(1, min(tp, heads))
 
 
 def _warnings(shape: ModelShape | None, setup: Setup) -> tuple[str, ...]:
@@ -271,14 +329,12 @@ def estimate(shape: ModelShape | None, setup: Setup, params: int | None = None) 
     if shape is None:
         notes.append("no layer shapes: activations and KV cache not estimated")
     cache = None
+    tp = tensor_parallel(shape, setup)
     if setup.mode is Mode.INFERENCE:
-        cache = _inference(parts, shape, setup, notes)
+        cache = _inference(parts, shape, setup, tp, notes)
     else:
-        e = _activation_element_bytes(setup)
-        parts.acts = activation_bytes(shape, setup, e) if shape is not None else 0
-        _shard_training(parts, counts.per_layer if counts else 0, setup, notes)
-        notes.append(f"activations: Korthikanti et al. 2022, recompute={setup.recompute},"
-                     f" flash_attention={setup.flash_attention}")
+        _training_activations(parts, shape, setup, tp, notes)
+        _shard_training(parts, counts.per_layer if counts else 0, setup, tp, notes)
     overlap = parts.grads > 0 and not setup.accumulate_gradients
     if overlap:
         notes.append("peak holds max(activations, gradients): no gradient accumulation, "
@@ -293,12 +349,15 @@ def estimate(shape: ModelShape | None, setup: Setup, params: int | None = None) 
     breakdown = MemoryBreakdown(w, g, o, a, kv, over, overlap)
     name = shape.name if shape is not None else f"{total:,} parameters"
     active = counts.active if counts is not None and not params else total
+    chunk = prefill_chunk(setup) if setup.mode is Mode.INFERENCE and shape is not None \
+        and shape.lm_head else None  # an encoder takes its whole sequence in one pass
     return MemoryEstimate(name, total, parts.trainable, setup, breakdown, tuple(notes),
-                          active, cache, _warnings(shape, setup))
+                          active, cache, _warnings(shape, setup), tp, chunk)
 
 
-def with_gpus(setup: Setup, gpus: int) -> Setup:
-    """``setup`` spread over ``gpus``: FSDP/ZeRO-3 for training, tensor parallel for inference."""
-    if setup.mode is Mode.INFERENCE or gpus == 1:
-        return replace(setup, gpus=gpus)
+def with_gpus(setup: Setup, gpus: int, tp: int | None = None) -> Setup:
+    """``setup`` spread over ``gpus``: FSDP/ZeRO-3 for training (beside its tensor-parallel
+    groups), tensor (x pipeline) parallel ``tp`` for inference (None: derived)."""
+    if setup.mode is Mode.INFERENCE or gpus == (tp or setup.tensor_parallel or 1):
+        return replace(setup, gpus=gpus, tensor_parallel=tp or setup.tensor_parallel)
     return replace(setup, gpus=gpus, zero_stage=max(setup.zero_stage, 3))

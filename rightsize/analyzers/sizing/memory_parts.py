@@ -125,21 +125,39 @@ def _mlp_bytes(shape: ModelShape, width: int, e: float) -> float:
     return e * (4 * width if shape.mlp is MlpKind.GATED else 2 * width)
 
 
-def feed_forward_bytes(shape: ModelShape, e: float, moe: bool) -> float:
+@dataclass(frozen=True, slots=True)
+class PerToken:
+    """Bytes per token one layer keeps, split as tensor parallelism splits them (Korthikanti
+    et al. 2022, sec. 4.2.2): ``sharded`` lives on one GPU of ``t`` (split by heads or by the
+    MLP width), ``replicated`` on every GPU of the group (norms, the inputs of the column-parallel
+    projections, dropout masks) unless sequence parallelism splits it along the sequence."""
+
+    replicated: float
+    sharded: float
+
+    def __add__(self, other: PerToken) -> PerToken:
+        return PerToken(self.replicated + other.replicated, self.sharded + other.sharded)
+
+    def per_gpu(self, tp: int, sp: bool) -> float:
+        return self.replicated / (tp if sp else 1) + self.sharded / tp
+
+
+def feed_forward_bytes(shape: ModelShape, e: float, moe: bool) -> PerToken:
     """Per token: the MLP input and intermediates; for an MoE layer also the router logits and
     their fp32 softmax, and for each of the top-k experts the gathered input, its
     intermediates and its output (kept for the routing-weight multiply)."""
     h = shape.hidden_size
     if not moe:
-        return e * h + _mlp_bytes(shape, shape.intermediate_size, e)
+        return PerToken(e * h, _mlp_bytes(shape, shape.intermediate_size, e))
     k = max(shape.experts_per_token, 1)
     width = shape.expert_intermediate_size or shape.intermediate_size
-    out = e * h + (e + SAVED_TENSORS.router_softmax_bytes) * shape.num_experts
-    out += k * (2 * e * h + _mlp_bytes(shape, width, e))
+    # the router is not split; each expert's input and (all-reduced) output are whole
+    rep = e * h + (e + SAVED_TENSORS.router_softmax_bytes) * shape.num_experts + k * 2 * e * h
+    shard = k * _mlp_bytes(shape, width, e)
     if shape.shared_expert_intermediate_size:
-        out += _mlp_bytes(shape, shape.shared_expert_intermediate_size, e)
-        out += e * (h + 1) if shape.shared_expert_gate else 0  # output and sigmoid gate kept
-    return out
+        shard += _mlp_bytes(shape, shape.shared_expert_intermediate_size, e)
+        rep += e * (h + 1) if shape.shared_expert_gate else 0  # output and sigmoid gate kept
+    return PerToken(rep, shard)
 
 
 def _mla_pads_values(shape: ModelShape, flash: bool) -> bool:
@@ -148,66 +166,103 @@ def _mla_pads_values(shape: ModelShape, flash: bool) -> bool:
     return flash and shape.mla and shape.v_head_dim != shape.head_size
 
 
-def attention_bytes(shape: ModelShape, e: float, flash: bool = True) -> float:
-    """Per token: q/k/v input, Q, K, V, output-projection input; under MLA also the latent
-    path (kv_a_layernorm and, with q_lora_rank, q_a_layernorm and their outputs)."""
+def attention_bytes(shape: ModelShape, e: float, flash: bool = True) -> PerToken:
+    """Per token: q/k/v input (whole on every GPU), Q, K, V and the output-projection input
+    (split by heads); under MLA also the latent path (kv_a_layernorm and, with q_lora_rank,
+    q_a_layernorm and their outputs), which tensor parallelism does not split."""
     v = shape.q_dim if _mla_pads_values(shape, flash) else shape.v_dim
-    per = e * (shape.hidden_size + shape.q_dim + shape.kv_dim + v + shape.attn_out_dim)
+    rep = e * shape.hidden_size
     if shape.mla:
-        per += _norm_bytes(shape, shape.kv_lora_rank, e) + e * shape.kv_lora_rank
+        rep += _norm_bytes(shape, shape.kv_lora_rank, e) + e * shape.kv_lora_rank
         if shape.q_lora_rank:
-            per += _norm_bytes(shape, shape.q_lora_rank, e) + e * shape.q_lora_rank
-    return per
+            rep += _norm_bytes(shape, shape.q_lora_rank, e) + e * shape.q_lora_rank
+    return PerToken(rep, e * (shape.q_dim + shape.kv_dim + v + shape.attn_out_dim))
 
 
 def layer_activation_bytes(shape: ModelShape, setup: Setup, e: float,
-                           moe: bool | None = None) -> float:
-    """Bytes one layer keeps for backward, counted as PyTorch eager autograd saves them.
+                           moe: bool | None = None, tp: int = 1, sp: bool = False) -> float:
+    """Bytes one layer keeps for backward on one GPU, counted as PyTorch eager autograd saves
+    them, under tensor parallelism ``tp`` (with sequence parallelism ``sp``).
 
-    Korthikanti et al. 2022 (eq. 1) count ``s*b*h*(34 + 5*a*s/h)`` for 16-bit Megatron with
-    fused norms and a 4h GELU MLP. We keep their structure (per-token terms plus the
-    ``a*s^2`` attention-score term that FlashAttention and selective recomputation remove) and
-    count the tensors that the Hugging Face eager modules keep; see :data:`SAVED_TENSORS`.
-    ``moe`` picks the layer kind (default: MoE when the model has experts).
+    Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models",
+    eq. 1 and Table 2) count ``sbh(34 + 5as/h)`` per layer for 16-bit Megatron with fused norms
+    and a 4h GELU MLP: ``sbh(10 + 24/t + 5as/(ht))`` under tensor parallelism ``t`` (the 24 and
+    the scores split, the 10 of norms, projection inputs and dropout masks replicated) and
+    ``sbh(34/t + 5as/(ht))`` with sequence parallelism (all of it split). We keep that structure
+    (per-token terms plus the ``a*s^2`` attention-score term that FlashAttention and selective
+    recomputation remove) and count the tensors the Hugging Face eager modules keep; see
+    :data:`SAVED_TENSORS`. ``moe`` picks the layer kind (default: MoE when the model has
+    experts).
     """
     moe = bool(shape.num_experts) if moe is None else moe
     h = shape.hidden_size
-    per_token = shape.layer_norms * _norm_bytes(shape, h, e)
-    per_token += attention_bytes(shape, e, setup.flash_attention)
-    per_token += feed_forward_bytes(shape, e, moe)
+    per = PerToken(shape.layer_norms * _norm_bytes(shape, h, e), 0.0)
+    per += attention_bytes(shape, e, setup.flash_attention)
+    per += feed_forward_bytes(shape, e, moe)
     # Dropout masks: CUDA's fused dropout keeps a bool mask; CPU keeps a float noise tensor.
     mask = 1 if setup.device == "cuda" else e
     if shape.hidden_dropout:
-        per_token += 2 * h * mask
+        per += PerToken(2 * h * mask, 0.0)
     scores = 0.0
     if setup.flash_attention:  # SDPA keeps its output and fp32 log-sum-exp
         out = shape.q_dim if _mla_pads_values(shape, True) else shape.attn_out_dim
-        per_token += e * out + 4 * shape.num_heads
+        per += PerToken(0.0, e * out + 4 * shape.num_heads)
     elif setup.recompute is Recompute.NONE:
-        per_token += e * 2 * (shape.q_dim - shape.kv_dim)  # repeat_kv copies for GQA
+        per += PerToken(0.0, e * 2 * (shape.q_dim - shape.kv_dim))  # repeat_kv copies for GQA
         per_score = SAVED_TENSORS.softmax_bytes + (e if e < 4 else 0)
         per_score += (mask + e) if shape.attention_dropout else 0  # mask and dropped output
         # Eager sliding-window attention masks the s x s scores; it does not shrink them.
         scores = per_score * shape.num_heads * setup.seq * setup.seq * setup.batch
-    return per_token * setup.seq * setup.batch + scores
+    return per.per_gpu(tp, sp) * setup.seq * setup.batch + scores / tp
 
 
-def activation_bytes(shape: ModelShape, setup: Setup, e: float) -> int:
-    """Activations kept for backward (training) or live at once (inference)."""
+def activation_bytes(shape: ModelShape, setup: Setup, e: float, tp: int = 1, sp: bool = False,
+                     chunk: int = 0) -> int:
+    """Activations on one GPU: kept for backward (training) or live at once (inference, where
+    ``chunk`` prompt tokens go through a forward pass at a time; 0: the whole prompt)."""
+    if setup.mode is Mode.INFERENCE:
+        return inference_activation_bytes(shape, setup, e, tp, sp, chunk)
     tokens = setup.seq * setup.batch
     h, v = shape.hidden_size, shape.vocab_size
-    if setup.mode is Mode.INFERENCE:
-        width = 2 * h + shape.q_dim + shape.kv_dim + shape.v_dim + 3 * _live_mlp_width(shape)
-        scores = 0 if setup.flash_attention else shape.num_heads * setup.seq * setup.seq
-        live = ASSUMPTIONS.inference_layers_live * e * (width * tokens + scores * setup.batch)
-        return int(live + 4 * v * setup.batch)  # fp32 logits of the last position
     moe_n = shape.moe_layers
-    layers = (layer_activation_bytes(shape, setup, e, moe=False) * (shape.num_layers - moe_n)
-              + (layer_activation_bytes(shape, setup, e, moe=True) * moe_n if moe_n else 0))
+    layers = (layer_activation_bytes(shape, setup, e, False, tp, sp) * (shape.num_layers - moe_n)
+              + (layer_activation_bytes(shape, setup, e, True, tp, sp) * moe_n if moe_n else 0))
     if setup.recompute is Recompute.FULL:  # inputs + one layer rematerialized
-        layers = e * h * tokens * shape.num_layers + layer_activation_bytes(shape, setup, e)
-    head = tokens * (_norm_bytes(shape, h, e) + e * h + v * SAVED_TENSORS.loss_bytes_per_logit(e))
+        # Each layer's input, which sequence parallelism keeps split along the sequence.
+        inputs = e * h * tokens * shape.num_layers / (tp if sp else 1)
+        layers = inputs + layer_activation_bytes(shape, setup, e, None, tp, sp)
+    # The final norm and the head's input are replicated; Megatron's vocabulary-parallel loss
+    # splits the logits and their fp32 copies t ways (Korthikanti et al. sec. 4.3: 4sbv/t).
+    head = tokens * PerToken(_norm_bytes(shape, h, e) + e * h,
+                             v * SAVED_TENSORS.loss_bytes_per_logit(e)).per_gpu(tp, sp)
     return int(layers + head)
+
+
+def prefill_tokens(shape: ModelShape, setup: Setup, chunk: int) -> int:
+    """Prompt tokens one forward pass holds: at most ``chunk`` (shared by the whole batch, as
+    vLLM's ``max_num_batched_tokens``), all of them without chunking or for an encoder-only
+    model (bidirectional attention: vLLM does not chunk it)."""
+    tokens = setup.seq * setup.batch
+    return min(chunk, tokens) if chunk and shape.lm_head else tokens
+
+
+def inference_activation_bytes(shape: ModelShape, setup: Setup, e: float, tp: int = 1,
+                               sp: bool = False, chunk: int = 0) -> int:
+    """One layer's working set for the tokens of one forward pass (a prefill chunk), on one
+    GPU of a tensor-parallel group of ``tp``, plus fp32 logits of each sequence's last position.
+
+    The layer input and norm output (2h) are whole on every GPU (split along the sequence with
+    ``sp``); Q, the MLP intermediates and the eager scores split by heads/width ``tp`` ways, K and
+    V by at most the KV heads (replicated beyond, as the KV cache). Without FlashAttention a
+    chunk's queries score against every key before them: ``heads x chunk x seq``."""
+    live = prefill_tokens(shape, setup, chunk)
+    h = shape.hidden_size
+    kv_ways = tp if shape.mla else max(1, min(tp, shape.kv_heads))
+    width = PerToken(2 * h, shape.q_dim + 3 * _live_mlp_width(shape)).per_gpu(tp, sp)
+    width += (shape.kv_dim + shape.v_dim) / kv_ways
+    scores = 0 if setup.flash_attention else shape.num_heads / tp * live * setup.seq
+    layer = ASSUMPTIONS.inference_layers_live * e * (width * live + scores)
+    return int(layer + 4 * shape.vocab_size * setup.batch)
 
 
 def _live_mlp_width(shape: ModelShape) -> int:

@@ -1,7 +1,8 @@
 """How a model runs, for the memory estimate: mode, optimizer, recomputation, and fixed figures.
 
-Inputs: none (definitions). Outputs: the :class:`Setup` of one run, its enums, and
-:data:`ASSUMPTIONS`, each figure with its reason. Shared by :mod:`.estimator` and
+Inputs: none (definitions). Outputs: the :class:`Setup` of one run, its enums,
+:data:`ASSUMPTIONS` and vLLM's prefill chunk (:data:`PREFILL_CHUNK`), each figure with its reason
+or source. Shared by :mod:`.estimator` and
 :mod:`.memory_parts`.
 """
 
@@ -10,7 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from rightsize.errors import RightsizeError
 from rightsize.vocab import Precision
+
+
+class EstimateError(RightsizeError):
+    """The requested setup is contradictory (e.g. training int4 weights without LoRA)."""
 
 
 class Mode(StrEnum):
@@ -70,6 +76,35 @@ ASSUMPTIONS = Assumptions()
 
 
 @dataclass(frozen=True, slots=True)
+class PrefillChunk:
+    """vLLM's default tokens per forward pass under chunked prefill (``max_num_batched_tokens``).
+
+    Source: vLLM v0.11, ``EngineArgs._set_default_args`` in vllm/engine/arg_utils.py: chunked
+    prefill is on by default for generative models, and ``vllm serve`` (the OpenAI API server
+    usage context) schedules 8192 tokens per step on a GPU with at least 70 GiB that is not an
+    A100 (H100, H200, MI300X...), 2048 on the others (A100 slows down with larger budgets, vLLM
+    PR #17885). The offline ``LLM`` class uses twice as many (16384 / 8192).
+    """
+
+    large_gpu_tokens: int = 8192
+    other_gpu_tokens: int = 2048
+    large_gpu_min_gib: float = 70.0
+
+    def for_gpu(self, name: str, memory_gib: float) -> int:
+        large = memory_gib >= self.large_gpu_min_gib and "a100" not in name.lower()
+        return self.large_gpu_tokens if large else self.other_gpu_tokens
+
+    @property
+    def words(self) -> str:
+        return (f"vLLM v0.11's default for `vllm serve`: {self.large_gpu_tokens} tokens on a GPU"
+                f" with {self.large_gpu_min_gib:g} GiB or more other than an A100,"
+                f" {self.other_gpu_tokens} on the others")
+
+
+PREFILL_CHUNK = PrefillChunk()
+
+
+@dataclass(frozen=True, slots=True)
 class Setup:
     """How the model runs. ``batch`` is the micro-batch per GPU; ``seq`` is the sequence length
     (for inference: prompt plus generated tokens, which sizes the KV cache)."""
@@ -82,11 +117,21 @@ class Setup:
     recompute: Recompute = Recompute.NONE
     flash_attention: bool = True  # SDPA picks Flash/memory-efficient kernels on recent GPUs
     zero_stage: int = 0  # 0 = plain data parallel; 3 = FSDP full shard
-    gpus: int = 1  # data-parallel (ZeRO) or, for inference, tensor-parallel degree
+    gpus: int = 1  # all GPUs: tensor parallel x data parallel (ZeRO), or x pipeline (inference)
     lora_rank: int = ASSUMPTIONS.lora_rank
     device: str = "cuda"  # "cpu": no CUDA context, no allocator fragmentation
     # Gradients live through the forward pass: gradient accumulation over micro-batches, DDP
     # gradient buckets, or zero_grad(set_to_none=False). Otherwise backward frees activations
     # as it creates gradients and the peak holds only the larger of the two.
     accumulate_gradients: bool = False
+    # GPUs that split each layer (Megatron-style tensor parallelism), out of ``gpus``. None:
+    # inference takes the largest degree that splits the heads within a node (the rest pipeline
+    # parallel); training 1 (data parallel only).
+    tensor_parallel: int | None = None
+    # Megatron sequence parallelism: the norms and dropouts that tensor parallelism replicates
+    # are split along the sequence over the same GPUs.
+    sequence_parallel: bool = False
+    # Inference: prompt tokens one forward pass takes (chunked prefill, shared by the batch).
+    # None: vLLM's default (PREFILL_CHUNK); 0: the whole prompt at once (Hugging Face generate).
+    prefill_chunk: int | None = None
 
