@@ -103,9 +103,16 @@ class Gpu:
         return None, p
 
 
+# A date_seen that is a date: 2026, 2026-03 or 2026-03-14 (anything else is a note, e.g. UNDATED).
+DATE_SEEN = re.compile(r"\d{4}(-\d{2}(-\d{2})?)?")
+UNDATED = "undated"  # date_seen of a shipped price no source dates; date_seen_detail says why
+
+
 @dataclass(frozen=True, slots=True)
 class Price:
-    """One dated on-demand price; ``usd_per_gpu_hour`` = instance price / GPUs per instance."""
+    """One on-demand price and when it was seen; ``usd_per_gpu_hour`` = instance price / GPUs
+    per instance. ``date_seen`` is the date a source shows this price (the shipped rows: ISO,
+    or :data:`UNDATED`); ``date_seen_detail`` names that source or why there is none."""
 
     gpu: str
     provider: str
@@ -116,6 +123,12 @@ class Price:
     date_seen: str = ""
     source: str = ""
     origin: str = "package"
+    date_seen_detail: str = ""
+
+    @property
+    def dated(self) -> bool:
+        """Whether ``date_seen`` is a date (not a note such as ``undated``)."""
+        return DATE_SEEN.fullmatch(self.date_seen.strip()) is not None
 
 
 @dataclass(frozen=True, slots=True)

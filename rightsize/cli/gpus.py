@@ -7,6 +7,8 @@ The catalog option and loading every pricing command shares live in :mod:`rights
 from __future__ import annotations
 
 import json
+import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +35,9 @@ def _gpu_json(catalog: Catalog, name: str, provider: str | None) -> dict[str, An
         "price": None if price is None else {
             "usd_per_gpu_hour": price.usd_per_gpu_hour, "provider": price.provider,
             "instance_type": price.instance_type, "region": price.region,
-            "date_seen": price.date_seen, "source": price.source, "origin": price.origin},
+            "date_seen": price.date_seen, "dated": price.dated,
+            "date_seen_detail": price.date_seen_detail, "source": price.source,
+            "origin": price.origin},
     }
 
 
@@ -68,26 +72,43 @@ def gpus(min_memory_gb: float | None, provider: str | None, fmt: str,
         click.echo(json.dumps({"gpus": [_gpu_json(catalog, g.name, provider) for g in chosen],
                                "catalog_files": list(catalog.origins)}, indent=2, allow_nan=False))
         return
-    from rightsize.reports.fmt import short
     from rightsize.reports.text import terminal_width
 
-    width = terminal_width()  # 80 columns when piped
-    head = (f"{'GPU':<16} {'GiB':>4} {'GB/s':>5} {'fp32':>5} {'fp16':>6} {'bf16':>6} {'fp8':>6}"
-            f" {'TDP W':>5} {'$/GPU-h':>7}  price seen")
-    click.echo(head)
-    click.echo("-" * min(width, len(head) + 20))
+    for line in table(catalog, chosen, provider, terminal_width()):
+        click.echo(line)
+
+
+# GPU, GiB, GB/s, fp32, fp16, bf16, fp8, TDP W, $/GPU-h, provider: 70 columns, then the date the
+# price was seen (10), so a row fits 80; a wider terminal also gets the instance type.
+ROW = "{:<15} {:>4} {:>4} {:>4} {:>5} {:>5} {:>5} {:>4} {:>7} {:<7} {}"
+NO_DATE = "?"  # a price no source dates; one footnote under the table says what that means
+
+
+def table(catalog: Catalog, chosen: Sequence[Gpu], provider: str | None,
+          width: int) -> list[str]:
+    """The text listing: one line per GPU with its price's provider and the date it was seen
+    (the instance type too when the terminal has room); an undated price is a ``?``, said once
+    under the table."""
+    head = ROW.format("GPU", "GiB", "GB/s", "fp32", "fp16", "bf16", "fp8", "TDP", "$/GPU-h",
+                      "from", "seen")
+    lines = [head, "-" * min(width, len(head) + 8)]
+    undated = 0
     for g in chosen:
         p = catalog.price(g.name, provider)
-        seen = f"{p.provider} {p.instance_type}, {p.date_seen}" if p else "no price"
-        row = (f"{g.name:<16} {g.memory_gib:>4g} {g.memory_bandwidth_gbs:>5g}"
-               f" {_fmt(g.fp32_tflops):>5} {_fmt(g.fp16_bf16_tflops_dense):>6}"
-               f" {_fmt(_native(g, Precision.BF16)):>6}"
-               f" {_fmt(g.fp8_tflops_dense):>6} {_fmt(g.tdp_w):>5}"
-               f" {_fmt(p.usd_per_gpu_hour if p else None, '.3f'):>7}  ")
-        if len(row + seen) <= width:
-            click.echo(row + seen)
-        else:  # the price's source on its own line rather than past the terminal's edge
-            click.echo(row.rstrip())
-            click.echo(short(f"{'':>17}seen: {seen}", width))
-    click.echo(f"\n{len(chosen)} GPUs; TFLOPS are dense (no sparsity). Sources: "
-               "rightsize gpus --format json")
+        seen = "" if p is None else (p.date_seen if p.dated else NO_DATE)
+        undated += p is not None and not p.dated
+        row = ROW.format(g.name, f"{g.memory_gib:g}", f"{g.memory_bandwidth_gbs:g}",
+                         _fmt(g.fp32_tflops, ".3g"), _fmt(g.fp16_bf16_tflops_dense, ".4g"),
+                         _fmt(_native(g, Precision.BF16), ".4g"), _fmt(g.fp8_tflops_dense, ".4g"),
+                         _fmt(g.tdp_w), _fmt(p.usd_per_gpu_hour if p else None, ".3f"),
+                         p.provider if p else "", seen).rstrip()
+        wide = f"{row:<{len(head) + 8}}  {p.instance_type}" if p else row
+        lines.append(wide if len(wide) <= width else row)
+    whose = f"{provider}'s" if provider else "the catalog's"
+    notes = [(f"{len(chosen)} GPUs; TFLOPS are dense (no sparsity); $/GPU-h is the cheapest of "
+              f"{whose} prices for the GPU, 'seen' the date a source shows it.")]
+    if undated:
+        notes.append(f"{NO_DATE}: no source gives the date of {undated} of these prices (provider "
+                     "catalog snapshots): they may be stale.")
+    notes.append("Sources, instances and notes of every price: rightsize gpus --format json")
+    return [*lines, "", *(w for n in notes for w in textwrap.wrap(n, max(width, 40)))]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+from importlib import resources
 
 import pytest
 
@@ -10,9 +13,11 @@ from rightsize.catalog import (
     CatalogError,
     CatalogFile,
     Precision,
+    Price,
     load_catalog,
     parse_catalog_text,
 )
+from rightsize.catalog.catalog import UNDATED
 from tests.conftest import cli
 
 
@@ -150,7 +155,73 @@ def test_cli_gpus_catalog_env_and_bad_file(tmp_path):
                     "L4,onprem,rack1,1,0.10,2026-06-01\n")
     out = _cli("gpus", "--provider", "onprem", env={**os.environ, "RIGHTSIZE_CATALOG": str(mine)})
     assert out.returncode == 0, out.stderr
-    assert "0.100" in out.stdout and "onprem rack1, 2026-06-01" in out.stdout
+    row = next(line for line in out.stdout.splitlines() if line.startswith("L4 "))
+    assert row.split()[-3:] == ["0.100", "onprem", "2026-06-01"]  # dated: no "?" footnote
+    assert "?: no source gives the date" not in out.stdout
     bad = _cli("gpus", "--catalog", str(tmp_path / "missing.csv"))
     assert bad.returncode == 1
     assert bad.stderr.count("\n") == 1 and "cannot read the catalog file" in bad.stderr
+
+
+# (gpu, provider, instance) -> (USD per GPU-hour, date_seen): every shipped price a source dates
+# (data/README.md says which source); the other 29 are "undated".
+DATED = {
+    ("A10G", "AWS", "g5.xlarge"): (1.006, "2026-06-17"),
+    ("A100 40GB SXM", "AWS", "p4d.24xlarge"): (2.7447, "2026-11-09"),
+    ("A100 80GB SXM", "AWS", "p4de.24xlarge"): (3.4309, "2026-11-09"),
+    ("H100 SXM", "AWS", "p5.48xlarge"): (6.88, "2026-11-09"),
+    ("H200 SXM", "AWS", "p5en.48xlarge"): (7.912, "2026-08-06"),
+    ("H100 SXM", "AWS", "p5.48xlarge (secondary, post-cut)"): (3.9, "2026-03"),
+    ("H100 SXM", "GCP", "a3-highgpu (secondary)"): (3.0, "2026-03"),
+    ("H100 NVL", "Azure", "Standard_NC40ads_H100_v5"): (6.98, "2026-11-09"),
+    ("L4", "GCP", "g2-standard-4 (secondary)"): (0.75, "2026-03"),
+    ("L40S", "RunPod", "1x_L40S_SECURE"): (0.86, "2025-09-22"),
+    ("A100 80GB PCIe", "RunPod", "1x_A100-80GB_SECURE"): (1.64, "2025-09-22"),
+}
+
+
+def test_prices_carry_the_date_a_source_shows_them(catalog):
+    dated = {(p.gpu, p.provider, p.instance_type): (p.usd_per_gpu_hour, p.date_seen)
+             for p in catalog.prices if p.dated}
+    assert dated == DATED
+    undated = [p for p in catalog.prices if not p.dated]
+    assert len(undated) == 29 and {p.date_seen for p in undated} == {UNDATED}
+    assert {p.provider for p in undated} == {"AWS", "Lambda", "RunPod", "article"}
+    assert all(p.date_seen_detail for p in catalog.prices)  # the source of a date, or why none
+    h200 = next(p for p in catalog.prices if p.instance_type == "p5en.48xlarge")
+    assert "dstack pull request #4110" in h200.date_seen_detail
+    # the price per GPU is the instance's price over its GPUs, on every row
+    rows = csv.DictReader(io.StringIO(
+        (resources.files("rightsize.catalog") / "data" / "prices.csv").read_text("utf-8")))
+    for r in rows:
+        per_gpu = float(r["usd_per_hour_on_demand"]) / int(r["gpus_per_instance"])
+        assert abs(per_gpu - float(r["usd_per_gpu_hour"])) < 5e-5, r["instance_type"]
+
+
+@pytest.mark.parametrize(("seen", "dated"), [
+    ("2026", True), ("2026-03", True), ("2026-05-01", True), (" 2026-05-01 ", True),
+    ("undated", False), ("", False), ("Q3 2026", False), ("2026-03 (page date)", False),
+    ("2026/05/01", False)])
+def test_a_date_seen_is_a_date_or_a_note(seen, dated):
+    assert Price("L4", "me", "x", 1, 1.0, date_seen=seen).dated is dated
+
+
+def test_cli_gpus_table_dates_each_price_and_explains_undated_once():
+    out = _cli("gpus")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0] == ("GPU              GiB GB/s fp32  fp16  bf16   fp8  TDP $/GPU-h from    "
+                        "seen")
+    rows = {line[:15].strip(): line for line in lines[2:27]}
+    assert rows["T4"] == ("T4                16  320  8.1    65     -     -   70   0.526 AWS     "
+                          "?")
+    assert rows["A10G"].endswith("1.006 AWS     2026-06-17")
+    assert rows["H100 NVL"].endswith("6.980 Azure   2026-11-09")
+    assert rows["L40S"].endswith("0.860 RunPod  2025-09-22")
+    assert rows["B200"].endswith("1000       -")  # no price: no provider, no date
+    assert sum(line.endswith(" ?") for line in lines) == 12
+    assert "\n".join(lines).count("?: no source gives the date of 12 of these prices") == 1
+    assert sum("undated" in line for line in lines) == 0  # said once, by the footnote
+    aws = _cli("gpus", "--provider", "AWS").stdout.splitlines()
+    assert next(r for r in aws if r.startswith("H200 SXM")).endswith("7.912 AWS     2026-08-06")
