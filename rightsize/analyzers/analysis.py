@@ -19,6 +19,7 @@ from rightsize.analyzers.diagnosis.verdict import diagnose
 from rightsize.analyzers.document import metrics as dm
 from rightsize.analyzers.document.diagnosis import Diagnosis, HostWork
 from rightsize.analyzers.metrics import hta, kernels, tb_plugin
+from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.host_timeline import HostTimeline, host_timeline
 from rightsize.analyzers.metrics.steps import StepOptions, Steps, find_steps
 from rightsize.analyzers.metrics.timeline import Timeline, timeline
@@ -138,9 +139,11 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
     plan = None
     if diag is not None:
         dev = next((d for d in devices if d.device == primary), None)
+        gpu_spec = match.gpu if match is not None else None
         measures = _measures(trace, steps, prim_kernels, diag, work, dev, peak,
-                             _device_prop(trace, primary, "memory_bytes"), temporal, idle)
-        arch = match.gpu.architecture if match is not None and match.gpu is not None else None
+                             _device_prop(trace, primary, "memory_bytes"), temporal, idle,
+                             gpu_spec.host_link_gbs_per_direction if gpu_spec else None)
+        arch = gpu_spec.architecture if gpu_spec is not None else None
         recs = tuple(advise.recommend(measures, diag.bound,
                                       diag.step_ns / steps.count / 1e6, arch,
                                       {"host_parts": host_parts(diag.host_work)}))
@@ -277,7 +280,7 @@ def _peak(memory: tuple[dm.MemoryPeak, ...], device: int | None) -> int | None:
 def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis,
               work: pl.DataFrame, dev: dm.DeviceMetrics | None, peak: int | None,
               memory_bytes: int | None, temporal: dm.Hta | None,
-              idle: tuple[dm.StreamIdle, ...]) -> advise.Measures:
+              idle: tuple[dm.StreamIdle, ...], link_gbs: float | None = None) -> advise.Measures:
     """The measured values the tuning rules compare with their thresholds."""
     s = cast(Mapping[str, float], diag.shares_pct)  # diagnose() measures every share
     span = temporal.span_ms if temporal is not None else 0.0
@@ -318,7 +321,42 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
         host_cpu_work_pct=hw.cpu_work_pct if hw is not None else (0.0 if gpu else None),
         framework_pct=s["host"] + s["idle"] - (hw.cpu_work_pct if hw is not None else 0.0),
         tracer_pct=hw.framework_pct / 2 if hw is not None and hw.python_frames else None,
+        **({"host_rest_pct": s["host"] + s["idle"]}
+           | _pageable_model(trace, steps, pageable, diag, link_gbs) if gpu else {}),
     )
+
+
+def _pageable_model(trace: Trace, steps: Steps, pageable: pl.DataFrame, diag: Diagnosis,
+                    link_gbs: float | None) -> dict[str, float]:
+    """The pinned-copy what-if's inputs (``advise._pinned_what_if``), % of the step: the
+    pageable copies' cost (their DMA and the runtime calls that block the host while it
+    stages them), the same bytes at the pinned rate (this trace's pinned host-to-device
+    copies of 1 MiB or more where it has some, else the link at the achievable fraction), and
+    the rest of the host and idle time."""
+    if pageable.height == 0 or diag.step_ns <= 0:
+        return {}
+    window = iv.union(iv.of(steps.start_ns, steps.end_ns))
+    calls = trace.runtime.filter(pl.col("correlation").is_in(pageable["correlation"].implode()))
+    dma = iv.intersect(window, iv.union(iv.from_durations(pageable["ts_ns"].to_numpy(),
+                                                          pageable["dur_ns"].to_numpy())))
+    cost = iv.intersect(window, iv.union_all(dma, iv.union(iv.from_durations(
+        calls["ts_ns"].to_numpy(), calls["dur_ns"].to_numpy()))))
+    inside = pageable.filter((pl.col("ts_ns") >= int(steps.start_ns[0]))
+                             & (pl.col("ts_ns") < int(steps.end_ns[-1])))
+    pinned = trace.transfers.filter(
+        (pl.col("kind") == "memcpy") & (pl.col("direction") == "HtoD")
+        & (pl.col("src_memory") == "pinned") & (pl.col("bytes") >= PAGEABLE_COPY_BYTES))
+    rate = (float(pinned["bytes"].sum()) / float(pinned["dur_ns"].sum()) if pinned.height
+            and pinned["dur_ns"].sum() else
+            link_gbs * sizing.LINK_ACHIEVABLE_FRACTION if link_gbs else None)  # GB/s = bytes/ns
+    if rate is None or rate <= 0:
+        return {}
+    s = cast(Mapping[str, float], diag.shares_pct)
+    cost_pct = 100.0 * iv.total(cost) / diag.step_ns
+    staging = cost_pct - 100.0 * iv.total(dma) / diag.step_ns
+    return {"pageable_cost_pct": cost_pct,
+            "pinned_copy_pct": 100.0 * float(inside["bytes"].sum()) / rate / diag.step_ns,
+            "host_rest_pct": max(s["host"] + s["idle"] - staging, 0.0)}
 
 
 def host_parts(host: HostWork | None) -> str:
@@ -374,6 +412,8 @@ def _workload(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,
         flops_per_step=flops, bytes_per_step=bytes_, samples_per_step=samples_per_step,
         bound=diag.bound,
         host_copy_gbs=_host_copy_gbs(trace, device),
+        host_cpu_work_ms=step_ms * diag.host_work.cpu_work_pct / 100
+        if diag.host_work is not None else 0.0,
         training=bool(trace.cpu_ops.select((pl.col("name").str.starts_with("Optimizer.step")
                                             | pl.col("name").str.contains("Backward")).any()).item()),
     )

@@ -31,7 +31,7 @@ TOP_CHANGES = 10
 # What each exclusive share of the step is, as a reason sentence names it.
 SHARE_LABELS = {"compute": "compute-bound kernel time", "memory": "memory-bound kernel time",
                 "pcie": "exposed PCIe copies", "dataloader": "data-loader wait",
-                "communication": "exposed communication", "host": "host/launch overhead",
+                "communication": "exposed communication", "host": "host time (GPU idle while the host runs)",
                 "idle": "unexplained idle"}
 GROUP_LABELS = {"gemm": "GEMMs", "attention": "attention kernels", "convolution": "convolutions",
                 "elementwise": "elementwise kernels", "normalization": "normalizations",

@@ -82,11 +82,21 @@ class Measures:
     # Python-function recording (with_stack) slows every Python call: up to this much of the
     # measured step (half the framework share) is the recorder's, lowering every what-if's low
     tracer_pct: float | None = None
+    # the pinned-copy model (:func:`_pinned_what_if`): the pageable host-to-device copies' cost
+    # on the step (their runtime calls and DMA, which block the host), the same bytes at the
+    # pinned rate of the link; all % of the step
+    pageable_cost_pct: float | None = None
+    pinned_copy_pct: float | None = None
+    # host and idle time less the pageable copies' staging: the host work left around a
+    # blocking loader or copy, which runs faster once that is gone (``what_if_host_rest``)
+    host_rest_pct: float | None = None
     pcie_pct: float | None = None  # exposed PCIe copies, % of the step
 
 
 MEASURES = frozenset(f.name for f in fields(Measures))
-CODE_MEASURES = frozenset({"tracer_pct"})  # read by every what-if (:func:`_what_if`), no rule
+# read by code, not named by a rule: every what-if (tracer_pct), the pinned-copy model and the
+# rules with ``what_if_host_rest`` (host_rest_pct)
+CODE_MEASURES = frozenset({"tracer_pct", "pinned_copy_pct", "host_rest_pct"})
 RULE_MEASURE_KEYS = ("measure", "requires", "unless", "impact", "what_if")
 
 
@@ -116,7 +126,7 @@ def rules() -> tuple[dict[str, Any], ...]:
 # The rules that act on each verdict's own share: listed first when they fire.
 FOR_BOUND = {Bound.DATALOADER: ("dataloader-stall", "dataloader-stall-cpu"),
              Bound.HOST: ("host-cpu-work", "host-bound", "host-wait"),
-             Bound.PCIE: ("pcie-bound", "pageable-copies"),
+             Bound.PCIE: ("pageable-copies", "pcie-bound"),
              Bound.COMMUNICATION: ("exposed-communication",),
              Bound.MEMORY: ("memory-bound-kernels",),
              Bound.COMPUTE: ("fp32-without-tensor-cores",)}
@@ -135,8 +145,9 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
     ``impact`` is at least :data:`MIN_IMPACT_PCT` of the step.
 
     The rules for the verdict ``bound`` come first; then by impact (the share of the step the
-    action addresses, from the rule's ``impact`` measure), then by how far past its threshold
-    each rule is. With ``step_ms`` each carries a what-if; ``architecture`` (the GPU's, from
+    action addresses, from the rule's ``impact`` measure), then in :data:`FOR_BOUND`'s order
+    (the concrete fix before the general one), then by how far past its threshold each rule
+    is. With ``step_ms`` each carries a what-if; ``architecture`` (the GPU's, from
     the catalog) decides which precisions the advice names; ``words`` fill the other named
     fields of a rule's detail (``host_parts``).
     """
@@ -171,11 +182,30 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
         out.append((impact or 0.0, strength,
                     Recommendation(rule["id"], rule["title"], detail, evidence,
                                    _what_if(rule, got, step_ms))))
-    return [r for _, _, r in sorted(out, key=lambda x: (x[2].id not in own, -x[0], -x[1]))]
+    def order(x: tuple[float, float, Recommendation]) -> tuple[bool, float, int, float]:
+        rid = x[2].id
+        return (rid not in own, -x[0], own.index(rid) if rid in own else 0, -x[1])
+    return [r for _, _, r in sorted(out, key=order)]
 
 
 TRACER_WORDS = ("; Python-function recording (with_stack) slowed the host side: the low end "
                 "allows half the framework overhead to be the recorder's")
+
+
+def _pinned_what_if(rule: dict[str, Any], got: Any, step_ms: float) -> WhatIf | None:
+    """Pageable copies pinned: their cost goes, the same bytes move at the pinned rate (half of
+    it hidden under host work by non_blocking, as the point; 1.5x it, exposed, at worst), and
+    the host work around them runs faster without the staging copy through the CPU's caches (a
+    quarter as the point, half at best). Checked on measured pairs: benchmarks/whatif_check.py
+    (H100 and H200, 17 MB to 268 MB a step)."""
+    cost, pinned, rest = (got(k) for k in ("pageable_cost_pct", "pinned_copy_pct",
+                                           "host_rest_pct"))
+    if cost is None or pinned is None or rest is None:
+        return None
+    after = step_ms * (1 - cost / 100)
+    p, r = step_ms * pinned / 100, step_ms * rest / 100
+    return WhatIf(after + p / 2 - r / 4, max(after - r / 2, 0.0), after + 1.5 * p,
+                  rule.get("what_if_assumes", ""))
 
 
 def _what_if(rule: dict[str, Any], got: Any, step_ms: float | None) -> WhatIf | None:
@@ -183,8 +213,12 @@ def _what_if(rule: dict[str, Any], got: Any, step_ms: float | None) -> WhatIf | 
     unless the rule says), ``what_if_fraction`` of it as the point, half that at worst (high).
     With Python functions recorded, the low end also drops the recorder's share
     (``tracer_pct``), which a run without it does not pay."""
+    if not step_ms:
+        return None
+    if rule.get("what_if_model") == "pinned":
+        return _pinned_what_if(rule, got, step_ms)
     share = got(rule["what_if"]) if "what_if" in rule else None
-    if share is None or not step_ms:
+    if share is None:
         return None
     part = step_ms * min(max(share, 0.0), 100.0) / 100
     f = float(rule.get("what_if_fraction", 1.0))
@@ -192,8 +226,10 @@ def _what_if(rule: dict[str, Any], got: Any, step_ms: float | None) -> WhatIf | 
     tracer = step_ms * (got("tracer_pct") or 0.0) / 100
     if rule["what_if"] == "framework_pct":  # the recorder's share is part of that share
         tracer = min(tracer, part * (1 - best))
+    # the host work left after a blocking loader goes runs faster (at best this fraction less)
+    rest = step_ms * (got("host_rest_pct") or 0.0) / 100 * float(rule.get("what_if_host_rest", 0))
     assumes = rule.get("what_if_assumes", "") + (TRACER_WORDS if tracer > 0 else "")
-    return WhatIf(step_ms - part * f, max(step_ms - part * best - tracer, 0.0),
+    return WhatIf(step_ms - part * f, max(step_ms - part * best - tracer - rest, 0.0),
                   step_ms - part * f / 2, assumes)
 
 

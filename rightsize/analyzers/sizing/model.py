@@ -79,6 +79,8 @@ class Workload:
     # GB/s the host<->device copies achieved (bytes / busy time of HtoD and DtoH memcpy): well
     # below the link, they were bound by the host (pageable staging), not by the link
     host_copy_gbs: float | None = None
+    # of the host share, the job's own CPU work (decoding, preprocessing: diagnosis/host_work)
+    host_cpu_work_ms: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

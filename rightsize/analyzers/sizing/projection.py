@@ -317,7 +317,7 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
     stall_frac = stall / workload.step_ms
     words = []
     if stall_frac >= THRESHOLDS.stall_fraction or workload.bound in (Bound.DATALOADER, Bound.HOST):
-        words.append(reasons.stall_words(shares, workload.step_ms))
+        words.append(reasons.stall_words(shares, workload.step_ms, workload.host_cpu_work_ms))
 
     def sizing(recommended: Candidate | None, verdict: Verdict | None,
                savings: float | None) -> Sizing:

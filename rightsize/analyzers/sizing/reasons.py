@@ -23,7 +23,9 @@ def speed_words(best: Candidate, cur: Candidate) -> tuple[str, str]:
     return speed, f"{b:.1f} ms projected{span}, vs {c:.1f} ms now"
 
 
-def stall_words(shares: Mapping[str, float], step_ms: float) -> str:
+def stall_words(shares: Mapping[str, float], step_ms: float, cpu_work_ms: float = 0.0) -> str:
+    """What the stalled part of a step needs, which a bigger GPU does not give; ``cpu_work_ms``:
+    the job's own CPU work within the host share (``diagnosis.host_work``)."""
     loader = shares.get(str(Share.DATALOADER), 0.0)
     host = shares.get(str(Share.HOST), 0.0) + shares.get(str(Share.IDLE), 0.0)
     if loader >= host:
@@ -31,6 +33,13 @@ def stall_words(shares: Mapping[str, float], step_ms: float) -> str:
                 " GPU will not shrink: raise DataLoader num_workers, set pin_memory=True and"
                 " persistent_workers=True, pre-process or cache the dataset")
     idle = shares.get(str(Share.IDLE), 0.0)
+    if cpu_work_ms >= (host - cpu_work_ms):
+        gpu = sum(shares.get(str(s), 0.0) for s in (Share.COMPUTE, Share.MEMORY,
+                                                    Share.COMMUNICATION, Share.PCIE))
+        return (f"{cpu_work_ms / step_ms:.0%} of each step is the job's own CPU work"
+                " (decoding, preprocessing, ops on CPU tensors) in series with the GPU, which a"
+                " bigger GPU will not shrink: move it into DataLoader workers or onto the GPU;"
+                f" a faster GPU shrinks only the GPU's {gpu / step_ms:.0%}")
     if idle > host - idle:
         # Seen on an H100: an inference loop sleeping 5 ms between requests, 93% of its steps
         # with nothing recorded; launch-overhead advice would not touch that.
