@@ -79,7 +79,8 @@ ASSUMPTIONS = Assumptions()
 class PrefillChunk:
     """vLLM's default tokens per forward pass under chunked prefill (``max_num_batched_tokens``).
 
-    Source: vLLM v0.11, ``EngineArgs._set_default_args`` in vllm/engine/arg_utils.py: chunked
+    Source: vLLM v0.11, ``EngineArgs._set_default_args`` in vllm/engine/arg_utils.py
+    (vllm-project/vllm @99d7eb5, whose deprecations name v0.12 as the next release): chunked
     prefill is on by default for generative models, and ``vllm serve`` (the OpenAI API server
     usage context) schedules 8192 tokens per step on a GPU with at least 70 GiB that is not an
     A100 (H100, H200, MI300X...), 2048 on the others (A100 slows down with larger budgets, vLLM
