@@ -17,6 +17,7 @@ from rightsize.analyzers.document import diagnosis as dd
 from rightsize.analyzers.document import sizing as ds
 from rightsize.analyzers.document.metrics import SelfOp, TopKernel, TopOp
 from rightsize.analyzers.sections import Section
+from rightsize.catalog.catalog import DATE_SEEN
 from rightsize.reports import fmt
 from rightsize.reports.sections import NamedValue
 
@@ -78,6 +79,10 @@ class CandidateRow:
     recommended: bool
     recommendable: bool = True
     warnings: tuple[str, ...] = ()
+    price_undated: bool = False  # no source dates the price: "?" in price_source
+
+
+UNDATED_MARK = "?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +197,11 @@ def sizing_view(sz: ds.Sizing | None) -> SizingView:
 
 def _candidate(c: ds.Candidate, current: str | None,
                rec: tuple[str | None, int]) -> CandidateRow:
-    src = " · ".join(x for x in (c.price_provider, c.price_instance, c.price_date_seen) if x)
+    # an undated price is marked "?", explained once under the table, not "undated" on each row
+    seen = c.price_date_seen
+    undated = bool(c.price_provider) and not (seen and DATE_SEEN.fullmatch(seen.strip()))
+    src = " · ".join(x for x in (c.price_provider, c.price_instance,
+                                 UNDATED_MARK if undated else seen) if x)
     return CandidateRow(
         label=c.gpu if c.gpus == 1 else f"{c.gpus} × {c.gpu}",
         gpu=c.gpu,
@@ -205,6 +214,7 @@ def _candidate(c: ds.Candidate, current: str | None,
         usd_per_1k_steps=c.usd_per_1k_steps,
         energy_j_per_step=c.energy_j_per_step,
         price_source=src or None,
+        price_undated=undated,
         current=c.gpu == current and c.gpus == 1,
         recommended=(c.gpu, c.gpus) == rec,
         recommendable=c.recommendable,

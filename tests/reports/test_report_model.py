@@ -10,6 +10,7 @@ import pytest
 
 from rightsize.errors import OutputExistsError
 from rightsize.reports import render
+from rightsize.reports.html import render_html
 from rightsize.reports.model import build_model
 from rightsize.reports.sections import MAX_TIMELINE_POINTS
 from rightsize.reports.text import render_summary, render_text
@@ -172,3 +173,24 @@ def test_a_job_ended_while_recording_gets_the_fix_of_its_step_detection(detectio
     assert warnings[0].endswith(fix)
     assert warnings[0].startswith("The job ended while the profiler was recording")
     assert capture_warnings(typed(real_doc()), {"collectors": {}}) == ()
+
+
+def test_an_undated_price_is_marked_once_not_spelled_out_on_every_row():
+    doc = with_everything(real_doc("train_compute-cpu"))
+    cands = doc["sizing"]["candidates"]
+    cands[0]["price_date_seen"] = "undated"
+    cands[1].update(price_provider="Lambda", price_instance="gpu_1x_a10", price_date_seen="undated")
+    cands[2]["price_date_seen"] = "2026-11-09"
+    m = build_model(typed(doc))
+    rows = {r.gpu: r for r in m.sizing.rows}
+    assert (rows["V100-SXM2-32GB"].price_source, rows["V100-SXM2-32GB"].price_undated) == (
+        "aws · x · ?", True)
+    assert rows["L4"].price_source == "Lambda · gpu_1x_a10 · ?"
+    assert (rows["H100-SXM5-80GB"].price_source, rows["H100-SXM5-80GB"].price_undated) == (
+        "aws · x · 2026-11-09", False)
+    html = render_html(m)
+    assert "undated" not in html.split('id="gpus"')[1].split("</section>")[0]
+    assert html.count("? in the price source: no source gives the date of that price") == 1
+    for c in cands:
+        c["price_date_seen"] = "2025-01-01"
+    assert "? in the price source" not in render_html(build_model(typed(doc)))
