@@ -23,6 +23,7 @@ import multiprocessing
 import os
 import signal
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,27 +123,29 @@ class JobRunner:
             run = self.store.get(run_id)
             if run is None:
                 return  # deleted while queued
-            self.store.mark_running(run_id)
+            await self._write(run_id, "mark it running", self.store.mark_running)
             try:
                 summary = await self._analyze(run)
             except Exception as exc:
                 log.error("run %s: internal error", run_id, exc_info=exc)
                 summary = {"error": f"internal error: {type(exc).__name__}: {exc}"}
-            await self._record(run_id, summary)
+            await self._write(run_id, "record its result",
+                              lambda i: self.store.finish(i, summary))
         log.info("run %s: %s", run_id, summary.get("error") or "done")
 
-    async def _record(self, run_id: str, summary: dict[str, Any]) -> None:
-        """Write the outcome, retrying while the index cannot be written (a full disk)."""
+    async def _write(self, run_id: str, what: str, write: Callable[[str], object]) -> None:
+        """Write to the index, retrying while it cannot be written (a full disk): the run
+        must never stay ``running`` once its worker is done."""
         warned = False
         while True:
             try:
-                if self.store.get(run_id) is not None:
-                    self.store.finish(run_id, summary)
+                if self.store.get(run_id) is not None:  # not deleted meanwhile
+                    write(run_id)
                 return
             except sqlite3.Error as exc:
                 if not warned:
-                    log.warning("run %s: cannot record its result (%s); retrying every "
-                                "%g s", run_id, exc, RECORD_RETRY_S)
+                    log.warning("run %s: cannot %s (%s); retrying every %g s", run_id, what,
+                                exc, RECORD_RETRY_S)
                     warned = True
                 await asyncio.sleep(RECORD_RETRY_S)
 

@@ -91,7 +91,7 @@ class Server:
             children = psutil.Process(self.proc.pid).children()
         except psutil.NoSuchProcess:
             return []
-        return [c for c in children if "multiprocessing" in " ".join(_cmdline(c))]
+        return [c for c in children if "spawn_main" in " ".join(_cmdline(c))]
 
     def wait_for(self, what: Callable[[], Any], timeout_s: float = 30, every_s: float = 0.1,
                  why: str = "") -> Any:

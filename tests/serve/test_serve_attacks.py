@@ -224,4 +224,5 @@ def test_sigterm_with_an_upload_open_exits_within_the_grace_period(tmp_path: Pat
         finishing.close()
         stuck.close()
     assert elapsed < 2 + 3, elapsed
-    assert server.proc.returncode == 0
+    # uvicorn re-raises the SIGTERM it handled once it is done: the usual exit of a service
+    assert server.proc.returncode in (0, -signal.SIGTERM)
