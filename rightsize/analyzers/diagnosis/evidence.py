@@ -171,7 +171,7 @@ def _utilization(util: Utilization, th: DiagnosisThresholds) -> list[Evidence]:
 
 def _split(host: HostWork | None) -> str:
     """The host share's split, in words: the job's CPU work (by library) vs overhead."""
-    if host is None or host.cpu_work_pct < 0.05:
+    if host is None or host.cpu_work_pct < 1.0:  # under 1% of the step: not worth the words
         return ""
     parts = ", ".join(f"{p.name} {p.pct:.1f}%" for p in host.parts[:3])
     return (f" (the job's own CPU work {host.cpu_work_pct:.1f}%: {parts}; framework and "

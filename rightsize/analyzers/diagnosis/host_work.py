@@ -58,6 +58,14 @@ LIBRARIES: dict[str, str] = {
 CPU_OPS_PART = "PyTorch ops on CPU tensors"
 # Operators that compute (autograd nodes, optimizer and module annotations are framework)
 OP_NAMESPACES = r"^(?:aten|prims|torchvision|torchaudio|quantized|_quantized)::"
+# ...less those that only make tensor metadata or allocate: on a busy host they can take 20 us
+# and more without computing anything (DDP's bucket views in the shared nccl_data trace: 477
+# aten::narrow, 1281 aten::view at 24 us each; a first aten::empty that grows the allocator)
+METADATA_OPS = (r"^aten::(?:_?(?:unsafe_)?view\w*|as_strided\w*|slice|narrow|select|expand\w*|"
+                r"reshape|_reshape_alias|t|transpose|permute|squeeze\w*|unsqueeze\w*|detach\w*|"
+                r"alias|lift\w*|unflatten\w*|flatten\w*|split\w*|chunk|unbind|unfold|"
+                r"(?:new_)?empty\w*|resize_\w*|set_|record_stream|is_\w+|size|stride|numel|dim|"
+                r"_has_compatible_shallow_copy_type|result_type|_nested\w*)$")
 # An op this long with no runtime call inside runs on the CPU: dispatching an op that launches
 # a kernel costs a few microseconds, and that op has a launch inside it anyway.
 MIN_CPU_OP_NS = 20_000
@@ -77,7 +85,8 @@ def host_work(trace: Trace, host: iv.Intervals, step_ns: int) -> HostWork | None
         if hit.height:
             parts.append((label, _span(hit), hit))
     cpu = _cpu_ops(ops.filter((pl.col("cat") == "cpu_op")
-                              & pl.col("name").str.contains(OP_NAMESPACES)), trace.runtime)
+                              & pl.col("name").str.contains(OP_NAMESPACES)
+                              & ~pl.col("name").str.contains(METADATA_OPS)), trace.runtime)
     if cpu.height:
         parts.append((CPU_OPS_PART, _span(cpu), cpu))
     out: list[HostPart] = []

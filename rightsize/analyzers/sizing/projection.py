@@ -316,7 +316,9 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
     stall = sum(shares.get(str(s), 0.0) for s in (Share.DATALOADER, Share.HOST, Share.IDLE))
     stall_frac = stall / workload.step_ms
     words = []
-    if stall_frac >= THRESHOLDS.stall_fraction or workload.bound in (Bound.DATALOADER, Bound.HOST):
+    on_gpu = workload.current_device_name is not None  # a CPU run's host time is its work
+    if on_gpu and (stall_frac >= THRESHOLDS.stall_fraction
+                   or workload.bound in (Bound.DATALOADER, Bound.HOST)):
         words.append(reasons.stall_words(shares, workload.step_ms, workload.host_cpu_work_ms))
 
     def sizing(recommended: Candidate | None, verdict: Verdict | None,
@@ -364,8 +366,10 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
               and savings >= THRESHOLDS.over_provisioned_savings_pct):
             verdict = Verdict.OVER_PROVISIONED
             speed, detail = reasons.speed_words(best, cur)
+            seen = (f"prices seen {best.price_date_seen}" if best.price_date_seen not in
+                    (None, "undated") else "the price is undated")
             words.append(f"{best.gpu} is {speed}, {savings:.0f}% cheaper per step ({detail};"
-                         f" prices seen {best.price_date_seen})")
+                         f" {seen})")
         elif savings is None:
             # Cheaper than an unknown price cannot be told: no recommendation, the option named.
             option = (f"the cheapest per step that meets {reasons.goal(constraints)} is"
