@@ -374,3 +374,21 @@ def test_an_unpriced_current_gpu_gets_no_recommendation():
 
 
 COST = Constraints(objective=Objective.COST)
+
+
+def test_unmet_target_falls_back_to_the_fastest_within_the_price_cap_and_evidence():
+    # a 10 ms target no GPU meets: the fastest that fits is proposed (closest to the target)...
+    w = work({"compute": 80, "memory": 20}, device="mid", samples_per_step=32)
+    s = project(w, catalog_of(BIG, MID), Constraints(target_step_ms=10))
+    assert s.recommended == "big"
+    # ...but never above a price cap: big ($4/h) is over $2/h, mid misses the target too
+    capped = project(w, catalog_of(BIG, MID),
+                     Constraints(target_step_ms=10, max_usd_per_hour=2.0))
+    assert capped.recommended == "mid"
+    # ...and with peak memory unknown, never a GPU with less memory than where the job ran
+    unknown = Workload(step_ms=100, shares_ms={"compute": 80, "memory": 20}, precision="bf16",
+                       peak_memory_bytes=None, current_device_name="mid",
+                       current_memory_bytes=None, current_sm_count=100)
+    small_fast = gpu("smallfast", mem_gb=24, bw=5000, tf=2000, link=32, price=3.0, tdp=300)
+    u = project(unknown, catalog_of(MID, small_fast), Constraints(target_step_ms=1))
+    assert u.recommended == "mid"  # smallfast is faster but has half the memory

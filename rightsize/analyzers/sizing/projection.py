@@ -285,9 +285,12 @@ def project(workload: Workload, catalog: Catalog, constraints: Constraints = _DE
     if not any(c.fits_memory is not False for c in singles):
         cands += _multi_gpu(workload, constraints, catalog, current, pool, table, gpus)
         best = _pick(cands[len(singles):], allowed)
-    elif best is None:  # nothing meets the targets: the fastest that fits
+    elif best is None:  # nothing meets the step/throughput targets: the fastest that fits,
+        # as far as the memory evidence and the price cap allow (a cap is never crossed)
+        cap = constraints.max_usd_per_hour
         fitting = [c for c in singles if c.fits_memory is not False and c.recommendable
-                   and c.projected_step_ms is not None]
+                   and c.projected_step_ms is not None and allowed(c)
+                   and (cap is None or (c.usd_per_hour is not None and c.usd_per_hour <= cap))]
         best = min(fitting, key=lambda c: cast(float, c.projected_step_ms)) if fitting else None
     cur_cand = next((c for c in singles if current and c.gpu == current.name), None)
     return _judge(workload, constraints, current, note, cur_cand, best, tuple(cands))
@@ -362,6 +365,12 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
             verdict = Verdict.UNDER_PROVISIONED
             words.append(f"the {current.name} misses the target ({cur.projected_step_ms:.1f} ms"
                          f" per step); {best.gpu} meets it at {best.projected_step_ms:.1f} ms")
+        elif (not cur.meets_constraints and not best.meets_constraints and best.gpu != cur.gpu
+              and (best.projected_step_ms or 0.0) < (cur.projected_step_ms or 0.0)):
+            verdict = Verdict.UNDER_PROVISIONED  # the closest to the target, said as such
+            words.append(f"no GPU that fits meets the target; the {current.name} takes"
+                         f" {cur.projected_step_ms:.1f} ms per step, the fastest, {best.gpu},"
+                         f" {best.projected_step_ms:.1f} ms")
         elif (best.gpu != cur.gpu and savings is not None
               and savings >= THRESHOLDS.over_provisioned_savings_pct):
             verdict = Verdict.OVER_PROVISIONED
