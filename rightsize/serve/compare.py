@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rightsize.serve.worker import primary_device
+
 SHARES = ("compute", "memory", "pcie", "dataloader", "communication", "host", "idle")
 
 
@@ -44,10 +46,8 @@ def compare_rows(doc_a: dict[str, Any], doc_b: dict[str, Any]) -> list[Row]:
     return rows
 
 
-def _device(doc: dict[str, Any]) -> str:
-    devices = doc.get("devices") or []
-    primary = [d for d in devices if d.get("primary")] or devices
-    return str(primary[0].get("name") or "GPU") if primary else "CPU"
+def _device(doc: dict[str, Any]) -> str | None:
+    return primary_device(doc)
 
 
 def _text(label: str, a: object, b: object) -> Row:

@@ -136,10 +136,20 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
             "device": primary_device(doc), "step_ms": (doc.get("steps") or {}).get("mean_ms")}
 
 
-def primary_device(doc: dict[str, Any]) -> str:
+# Inputs that describe no device list: a run of only these has an unknown device, not "CPU".
+NO_DEVICE_FORMATS = frozenset({"ncu", "metrics-log"})
+
+
+def primary_device(doc: dict[str, Any]) -> str | None:
+    """The primary device's name, ``GPU`` when the trace does not name it, ``CPU`` for a
+    trace without a GPU, None (unknown) when no input is a trace (an nvidia-smi/DCGM log or
+    an ncu CSV alone: the document has no device list then)."""
     devices = doc.get("devices") or []
     primary = [d for d in devices if d.get("primary")] or devices
-    return str(primary[0].get("name") or "GPU") if primary else "CPU"
+    if primary:
+        return str(primary[0].get("name") or "GPU")
+    formats = {i.get("format") for i in doc.get("inputs") or [] if isinstance(i, dict)}
+    return None if formats and formats <= NO_DEVICE_FORMATS else "CPU"
 
 
 def _link_inputs(run: Path, inputs: list[tuple[str, str]]) -> dict[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
 import socket
 from pathlib import Path
 
@@ -193,3 +194,48 @@ def test_content_length_past_every_cap_is_refused_unread(server: Server) -> None
                 break
     assert answer.startswith(b"HTTP/1.1 413 ")
     assert answer.endswith(b'{"error":"the upload is larger than the server\'s cap"}')
+
+
+def test_runs_are_paged_newest_first(server: Server) -> None:
+    """Issue 29, 12: only the newest 500 runs could be listed."""
+    for i in range(5):
+        server.upload((f"page-{i}.json", b'{"traceEvents": []}' + b" " * i))
+    seen: list[str] = []
+    url: str | None = "/api/runs?q=page-&limit=2"
+    while url is not None:
+        page = server.request("GET", url).json()
+        assert len(page["runs"]) <= 2
+        seen += [r["files"][0]["name"] for r in page["runs"]]
+        url = page["next"]
+    assert seen == [f"page-{i}.json" for i in reversed(range(5))]
+    html = server.request("GET", "/runs?q=page-&limit=2").text
+    assert 'rel="next"' in html and "Older runs" in html
+    assert server.request("GET", "/api/runs?limit=0").status == 400
+    assert server.request("GET", "/api/runs?before=x").status == 400
+
+
+def test_compare_picker_defaults_to_two_different_runs(server: Server) -> None:
+    done = [server.wait(server.upload((p[-1], shared_path(*p).read_bytes())).json()["id"])
+            for p in (KINETO, NSYS)]
+    assert all(r["status"] == "done" for r in done)
+    html = server.request("GET", "/compare").text
+    picked = re.findall(r'<option value="([0-9a-f]{16})" selected>', html)
+    assert len(picked) == 2 and picked[0] != picked[1]  # A, then B (the newest)
+
+
+def test_a_served_report_is_sandboxed_and_has_a_way_back(server: Server) -> None:
+    run = server.wait(server.upload((KINETO[-1], shared_path(*KINETO).read_bytes())).json()["id"])
+    page = server.request("GET", f"/r/{run['id']}")
+    assert page.headers["content-security-policy"].startswith("sandbox allow-scripts;")
+    assert '<a href="/runs">&larr; Runs</a>' in page.text
+    assert page.text.index('id="rightsize-serve-nav"') > page.text.index("<body")
+    folder = server.data_dir / "runs" / run["id"]
+    assert sorted(p.name for p in folder.iterdir()) == ["analysis.json", "report.html"]
+    assert (server.data_dir / "cache").is_dir()  # caches beside the data, not in ~/.cache
+
+
+def test_a_run_without_a_trace_has_an_unknown_device_not_cpu(server: Server) -> None:
+    ncu = shared_path("traces", "ncu", "llmperfopt-dsocr-kernel_0016-gemm-ncu.details.csv")
+    run = server.wait(server.upload((ncu.name, ncu.read_bytes())).json()["id"])
+    assert run["status"] == "done", run["error"]
+    assert run["device"] is None

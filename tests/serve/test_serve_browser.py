@@ -19,16 +19,13 @@ from tests.serve.serving import Server
 
 TRACE = ("traces", "kineto", "hta-trace_filter-sampled_rank-0.json.gz")
 OTHER = ("traces", "kineto", "hta-cupti_profiler-benchmark_result_924719_1679055439_trace.json.gz")
-# Records every upload progress event in sessionStorage, which survives the navigations.
+# Hands every upload progress event to the test (a binding, which outlives the navigations;
+# the report is sandboxed, so no storage of the server's origin is readable there).
 RECORD_PROGRESS = """
 const add = XMLHttpRequestUpload.prototype.addEventListener;
 XMLHttpRequestUpload.prototype.addEventListener = function (type, fn, opts) {
   if (type === "progress") {
-    add.call(this, type, ev => {
-      const seen = JSON.parse(sessionStorage.getItem("progress") || "[]");
-      seen.push([ev.loaded, ev.total]);
-      sessionStorage.setItem("progress", JSON.stringify(seen));
-    }, opts);
+    add.call(this, type, ev => { window.recordProgress(ev.loaded, ev.total); }, opts);
   }
   return add.call(this, type, fn, opts);
 };
@@ -43,8 +40,11 @@ def page_factory():
         yield browser
 
 
-def open_page(browser, server: Server):
+def open_page(browser, server: Server, progress: list | None = None):
     page = browser.new_page()
+    page.expose_function("recordProgress",
+                         lambda loaded, total: (progress if progress is not None else [])
+                         .append([loaded, total]))
     errors: list[str] = []
     foreign: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -58,7 +58,8 @@ def open_page(browser, server: Server):
 
 def test_drop_a_trace_see_progress_land_on_the_report(page_factory, server: Server) -> None:
     path = shared_path(*TRACE)
-    page, errors, foreign = open_page(page_factory, server)
+    seen: list[list[int]] = []
+    page, errors, foreign = open_page(page_factory, server, seen)
     payload = base64.b64encode(path.read_bytes()).decode()
     transfer = page.evaluate_handle(
         """([name, b64]) => {
@@ -75,7 +76,6 @@ def test_drop_a_trace_see_progress_land_on_the_report(page_factory, server: Serv
     page.wait_for_url(f"{server.url}/r/*", timeout=60_000)
     assert page.title().startswith("rightsize")
     assert path.name in page.content()
-    seen = page.evaluate("JSON.parse(sessionStorage.getItem('progress') || '[]')")
     assert seen and seen[-1][0] == seen[-1][1] > path.stat().st_size  # whole body, headers too
     assert errors == [] and foreign == []
     page.close()
@@ -93,4 +93,24 @@ def test_choose_a_file_then_the_run_list_shows_it(page_factory, server: Server,
     row = page.locator(f"tr[data-id='{run_id}']")
     assert path.name in row.inner_text() and "report" in row.inner_text()
     assert errors == [] and foreign == []
+    page.close()
+
+
+def test_compare_fits_1280_px_and_the_report_leads_back(page_factory, server: Server) -> None:
+    """Issue 29, 12: at 1280 px the compare table cut off side B; a served report had no
+    way back."""
+    long_name = "a-rather-long-capture-name-" * 4 + ".json.gz"
+    ids = [server.wait(server.upload((f"{i}-{long_name}", shared_path(*p).read_bytes())
+                                     ).json()["id"])["id"] for i, p in enumerate((TRACE, OTHER))]
+    page = page_factory.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{server.url}/compare?a={ids[0]}&b={ids[1]}")
+    right = page.evaluate("document.querySelector('#compare').getBoundingClientRect().right")
+    last = page.evaluate("Math.max(...[...document.querySelectorAll('#compare tr > :last-child')]"
+                         ".map(c => c.getBoundingClientRect().right))")
+    width = page.evaluate("document.documentElement.clientWidth")
+    assert right <= width and last <= width, (right, last, width)
+    page.goto(f"{server.url}/r/{ids[1]}")
+    page.click("#rightsize-serve-nav a[href='/runs']")
+    page.wait_for_url(f"{server.url}/runs")
+    assert ids[1] in page.content()
     page.close()
