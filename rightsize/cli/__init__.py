@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "serve": "rightsize.cli.serve:serve",
     "compare": "rightsize.cli.compare:compare",
     "plan": "rightsize.cli.plan:plan",
+    "fleet": "rightsize.cli.fleet:fleet",
 }
 
 

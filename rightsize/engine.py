@@ -1,0 +1,169 @@
+"""Map a pure function over many inputs: the engine behind jobs of many ranks and fleets of jobs.
+
+One API, two backends:
+
+* ``local`` (default, nothing to install): a process pool on this machine
+  (``concurrent.futures.ProcessPoolExecutor`` with the ``spawn`` start method, so a worker never
+  inherits the driver's memory or threads), ``workers`` processes, each task handed out as a
+  worker frees up;
+* ``ray`` (``pip install rightsize[ray]``): one Ray task per input, on a running cluster
+  (``address``: ``"auto"`` or ``HOST:PORT``), each with ``memory_bytes`` of memory requested so
+  the scheduler never packs more tasks on a node than its memory holds.
+
+``fn`` must be a module-level function (it is pickled by reference) taking one item and
+returning something picklable and small: a summary, never a trace's events. A task that raises
+yields a :class:`Failed` with the error in one line instead of stopping the map; the caller
+decides whether that input is a bad row or a fatal error. Results come back in completion
+order as ``(index, result)``; :func:`map_ordered` restores input order.
+
+The driver holds only the results: inputs are paths or small keys, never frames.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from rightsize.errors import RightsizeError
+
+T = TypeVar("T")
+R = TypeVar("R")
+ENGINES = ("local", "ray")
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A task that raised: its input's index, the error's type and its message in one line."""
+
+    index: int
+    error: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.error}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    engine: str = "local"
+    workers: int | None = None  # local: processes (default: CPUs, at most the inputs)
+    address: str | None = None  # ray: "auto" or HOST:PORT (None: start or join as ray.init does)
+    memory_bytes: int | None = None  # ray: memory requested per task (a trace's budget)
+
+
+def default_workers(items: int) -> int:
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(items, cpus or 1))
+
+
+def map_unordered(fn: Callable[[T], R], items: Sequence[T],
+                  options: EngineOptions = EngineOptions()) -> Iterator[tuple[int, R | Failed]]:
+    """``(index, fn(items[index]) or Failed)`` as each task finishes."""
+    if options.engine not in ENGINES:
+        raise RightsizeError(f"unknown engine {options.engine!r}: use one of {', '.join(ENGINES)}")
+    if not items:
+        return iter(())
+    if options.engine == "ray":
+        return _ray(fn, items, options)
+    return _local(fn, items, options.workers or default_workers(len(items)))
+
+
+def map_ordered(fn: Callable[[T], R], items: Sequence[T],
+                options: EngineOptions = EngineOptions()) -> list[R | Failed]:
+    """The results in input order."""
+    out: list[Any] = [None] * len(items)
+    for i, r in map_unordered(fn, items, options):
+        out[i] = r
+    return out
+
+
+def _call(fn: Callable[[T], R], index: int, item: T) -> R | Failed:
+    """Run one task, turning its exception into a :class:`Failed` (runs in the worker)."""
+    try:
+        return fn(item)
+    except Exception as exc:  # noqa: BLE001 - every input's failure becomes its own row
+        return Failed(index, type(exc).__name__, " ".join(str(exc).split()) or "no message")
+
+
+def _local(fn: Callable[[T], R], items: Sequence[T],
+           workers: int) -> Iterator[tuple[int, R | Failed]]:
+    """A pool of ``workers`` processes. A worker that dies (killed, out of memory) breaks the
+    pool and every task it held: those are run again in a fresh pool, one task per pool when
+    they broke one already, so only the input that kills its worker fails."""
+    if workers == 1:  # no pool: the same process, same results, none of the start-up
+        for i, item in enumerate(items):
+            yield i, _call(fn, i, item)
+        return
+    todo = list(range(len(items)))
+    alone = False  # after a broken pool: each suspect task in a pool of its own
+    while todo:
+        broken: list[int] = []
+        batches = [[i] for i in todo] if alone else [todo]
+        for batch in batches:
+            for i, result in _pool(fn, items, batch, 1 if alone else workers):
+                if result is _BROKEN:
+                    if alone:
+                        yield i, Failed(i, "WorkerDied", "its worker process died (killed, or "
+                                        "out of memory) while analyzing this input")
+                    else:
+                        broken.append(i)
+                else:
+                    yield i, result
+        todo, alone = broken, True
+
+
+_BROKEN: Any = object()
+
+
+def _pool(fn: Callable[[T], R], items: Sequence[T], indices: list[int],
+          workers: int) -> Iterator[tuple[int, Any]]:
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(indices)), mp_context=ctx) as pool:
+        pending: dict[Future[Any], int] = {}
+        queue = iter(indices)
+
+        def submit(n: int) -> None:
+            for _ in range(n):
+                i = next(queue, None)
+                if i is None:
+                    return
+                pending[pool.submit(_call, fn, i, items[i])] = i
+
+        submit(2 * workers)  # a little ahead of the workers, never the whole list at once
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                i = pending.pop(fut)
+                try:
+                    yield i, fut.result()
+                except BrokenProcessPool:
+                    yield i, _BROKEN
+            submit(len(done))
+
+
+def _ray(fn: Callable[[T], R], items: Sequence[T],
+         options: EngineOptions) -> Iterator[tuple[int, R | Failed]]:
+    try:
+        import ray
+    except ImportError:
+        raise RightsizeError("the Ray engine needs Ray: pip install 'rightsize[ray]'") from None
+    if not ray.is_initialized():
+        ray.init(address=options.address, ignore_reinit_error=True, log_to_driver=False,
+                 include_dashboard=False)
+    remote = ray.remote(_call)
+    if options.memory_bytes:
+        remote = remote.options(memory=int(options.memory_bytes))
+    refs = {remote.remote(fn, i, item): i for i, item in enumerate(items)}
+    while refs:
+        done, _ = ray.wait(list(refs), num_returns=1)
+        for ref in done:
+            i = refs.pop(ref)
+            try:
+                yield i, ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - a task the cluster lost (node died, OOM)
+                yield i, Failed(i, type(exc).__name__, " ".join(str(exc).split())[:500])

@@ -1,0 +1,44 @@
+"""The local engine: results by index, failures as rows, a dead worker as a row."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from rightsize.engine import EngineOptions, Failed, map_ordered, map_unordered
+from rightsize.errors import RightsizeError
+
+
+def square(x: int) -> int:
+    if x == 3:
+        raise ValueError("three\nis bad")
+    return x * x
+
+
+def die(x: int) -> int:
+    if x == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_results_in_order_and_failures_as_rows(workers):
+    out = map_ordered(square, list(range(6)), EngineOptions(workers=workers))
+    assert out[:3] == [0, 1, 4] and out[4:] == [16, 25]
+    assert out[3] == Failed(3, "ValueError", "three is bad")
+    assert sorted(i for i, _ in map_unordered(square, [5, 6], EngineOptions(workers=2))) == [0, 1]
+
+
+def test_a_killed_worker_is_a_failed_row_not_a_stopped_map():
+    out = map_ordered(die, [0, 1, 2, 3], EngineOptions(workers=2))
+    # the pool breaks with the worker; the others are run again, only input 1 fails
+    assert out[0] == 0 and out[2:] == [2, 3]
+    assert isinstance(out[1], Failed) and out[1].error == "WorkerDied"
+
+
+def test_unknown_engine_and_empty_input():
+    with pytest.raises(RightsizeError, match="unknown engine 'spark'"):
+        map_ordered(square, [1], EngineOptions(engine="spark"))
+    assert map_ordered(square, []) == []
