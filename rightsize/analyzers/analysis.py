@@ -18,6 +18,10 @@ from rightsize.analyzers.diagnosis import advise
 from rightsize.analyzers.diagnosis.verdict import diagnose
 from rightsize.analyzers.document import metrics as dm
 from rightsize.analyzers.document.diagnosis import Diagnosis, HostWork
+from rightsize.analyzers.document.job import Job
+from rightsize.analyzers.job.fabric import interconnect_advice
+from rightsize.analyzers.job.job import job_of
+from rightsize.analyzers.job.summary import summarize
 from rightsize.analyzers.metrics import hta, kernels, tb_plugin
 from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.host_timeline import HostTimeline, host_timeline
@@ -98,6 +102,7 @@ class Analysis:
     # from GPU samples alone, or else from Nsight Compute rows alone, when there is no trace
     counters: Diagnosis | None = None
     host: HostTimeline | None = None  # host samples of a run, with the profiled window
+    job: Job | None = None  # the ranks together, when the traces are ranks of one job
 
     @property
     def primary(self) -> RankAnalysis | None:
@@ -146,7 +151,9 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
         arch = gpu_spec.architecture if gpu_spec is not None else None
         recs = tuple(advise.recommend(measures, diag.bound,
                                       diag.step_ns / steps.count / 1e6, arch,
-                                      {"host_parts": host_parts(diag.host_work)}))
+                                      {"host_parts": host_parts(diag.host_work),
+                                       "interconnect": interconnect_advice(
+                                           gpu_spec, trace.meta.world_size or 1)}))
         plan = _sizing(trace, steps, diag, work, primary, peak, context, notes)
     window = (int(steps.start_ns[0]), int(steps.end_ns[-1])) if steps.count else None
     return RankAnalysis(
@@ -234,7 +241,15 @@ def analyze(traces: list[Trace], context: Context = Context()) -> Analysis:
     first = max(ranks, key=lambda r: r.kernel_ns) if ranks else None
     window = (int(first.steps.start_ns[0]), int(first.steps.end_ns[-1])) \
         if first is not None and first.steps.count else None
-    return Analysis(ranks, counters, host_timeline(context.host_samples, window))
+    return Analysis(ranks, counters, host_timeline(context.host_samples, window),
+                    _job(ranks, context))
+
+
+def _job(ranks: tuple[RankAnalysis, ...], context: Context) -> Job | None:
+    """The job of several ranks (its summaries reduced: ``analyzers/job``), else None."""
+    if len(ranks) < 2:
+        return None
+    return job_of([summarize(r) for r in ranks], context.catalog, context.constraints.provider)
 
 
 def _ncu_for(trace: Trace, device: int | None, ncu: pl.DataFrame | None,

@@ -359,6 +359,8 @@ def _meta(path: Path, env: dict[str, Any], cats: set[str], n_events: int) -> Tra
         profiler["nccl_version"] = dist["nccl_version"]
     if "pg_count" in dist:
         profiler["pg_count"] = dist["pg_count"]
+    if isinstance(dist.get("pg_config"), list):  # the process groups (name, ranks) it is in
+        profiler["pg_config"] = dist["pg_config"]
     return TraceMeta(
         path=str(path),
         format="kineto",

@@ -137,6 +137,11 @@ FOR_BOUND = {Bound.DATALOADER: ("dataloader-stall", "dataloader-stall-cpu"),
 MIN_IMPACT_PCT = 1.0
 
 
+# The exposed-communication rule's last sentence when the caller does not know the job's fabric
+# (analysis.py passes job.fabric.interconnect_advice: no "use NVLink" to a job already on it).
+NO_FABRIC = "A faster interconnect may help; this job's fabric is not known."
+
+
 def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | None = None,
               architecture: str | None = None,
               words: Mapping[str, str] | None = None) -> list[Recommendation]:
@@ -149,7 +154,7 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
     (the concrete fix before the general one), then by how far past its threshold each rule
     is. With ``step_ms`` each carries a what-if; ``architecture`` (the GPU's, from
     the catalog) decides which precisions the advice names; ``words`` fill the other named
-    fields of a rule's detail (``host_parts``).
+    fields of a rule's detail (``host_parts``, ``interconnect``).
     """
     if bound == Bound.INCONCLUSIVE:
         return []
@@ -178,7 +183,8 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
         strength = abs(value - rule["threshold"]) / max(abs(rule["threshold"]), 1.0)
         detail = rule["detail"].format(value=value,
                                        precision_advice=precision_advice(architecture),
-                                       **{"host_parts": "", **(words or {})})
+                                       **{"host_parts": "", "interconnect": NO_FABRIC,
+                                          **(words or {})})
         out.append((impact or 0.0, strength,
                     Recommendation(rule["id"], rule["title"], detail, evidence,
                                    _what_if(rule, got, step_ms))))

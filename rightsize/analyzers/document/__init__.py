@@ -19,6 +19,7 @@ from typing import Any
 
 from rightsize.analyzers.document.codec import DocumentError, decode, encode
 from rightsize.analyzers.document.diagnosis import Diagnosis, Recommendation
+from rightsize.analyzers.document.job import Job
 from rightsize.analyzers.document.metrics import (
     Device,
     InputFile,
@@ -32,7 +33,7 @@ from rightsize.analyzers.document.metrics import (
 )
 from rightsize.analyzers.document.sizing import HostTimeline, PrecisionMix, Sizing, Timeline
 from rightsize.analyzers.sections import value_types
-from rightsize.node import Node, flattened, node
+from rightsize.node import OMIT_NONE, Node, flattened, node
 
 # Changes when a key is renamed or removed or its meaning changes; adding keys does not.
 SCHEMA_VERSION = 1
@@ -64,6 +65,8 @@ class Document(Node):
     # the analyzer sections (``rightsize.analyzers.sections``), each under its own key
     sections: Mapping[str, Any] = flattened(value_types)
     host_timeline: HostTimeline | None = None  # host samples of a run directory
+    # the ranks of one job together (several traces of one job only; no key otherwise)
+    job: Job | None = field(default=None, metadata={OMIT_NONE: True})
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property

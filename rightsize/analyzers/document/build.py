@@ -20,7 +20,8 @@ from rightsize.analyzers.document import SCHEMA_VERSION, Document
 from rightsize.analyzers.document import metrics as dm
 from rightsize.analyzers.document.codec import decode
 from rightsize.analyzers.document.definitions import definitions_for
-from rightsize.analyzers.document.diagnosis import Diagnosis
+from rightsize.analyzers.document.diagnosis import Diagnosis, Recommendation
+from rightsize.analyzers.job import advice as job_advice
 from rightsize.analyzers.metrics.precision import workload_precision
 from rightsize.vocab import DeviceKind
 
@@ -52,6 +53,12 @@ def _document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
               definitions: str) -> Document:
     p = analysis.primary
     diagnosis = _diagnosis(p) if p else analysis.counters
+    job = analysis.job
+    job_recs: tuple[Recommendation, ...] = ()
+    if job is not None:  # the ranks together: stragglers as rules, the verdict's evidence
+        diagnosis = job_advice.with_job_evidence(diagnosis, job)
+        job_recs = job_advice.recommendations(  # against the step the report shows
+            job, float(p.steps.dur_ns.mean()) / NS_PER_MS if p and p.steps.count else None)
     return Document(
         schema_version=SCHEMA_VERSION,
         tool=dm.Tool("rightsize", __version__),
@@ -60,7 +67,7 @@ def _document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
         steps=_steps(p) if p else dm.NO_STEPS,
         metrics=_metrics(p) if p else dm.NO_METRICS,
         diagnosis=diagnosis,
-        recommendations=p.recommendations if p else (),
+        recommendations=job_recs + (p.recommendations if p else ()),
         sizing=p.sizing if p else None,
         precision=workload_precision(p.work, p.device_match) if p else None,
         timeline=p.timeline if p else None,
@@ -71,6 +78,7 @@ def _document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
         notes=tuple(sorted({n for r in analysis.ranks for n in r.notes})),
         sections=p.sections if p else sections.empty(sections.SECTIONS),
         host_timeline=analysis.host,
+        job=job,
     )
 
 

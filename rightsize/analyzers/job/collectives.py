@@ -160,8 +160,8 @@ def _described(trace: Trace, comm: pl.DataFrame) -> dict[str, pl.Series]:
         op = name_rows[name_row[i]] if name_row[i] >= 0 else None
         kind, source = _kind(mine, rec, op, kernels[i])
         meta = mine if mine is not None else rec
-        size = names.size_from_args(meta["in_nelems"], meta["out_nelems"], meta["dtype"]) \
-            if meta is not None else None
+        size = names.size_from_args(_int(meta["in_nelems"]), _int(meta["out_nelems"]),
+                                    _str(meta["dtype"])) if meta is not None else None
         if size is None and op is not None:
             size = names.size_from_inputs(op["input_dims"], op["input_types"])
         out["collective"].append(kind)
@@ -171,6 +171,14 @@ def _described(trace: Trace, comm: pl.DataFrame) -> dict[str, pl.Series]:
                          ("pg_ranks", "pg_ranks"), ("seq", "seq")):
             out[key].append(meta[col] if meta is not None else None)
     return {k: pl.Series(k, v, dtype=CALLS[k]) for k, v in out.items()}
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _naming(ops: pl.DataFrame, column: str) -> pl.DataFrame:

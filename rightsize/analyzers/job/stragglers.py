@@ -1,0 +1,127 @@
+"""Stragglers: the ranks the others wait for at the collectives, and what they did instead.
+
+Input: the matched calls (``matching.Matched``) and the job's steps per rank. Output: the
+:class:`~rightsize.analyzers.document.job.Straggler` nodes, the largest impact first.
+
+A call's last rank is the one that arrived last by more than :attr:`Thresholds.tie_ns`; it
+alone made the call ``late`` (its arrival - the second-last's) longer. A rank is a straggler
+when it is last at a clearly larger share of its calls than chance gives any rank
+(``last_share_over_chance`` x 1/n for n ranks) and the time it costs the job is not negligible
+(``min_late_pct_of_step``). What it did instead: over the calls it was last at, its lead-in
+(``collectives`` module: compute, copies, data loader, host, since the previous collective or
+the step's start) minus the median lead-in of the other ranks of the same call; the part that
+grew most is the cause. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from rightsize.analyzers.document.job import Straggler
+from rightsize.analyzers.job.collectives import LEAD_PARTS
+from rightsize.analyzers.job.matching import Matched
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    # Kineto wrote whole microseconds until 2023: closer arrivals cannot be ordered.
+    tie_ns: int = 1_000
+    # Last at 1.5x the fair share (1/n) of its calls: 75% of 2 ranks, 19% of 8, 1.2% of 128.
+    last_share_over_chance: float = 1.5
+    # The others' wait for it is at least 1% of the step (below that, tuning it gains nothing).
+    min_late_pct_of_step: float = 1.0
+    # At least this many calls it was last at: one late call is an anecdote.
+    min_last_calls: int = 2
+    # The cause is named only when the lead-in grew by at least half of the lateness.
+    min_explained: float = 0.5
+
+
+THRESHOLDS = Thresholds()
+CAUSE_WORDS = {"compute": "GPU compute (kernels the others did not run as long)",
+               "copy": "host-device copies", "dataloader": "its data loader (__next__ waits)",
+               "host": "host work with its GPU idle (Python, launches, syncs)"}
+
+
+def stragglers(matched: Matched, steps_per_rank: dict[int | None, int], step_ms: float | None,
+               thresholds: Thresholds = THRESHOLDS) -> tuple[Straggler, ...]:
+    """The stragglers among the ranks of ``matched`` (see the module docstring)."""
+    calls = matched.calls
+    if calls.height == 0 or "late_ns" not in calls.columns:
+        return ()
+    usable = calls.filter((pl.col("n") >= 2) & pl.col("consistent"))
+    late = usable.filter(pl.col("late_ns") >= thresholds.tie_ns)
+    rows = matched.rows.filter(pl.col("key").is_in(usable["key"].implode()))
+    taken = rows.group_by("rank").agg(calls=pl.len())
+    n_ranks = max(rows["rank"].n_unique(), 1)
+    out = []
+    for rank, calls_in in taken.sort("rank").iter_rows():
+        mine = late.filter(pl.col("last_rank") == rank)
+        if mine.height < thresholds.min_last_calls:
+            continue
+        steps = max(steps_per_rank.get(rank, 1), 1)
+        late_per_step = float(mine["late_ns"].sum()) / steps / 1e6
+        pct = 100.0 * mine.height / calls_in
+        if pct < 100.0 * thresholds.last_share_over_chance / n_ranks:
+            continue
+        if step_ms and 100.0 * late_per_step / step_ms < thresholds.min_late_pct_of_step:
+            continue
+        excess = _excess(rows, mine["key"], rank, steps)
+        cause, cause_ms = _cause(excess, late_per_step, thresholds)
+        by_type = _by_type(rows, mine, rank)
+        out.append(Straggler(
+            rank=rank, last_calls=mine.height, calls=calls_in, last_pct=pct,
+            late_ms_per_step=late_per_step, late_ms_mean=float(mine["late_ns"].mean()) / 1e6,  # type: ignore[arg-type]
+            last_pct_by_type=by_type, cause=cause, cause_ms_per_step=cause_ms,
+            excess_ms_per_step=excess,
+            text=_sentence(rank, pct, by_type, late_per_step, cause, cause_ms)))
+    return tuple(sorted(out, key=lambda s: (-s.late_ms_per_step, s.rank)))
+
+
+def _excess(rows: pl.DataFrame, keys: pl.Series, rank: int, steps: int) -> dict[str, float]:
+    """Per lead-in part: the rank's time minus the median of the other ranks of each call,
+    summed over ``keys`` and per step (ms)."""
+    these = rows.filter(pl.col("key").is_in(keys.implode()))
+    cols = [f"lead_{p}_ns" for p in LEAD_PARTS]
+    others = these.filter(pl.col("rank") != rank).group_by("key").agg(
+        [pl.col(c).median().alias(c) for c in cols])
+    own = these.filter(pl.col("rank") == rank).select("key", *cols)
+    diff = own.join(others, on="key", suffix="_median")
+    return {p: float((diff[f"lead_{p}_ns"] - diff[f"lead_{p}_ns_median"]).sum()) / steps / 1e6
+            for p in LEAD_PARTS}
+
+
+def _cause(excess: dict[str, float], late_ms: float,
+           thresholds: Thresholds) -> tuple[str, float | None]:
+    part = max(excess, key=lambda p: excess[p])
+    grew = excess[part]
+    if grew <= 0 or grew < thresholds.min_explained * late_ms:
+        return "unknown", None
+    return part, grew
+
+
+def _by_type(rows: pl.DataFrame, mine: pl.DataFrame, rank: int) -> dict[str, float]:
+    took = rows.filter(pl.col("rank") == rank).group_by("collective").agg(n=pl.len())
+    last = mine.group_by("collective").agg(k=pl.len())
+    both = took.join(last, on="collective", how="left").fill_null(0).sort("collective")
+    return {str(c): 100.0 * k / n for c, n, k in both.iter_rows() if n}
+
+
+_TYPE_WORDS = {"allreduce": "all-reduces", "allgather": "all-gathers",
+               "reducescatter": "reduce-scatters", "alltoall": "all-to-alls",
+               "broadcast": "broadcasts", "reduce": "reduces", "sendrecv": "send/receives"}
+
+
+def _sentence(rank: int, pct: float, by_type: dict[str, float], late_ms: float, cause: str,
+              cause_ms: float | None) -> str:
+    worst = max(by_type.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+    kinds = f" ({worst[1]:.0f}% of {_TYPE_WORDS.get(worst[0], worst[0])})" \
+        if worst is not None and len(by_type) > 1 else ""
+    head = (f"rank {rank} arrives last at {pct:.0f}% of its collectives{kinds}, "
+            f"{late_ms:.3g} ms per step after the others")
+    if cause == "unknown" or cause_ms is None:
+        return head + "; its lead-in to those collectives was not longer than the others' " \
+                      "(it may have started its step late)"
+    return head + f"; before them it spent {cause_ms:.3g} ms per step more than the median " \
+                  f"rank on {CAUSE_WORDS[cause]}"
