@@ -138,14 +138,20 @@ def _classify(name: str, index: Classes) -> tuple[str | None, str | None]:
     return index[max(hits, key=len)] if hits else (None, None)
 
 
+# What a kernel or op whose name the capture lost (null in the document) is shown as.
+UNNAMED = "(name not recorded)"
+
+
 def kernel_row(k: TopKernel, index: Classes) -> KernelRow:
-    kind, signal = (k.class_, k.signal) if k.class_ is not None else _classify(k.name, index)
-    return KernelRow(k.name, k.calls, k.total_ms, k.mean_us, k.pct, kind, signal)
+    name = k.name if k.name is not None else UNNAMED
+    kind, signal = (k.class_, k.signal) if k.class_ is not None else _classify(name, index)
+    return KernelRow(name, k.calls, k.total_ms, k.mean_us, k.pct, kind, signal)
 
 
 def op_row(o: TopOp, index: Classes) -> OpRow:
-    kind, signal = _classify(o.name, index)
-    return OpRow(o.name, o.calls, o.host_ms, o.gpu_ms, o.kernels, kind, signal)
+    name = o.name if o.name is not None else UNNAMED
+    kind, signal = _classify(name, index)
+    return OpRow(name, o.calls, o.host_ms, o.gpu_ms, o.kernels, kind, signal)
 
 
 def self_op_row(o: SelfOp, index: Classes) -> OpRow:

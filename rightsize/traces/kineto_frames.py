@@ -109,7 +109,9 @@ _KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", _HOST, "gpu_annotat
 _KIND_CODE = {kind: code for code, kind in enumerate(_KINDS)}
 
 _STEP = r"^ProfilerStep#(\d+)$"
-_MEMCPY = r"^Memcpy (\w+) \((\w+) -> (\w+)\)$"
+# "Memcpy HtoD (Pageable -> Device)"; older and other profilers write "Memcpy HtoD" alone: the
+# direction is still known then, the memory kinds are not (null).
+_MEMCPY = r"^Memcpy (\w+)(?: \((\w+) -> (\w+)\))?$"
 
 
 def us_to_ns(col: pl.Expr) -> pl.Expr:

@@ -159,10 +159,12 @@ def _doc_times(doc: Document) -> tuple[dict[str, float], dict[str, float], str]:
     ops: dict[str, float] = {}
     for op in doc.top_ops:
         v = op.gpu_ms if gpu else op.host_ms
-        if v:
+        if v and op.name is not None:  # a lost name matches nothing on the other side
             ops[op.name] = ops.get(op.name, 0.0) + v / steps
     kernels: dict[str, float] = {}
     for k in doc.top_kernels:
+        if k.name is None:
+            continue
         key = normalize_kernel_name(k.name)
         kernels[key] = kernels.get(key, 0.0) + (k.total_ms or 0.0) / steps
     return ops, kernels, "kernel" if gpu else "host"

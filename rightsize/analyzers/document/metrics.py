@@ -173,7 +173,7 @@ class MemoryPeak(Node):
 
 @node
 class Memcpy(Node):
-    direction: str
+    direction: str | None  # HtoD, DtoH, ...; None: the trace did not say (a bare "Memcpy")
     host_memory: str | None
     count: int
     bytes: int | None
@@ -231,7 +231,7 @@ NO_METRICS = Metrics(None, None, None, None, None, None, None, None, None, None,
 
 @node
 class TopKernel(Node):
-    name: str
+    name: str | None  # None: the capture lost it (an nsys export with an empty StringIds)
     calls: int
     total_ms: float | None
     mean_us: float | None
@@ -243,7 +243,7 @@ class TopKernel(Node):
 
 @node
 class TopOp(Node):
-    name: str
+    name: str | None  # None: the capture lost it (as for TopKernel)
     calls: int
     host_ms: float | None
     gpu_ms: float | None
