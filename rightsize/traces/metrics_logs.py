@@ -11,6 +11,9 @@ Timestamps (``2024/05/01 12:00:00.123``) are local time without a zone: pass ``t
 (e.g. "Europe/Berlin") to place them, else they are read as UTC. A ``noheader`` log needs
 ``fields`` (the ``--query-gpu`` list); units then default to nvidia-smi's (MiB, W, MHz, %).
 Without an ``index`` column GPUs are numbered by first appearance of their uuid / bus id.
+Text is NFKC-normalized first, so full-width digits (``５０ %``, an edited or converted log)
+read as the numbers they are; a row whose ``index`` is not a number (``x``) is left out, and a
+log with no row left says so in one line.
 
 DCGM formats: see :mod:`rightsize.traces.dcgm_logs` (scrape time, dmon start and interval).
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -155,6 +159,7 @@ def read_nvidia_smi(
     path: Path, text: str, fields: Sequence[str] | None, timezone: str | None
 ) -> pl.DataFrame:
     """An nvidia-smi ``--query-gpu`` CSV log -> GPU_SAMPLES (rules in the module docstring)."""
+    text = unicodedata.normalize("NFKC", text)  # full-width digits are digits
     lines = [ln for ln in text.splitlines() if ln.strip()]
     header = _nvsmi_header(lines[0]) if lines else None
     if header is not None:
@@ -188,7 +193,22 @@ def read_nvidia_smi(
     out = frame.select(exprs) if exprs else frame.select([])
     if "gpu_index" not in out.columns:
         out = out.with_columns(gpu_index=_gpu_order(out))
+    else:
+        out = _with_gpu_index(path, out, frame[names[[f for f, _ in header].index("index")]])
     return conform_samples("gpu", out.with_columns(source=pl.lit("nvidia-smi")))
+
+
+def _with_gpu_index(path: Path, out: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
+    """The rows whose ``index`` is a whole number; none: a one-line error naming a bad one."""
+    index = out["gpu_index"]
+    good = index.is_not_null() & (index >= 0) & (index == index.floor())
+    if good.all():
+        return out
+    if not good.any():
+        bad = str(raw.filter(~good)[0]).strip()
+        raise InputError(path, f"no row has a GPU index: the index column holds {bad[:40]!r}, "
+                               "not a number")
+    return out.filter(good)
 
 
 def _gpu_order(out: pl.DataFrame) -> pl.Expr:

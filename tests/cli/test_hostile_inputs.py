@@ -208,6 +208,38 @@ def test_nan_and_inf_metric_values_are_missing(tmp_path):
     json.loads(res.stdout, parse_constant=lambda c: pytest.fail(f"{c} in JSON output"))
 
 
+SMI_HEADER = "timestamp, name, index, utilization.gpu [%], memory.used [MiB]\n"
+
+
+def _smi_rows(index: str, util: str) -> str:
+    return "".join(f"2024/01/01 10:00:0{i}.000, NVIDIA H100 80GB HBM3, {index}, {util}, "
+                   "1000 MiB\n" for i in range(6))
+
+
+def test_nvidia_smi_index_that_is_not_a_number_is_one_line(tmp_path):
+    """Issue 29: an index column holding 'x' ended in an internal error (exit 2)."""
+    path = tmp_path / "smi.csv"
+    path.write_text(SMI_HEADER + _smi_rows("x", "50 %"))
+    assert one_line_error(cli("analyze", path, "-q", "--no-report")) == (
+        f"rightsize: error: {path}: no row has a GPU index: the index column holds 'x', "
+        "not a number")
+    path.write_text(SMI_HEADER + _smi_rows("x", "50 %") + _smi_rows("0", "70 %"))
+    res = cli("analyze", path, "--format", "json", "-q", "--no-report")  # the 'x' rows dropped
+    assert res.returncode == 0, res.stderr
+    nvml = json.loads(res.stdout)["diagnosis"]["utilization"]["nvml"]
+    assert (nvml["samples"], nvml["gpu_util_pct_mean"]) == (6, 70.0)
+
+
+def test_nvidia_smi_full_width_digits_are_read_as_digits(tmp_path):
+    """Issue 29: full-width digits ('５０ %', also as the index) ended in an internal error."""
+    path = tmp_path / "smi.csv"
+    path.write_text(SMI_HEADER + _smi_rows("０", "５０ %"), encoding="utf-8")
+    res = cli("analyze", path, "--format", "json", "-q", "--no-report")
+    assert res.returncode == 0, res.stderr
+    nvml = json.loads(res.stdout)["diagnosis"]["utilization"]["nvml"]
+    assert (nvml["samples"], nvml["gpu_util_pct_mean"]) == (6, 50.0)
+
+
 def test_ncu_grid_beyond_int64_and_huge_field(tmp_path):
     row = ('"0","1","python","h","k","1","7","(128, 1, 1)","({grid}, 1, 1)","0","9.0",'
            '"GPU Speed Of Light Throughput","Duration","nsecond","{value}"\n')
