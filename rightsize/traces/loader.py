@@ -15,6 +15,7 @@ Anything else is refused with one line naming the mismatch.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import os
 import socket
@@ -205,6 +206,8 @@ def _load(paths: list[Path], progress: Progress | None, options: ReadOptions) ->
         if run is not None:
             entry["run_status"] = statuses.setdefault(run, run_status(run))
         read = reader.read(f, options, _detail(label, progress))
+        if run is not None and read.trace is not None:
+            read = dataclasses.replace(read, trace=_with_host(read.trace, run))
         _collect(read, traces, ncu_frames, gpu_frames)
         entry.update(read.entry)
         described.append(entry)
@@ -228,6 +231,20 @@ def _load(paths: list[Path], progress: Progress | None, options: ReadOptions) ->
         gpu_samples=pl.concat(gpu_frames, how="vertical") if gpu_frames else None,
         host_samples=pl.concat(host_frames, how="vertical") if host_frames else None,
     )
+
+
+def _with_host(trace: Trace, run: Path) -> Trace:
+    """A run directory's trace with the host its manifest records (``meta.profiler``'s
+    ``hostname``): where the rank ran, for a job's node count."""
+    try:
+        host = rundir.read_manifest(run).get("host")
+    except RightsizeError:
+        return trace
+    name = host.get("hostname") if isinstance(host, dict) else None
+    if not isinstance(name, str) or not name:
+        return trace
+    meta = dataclasses.replace(trace.meta, profiler={**trace.meta.profiler, "hostname": name})
+    return dataclasses.replace(trace, meta=meta)
 
 
 def _detail(label: str, progress: Progress | None) -> Progress | None:
@@ -278,11 +295,28 @@ def _mismatch(a: Trace, b: Trace) -> str | None:
                 f"{b.meta.world_size}/{b.meta.backend}")
     if a.meta.rank == b.meta.rank:
         return f"both are rank {a.meta.rank}"
+    group = _group_mismatch(a, b)
+    if group is not None:
+        return group
     if _device_kind(a) != _device_kind(b):
         return f"devices {_device_kind(a)!r} vs {_device_kind(b)!r}"
     sa, sb = _span_ns(a), _span_ns(b)
     if sa is not None and sb is not None and (sa[1] < sb[0] or sb[1] < sa[0]):
         return "recorded at different times (their event spans do not overlap)"
+    return None
+
+
+def _group_mismatch(a: Trace, b: Trace) -> str | None:
+    """A process group both traces belong to, recorded with different members (pg_config)."""
+    def groups(t: Trace) -> dict[str, list[Any]]:
+        config = t.meta.profiler.get("pg_config")
+        return {str(g.get("pg_name")): list(g["ranks"]) for g in config
+                if isinstance(g, dict) and isinstance(g.get("ranks"), list)} \
+            if isinstance(config, list) else {}
+    ga, gb = groups(a), groups(b)
+    for name in sorted(ga.keys() & gb.keys()):
+        if a.meta.rank in gb[name] and b.meta.rank in ga[name] and ga[name] != gb[name]:
+            return f"process group {name!r} has ranks {ga[name]} vs {gb[name]}"
     return None
 
 

@@ -268,7 +268,8 @@ def test_multi_rank_communication_is_not_carried_to_another_fabric():
     cands = {c.gpu: c for c in s.candidates}
     assert not cands["RTX 4090"].like_for_like and not cands["RTX 4090"].recommendable
     assert cands["RTX 4090"].warnings[-1].startswith(
-        "not like-for-like: the measured job ran 8 ranks over NVLink/Infinity Fabric")
+        "not like-for-like: the measured job ran 8 ranks over NVLink within one node (300 GB/s"
+        " per direction per GPU)")
     assert cands["H100 SXM"].like_for_like
     assert all(cands[c.gpu].like_for_like for c in s.candidates if c.gpu == s.recommended)
 

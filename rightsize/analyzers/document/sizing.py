@@ -13,7 +13,7 @@ from dataclasses import field
 from enum import StrEnum
 from typing import Any
 
-from rightsize.node import Node, node, num
+from rightsize.node import OMIT_NONE, Node, node, num
 
 
 class Objective(StrEnum):
@@ -37,7 +37,7 @@ class Candidate(Node):
     gpus: int
     fits_memory: bool | None  # None: peak memory unknown
     projected_step_ms: float | None = num(4)
-    usd_per_hour: float | None = num(4)  # all ``gpus`` together
+    usd_per_hour: float | None = num(4)  # all ``gpus`` together, times ``ranks`` in a job
     usd_per_1k_steps: float | None = num(4)
     energy_j_per_step: float | None = num(4)  # TDP x time: an upper bound
     price_provider: str | None = None
@@ -56,6 +56,9 @@ class Candidate(Node):
     warnings: tuple[str, ...] = ()
     # meets the sizing objective: no slower than now beyond --slower-ok (objective time)
     meets_objective: bool = True
+    # one trace of an N-rank job: the costs and energy count all N x ``gpus`` GPUs (no key
+    # for a single-rank job)
+    ranks: int | None = field(default=None, metadata={OMIT_NONE: True})
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a newer rightsize
 
 

@@ -62,7 +62,8 @@ def summarize(rank: RankAnalysis, hostname: str | None = None) -> RankSummary:
     trace = rank.trace
     return RankSummary(
         path=trace.meta.path, rank=trace.meta.rank, world_size=trace.meta.world_size,
-        backend=trace.meta.backend, pid=_pid(rank), hostname=hostname,
+        backend=trace.meta.backend, pid=_pid(rank),
+        hostname=hostname or _text(trace.meta.profiler.get("hostname")),
         device=rank.primary_device, device_name=_device_name(rank),
         visible_gpus=trace.devices.height,
         process_groups=_process_groups(trace.meta.profiler.get("pg_config")),
@@ -70,6 +71,10 @@ def summarize(rank: RankAnalysis, hostname: str | None = None) -> RankSummary:
         calls=collectives.calls(trace, rank.steps, rank.primary_device),
         kernel_ms=_kernel_ms(rank),
     )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _pid(rank: RankAnalysis) -> str | None:

@@ -21,6 +21,7 @@ import math
 from collections.abc import Callable
 from typing import cast
 
+from rightsize.analyzers.job.fabric import fabric_of
 from rightsize.analyzers.sizing import objective, reasons
 from rightsize.analyzers.sizing.kernels_projection import project_kernels_ms
 from rightsize.analyzers.sizing.model import (
@@ -165,9 +166,11 @@ def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
         spread += _host_ms(workload) * THRESHOLDS.host_move_fraction  # another machine's CPU
         low, high = step - spread, step + spread
     price = catalog.price(gpu.name, constraints.provider)
-    usd_h = price.usd_per_gpu_hour * gpus if price else None
+    # the whole job pays: every rank runs on ``gpus`` of them (one trace is one rank of N)
+    ranks = workload.ranks if workload.gpus == 1 else 1
+    usd_h = price.usd_per_gpu_hour * gpus * ranks if price else None
     usd_1k = usd_h * step * 1000 / 3.6e6 if usd_h is not None and step is not None else None
-    energy = gpu.tdp_w * gpus * step / 1000 if gpu.tdp_w and step is not None else None
+    energy = gpu.tdp_w * gpus * ranks * step / 1000 if gpu.tdp_w and step is not None else None
     meets = step is not None
     if step is not None and constraints.target_step_ms is not None:
         meets = step <= constraints.target_step_ms
@@ -187,7 +190,8 @@ def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
                      # the host's own spread moves every machine alike, the current one too:
                      # the objective judges what the GPU changes
                      objective.meets(step, gpu_high, workload, constraints,
-                                     gpu is current and gpus == 1))
+                                     gpu is current and gpus == 1),
+                     ranks=ranks if ranks > 1 else None)
 
 
 _NOT_LIKE = "not like-for-like"
@@ -211,19 +215,18 @@ def _caveats(workload: Workload, constraints: Constraints, current: Gpu | None, 
             gpus * (workload.ranks if workload.gpus == 1 else 1) != measured_gpus
             or _fabric(gpu, measured_gpus) != _fabric(current, measured_gpus)):
         warnings.append(f"{_NOT_LIKE}: the measured job ran {measured_gpus} ranks over"
-                        f" {_fabric(current, measured_gpus)}; communication ({comm:.1f} ms per"
-                        " step) is held"
-                        " as measured, which this candidate does not keep")
+                        f" {fabric_of(current, measured_gpus).words}; communication"
+                        f" ({comm:.1f} ms per step) is held as measured, which this candidate"
+                        " does not keep")
         ok = False
     return warnings, ok
 
 
-def _fabric(gpu: Gpu, ranks: int) -> str:
-    """What joins ``ranks`` of ``gpu`` (within a node): a GPU link only if its domain holds
-    them all (bridged PCIe cards join 2 or 4)."""
-    group = nvlink_group(gpu)
-    return "NVLink/Infinity Fabric" if group > 1 and group >= min(ranks, GPUS_PER_NODE) \
-        else "PCIe"
+def _fabric(gpu: Gpu, ranks: int) -> tuple[str, int | None, bool]:
+    """What joins ``ranks`` of ``gpu``: within one node or across nodes (16 A100s need two),
+    and whether a GPU link joins a node's GPUs (bridged PCIe cards join only 2 or 4)."""
+    f = fabric_of(gpu, ranks)
+    return f.kind, f.nodes, nvlink_group(gpu) > 1
 
 
 def _pick(cands: list[Candidate], allowed: Callable[[Candidate], bool]) -> Candidate | None:
