@@ -23,6 +23,7 @@ from rightsize.reports import charts as views
 from rightsize.reports import fmt, labels, tables
 from rightsize.reports import sections as parts
 from rightsize.reports.charts import CATEGORY_COLORS, category_color
+from rightsize.reports.job_view import JobView, job_view
 from rightsize.reports.sections import (
     Breakdown,
     Evidence,
@@ -65,6 +66,7 @@ class ReportModel:
     step_split: views.StepSplit = field(default_factory=lambda: views.step_split(NO_STEPS))
     host: views.HostChart = field(default_factory=lambda: views.host_chart(None))
     sections: tuple[tables.SectionTable, ...] = ()  # analyzer sections drawn as tables
+    job: JobView | None = None  # several ranks of one job: the job section
 
     def charts(self) -> dict[str, Any]:
         """The data the page's charts draw, as plain JSON types (into JavaScript via tojson)."""
@@ -175,6 +177,7 @@ def build_model(doc: Document, manifest: Mapping[str, Any] | None = None) -> Rep
         sections=tuple(tables.section_table(s, doc.sections[s.key])
                        for s in analyzer_sections.SECTIONS
                        if s.columns and s.key in doc.sections),
+        job=job_view(doc.job),
     )
 
 

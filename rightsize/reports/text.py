@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rightsize.analyzers.document import Document
 from rightsize.reports import fmt
+from rightsize.reports.job_view import text_lines
 from rightsize.reports.model import ReportModel, build_model
 from rightsize.reports.sections import Headline
 
@@ -187,6 +188,10 @@ def _details(model: ReportModel, color: bool) -> str:
         lines.append(b(safe(t.title)))
         lines.append("  " + "  ".join(safe(h) for h in t.headers))
         lines.extend("  " + "  ".join(safe(fmt.short(c, 60)) for c in row) for row in t.rows[:5])
+    job = text_lines(model.job)  # several ranks of one job
+    if job:
+        lines.append(b(job[0]))
+        lines.extend(safe(line) for line in job[1:])
     if model.recommendations:
         lines.append(b("Recommendations"))
         lines.extend(f"  - {safe(r.title)}" + (f" ({safe(r.what_if)})" if r.what_if else "")
