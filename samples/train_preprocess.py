@@ -4,8 +4,8 @@ itself, then trains a ResNet on the GPU. The CPU part runs in series with the GP
 
 ``--workers N`` moves the same preprocessing into N DataLoader worker processes (pinned
 batches), where it overlaps the GPU; compare the two runs to check rightsize's what-if for
-moving host work off the critical path. Needs Pillow and torchvision; on a GPU add
-``--device cuda``.
+moving host work off the critical path. Needs Pillow (and torchvision for the ResNets;
+``--model small`` is a small CNN of this file's own); on a GPU add ``--device cuda``.
 """
 
 import argparse
@@ -13,7 +13,6 @@ import io
 
 import numpy as np
 import torch
-import torchvision
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
@@ -52,6 +51,19 @@ class Frames(Dataset):
         return preprocess(self.jpegs[index % len(self.jpegs)], self.size), index % 10
 
 
+def make_model(name: str) -> torch.nn.Module:
+    if name == "small":  # four strided convolutions, for a CPU run in seconds
+        layers: list[torch.nn.Module] = []
+        for c_in, c_out in ((3, 16), (16, 32), (32, 64), (64, 64)):
+            layers += [torch.nn.Conv2d(c_in, c_out, 3, stride=2, padding=1),
+                       torch.nn.BatchNorm2d(c_out), torch.nn.ReLU()]
+        return torch.nn.Sequential(*layers, torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                   torch.nn.Linear(64, 10))
+    import torchvision
+
+    return getattr(torchvision.models, name)(num_classes=10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -61,11 +73,11 @@ def main() -> None:
                         help="0: preprocess in the loop; N: in N DataLoader workers")
     parser.add_argument("--frame", default="640x480", help="decoded frame size, WxH")
     parser.add_argument("--size", type=int, default=224, help="model input size")
-    parser.add_argument("--model", default="resnet50", choices=["resnet18", "resnet50"])
+    parser.add_argument("--model", default="resnet50", choices=["resnet18", "resnet50", "small"])
     args = parser.parse_args()
     width, height = (int(v) for v in args.frame.split("x"))
     jpegs = frames(32, width, height)
-    model = getattr(torchvision.models, args.model)(num_classes=10).to(args.device)
+    model = make_model(args.model).to(args.device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 
     def batches():
