@@ -62,6 +62,7 @@ record train_dataloader samples/train_dataloader.py --device cuda
 record train_host samples/train_host.py --device cuda
 record train_cnn samples/train_cnn.py --device cuda --scale 4
 record infer samples/infer.py --device cuda --scale 8 --seconds 10
+record train_preprocess --with-stack samples/train_preprocess.py --device cuda
 kill $smi
 
 echo "== ncu --csv (speed of light, occupancy, roofline) of the first 40 kernels"
