@@ -48,7 +48,8 @@ def recommendations(job: Job, step_ms: float | None = None) -> tuple[Recommendat
 def _rule(s: Straggler, step_ms: float | None) -> Recommendation:
     evidence = (f"rank {s.rank}: last at {s.last_calls} of {s.calls} collectives "
                 f"({s.last_pct:.1f}%; a straggler from "
-                f"{THRESHOLDS.last_share_over_chance:g}x the 1/n chance share), "
+                f"{THRESHOLDS.last_share_over_chance:g}x the 1/n chance share, or from "
+                f"{100 * THRESHOLDS.dominant_late_share:g}% of the job's lateness), "
                 f"{s.late_ms_per_step:.3f} ms per step of the others' wait (at least "
                 f"{THRESHOLDS.min_late_pct_of_step:g}% of the step); matched across ranks by "
                 "each call's arrivals (kernel starts)")

@@ -6,7 +6,8 @@ Input: the matched calls (``matching.Matched``) and the job's steps per rank. Ou
 A call's last rank is the one that arrived last by more than :attr:`Thresholds.tie_ns`; it
 alone made the call ``late`` (its arrival - the second-last's) longer. A rank is a straggler
 when it is last at a clearly larger share of its calls than chance gives any rank
-(``last_share_over_chance`` x 1/n for n ranks) and the time it costs the job is not negligible
+(``last_share_over_chance`` x 1/n for n ranks) or causes most of the job's lateness
+(``dominant_late_share``), and the time it costs the job is not negligible
 (``min_late_pct_of_step``). What it did instead: over the calls it was last at, its lead-in
 (``collectives`` module: compute, copies, data loader, host, since the previous collective or
 the step's start) minus the median lead-in of the other ranks of the same call; the part that
@@ -28,8 +29,11 @@ from rightsize.analyzers.job.matching import Matched
 class Thresholds:
     # Kineto wrote whole microseconds until 2023: closer arrivals cannot be ordered.
     tie_ns: int = 1_000
-    # Last at 1.5x the fair share (1/n) of its calls: 75% of 2 ranks, 19% of 8, 1.2% of 128.
+    # Last at 1.5x the fair share (1/n) of its calls: 75% of 2 ranks, 19% of 8, 1.2% of 128;
+    # or, late at fewer calls (a data-loader stall once a step delays only the step's first
+    # collective), the cause of at least half of all the job's lateness.
     last_share_over_chance: float = 1.5
+    dominant_late_share: float = 0.5
     # The others' wait for it is at least 1% of the step (below that, tuning it gains nothing).
     min_late_pct_of_step: float = 1.0
     # At least this many calls it was last at: one late call is an anecdote.
@@ -55,6 +59,7 @@ def stragglers(matched: Matched, steps_per_rank: dict[int | None, int], step_ms:
     rows = matched.rows.filter(pl.col("key").is_in(usable["key"].implode()))
     taken = rows.group_by("rank").agg(calls=pl.len())
     n_ranks = max(rows["rank"].n_unique(), 1)
+    all_late = float(late["late_ns"].sum())
     out = []
     for rank, calls_in in taken.sort("rank").iter_rows():
         mine = late.filter(pl.col("last_rank") == rank)
@@ -63,7 +68,8 @@ def stragglers(matched: Matched, steps_per_rank: dict[int | None, int], step_ms:
         steps = max(steps_per_rank.get(rank, 1), 1)
         late_per_step = float(mine["late_ns"].sum()) / steps / 1e6
         pct = 100.0 * mine.height / calls_in
-        if pct < 100.0 * thresholds.last_share_over_chance / n_ranks:
+        dominant = float(mine["late_ns"].sum()) >= thresholds.dominant_late_share * all_late
+        if pct < 100.0 * thresholds.last_share_over_chance / n_ranks and not dominant:
             continue
         if step_ms and 100.0 * late_per_step / step_ms < thresholds.min_late_pct_of_step:
             continue
