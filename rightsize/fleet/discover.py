@@ -1,0 +1,262 @@
+"""Find a fleet's inputs and group them into jobs.
+
+Input: paths as the user typed them (files, folders, glob patterns; ``**`` crosses folders).
+Output: :class:`Found`: the jobs, each with the files its content key covers, and how many files
+under the folders were not input names.
+
+A job is one of:
+
+* ``run``: a run directory (``manifest.json``), never descended into;
+* ``ranks``: Kineto traces in one folder whose ``distributedInfo`` say they are ranks of one job
+  (same world size and backend, distinct ranks). This module groups them itself from each
+  trace's head: ``rightsize.analyzers.job`` checks summaries made after reading, and the loader
+  refuses traces that are not one job; neither groups a folder of files. A folder where a rank
+  appears twice (two recordings) has each file analyzed alone, and the group says why;
+* ``file``: any other input file.
+
+Under a folder, files are inputs by name (:data:`INPUT_SUFFIXES`); others are counted and left
+out. A file named on the command line is always an input. What a file is (its reader, its
+rank) comes from :func:`probe`, which reads its head only.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import re
+import zlib
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rightsize import rundir
+from rightsize.errors import RightsizeError
+
+INPUT_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite3", ".csv", ".prom", ".log")
+HEAD_BYTES = 256 * 1024  # distributedInfo sits before traceEvents, in the first few kB
+_RUN_INPUTS = ("manifest.json", rundir.TRACES_DIR, "samples")  # what a run's key covers
+_DIST = re.compile(rb'"distributedInfo"\s*:\s*')
+_PROPS = re.compile(rb'"deviceProperties"\s*:\s*')
+_TS = re.compile(rb'"ts"\s*:\s*"?(-?[0-9][0-9.eE+]*)')
+_EPOCH_MIN_US = 946_684_800e6  # 2000-01-01
+SAME_JOB_S = 600.0  # ranks of one job start recording within this of each other
+_GLOB = re.compile(r"[*?\[]")
+
+
+class DiscoverError(RightsizeError):
+    """A path that names nothing to scan."""
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What a file's head says: its reader and, for Kineto traces, its rank."""
+
+    reader: str | None  # None: not a supported input (``problem`` says why)
+    problem: str | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None
+    devices: str | None = None  # deviceProperties' names, when the head has them
+    start_us: float | None = None  # the first wall-clock event time in the head (epoch us)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    name: str
+    kind: str  # run | ranks | file
+    paths: tuple[str, ...]  # what the analysis reads
+    files: tuple[str, ...]  # what the content key covers
+    note: str | None = None  # how the grouping decided, when it had to choose
+
+
+@dataclass(slots=True)
+class Found:
+    jobs: list[Job] = field(default_factory=list)
+    not_inputs: int = 0  # files under folders whose names are not input names
+
+
+def probe(path: Path) -> Probe:
+    """The reader of ``path`` (by content, as the loader detects it) and its distributedInfo."""
+    from rightsize.traces.loader import detect
+
+    try:
+        reader = detect(path)
+    except RightsizeError as exc:
+        return Probe(None, problem=str(exc))
+    if reader.name != "kineto":
+        return Probe(reader.name)
+    head = _head(path)
+    info = _object_after(_DIST, head)
+    if not isinstance(info, dict):
+        return Probe(reader.name)
+    rank, world = _int(info.get("rank")), _int(info.get("world_size"))
+    backend = info.get("backend")
+    props = _object_after(_PROPS, head)
+    names = sorted({str(d.get("name")) for d in props if isinstance(d, dict) and d.get("name")}
+                   ) if isinstance(props, list) else []
+    return Probe(reader.name, rank=rank, world_size=world,
+                 backend=backend if isinstance(backend, str) else None,
+                 devices=", ".join(names) or None, start_us=_first_ts_us(head))
+
+
+def _int(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _head(path: Path) -> bytes:
+    """The file's first :data:`HEAD_BYTES` (inflated when gzip; empty when unreadable: the
+    analysis reports the file's problem in its own words)."""
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(2)
+            fh.seek(0)
+            if magic == b"\x1f\x8b":
+                with gzip.GzipFile(fileobj=fh) as gz:
+                    return gz.read(HEAD_BYTES)
+            return fh.read(HEAD_BYTES)
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile):
+        return b""
+
+
+def _object_after(key: re.Pattern[bytes], head: bytes) -> object:
+    """The JSON value after ``"key":`` in ``head`` (None when absent or cut off)."""
+    m = key.search(head)
+    if m is None:
+        return None
+    try:
+        obj, _ = json.JSONDecoder().raw_decode(head[m.end():].decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    return obj
+
+
+def _first_ts_us(head: bytes) -> float | None:
+    """The first event time in ``head`` that reads as wall-clock microseconds (Kineto writes
+    epoch us; relative clocks give None)."""
+    events = head.find(b'"traceEvents"')
+    if events < 0:
+        return None
+    for m in _TS.finditer(head, events):
+        try:
+            ts = float(m.group(1))
+        except ValueError:
+            continue
+        if ts >= _EPOCH_MIN_US:
+            return ts
+    return None
+
+
+def expand(paths: Iterable[str]) -> list[Path]:
+    """Each path, or what a glob pattern matches (sorted); a path that names nothing is an
+    error before anything is scanned."""
+    out: list[Path] = []
+    for p in paths:
+        if os.path.lexists(p):
+            out.append(Path(p))
+            continue
+        if _GLOB.search(p):
+            matched = sorted(glob.glob(p, recursive=True))
+            if not matched:
+                raise DiscoverError(f"{p}: the pattern matches nothing")
+            out.extend(Path(m) for m in matched)
+            continue
+        raise DiscoverError(f"{p}: no such file or directory")
+    return out
+
+
+def run_files(run_dir: Path) -> tuple[str, ...]:
+    """The files a run directory's key covers: its manifest, traces and samples (not the
+    reports rightsize writes into it, which change without the run changing)."""
+    files = [run_dir / "manifest.json"]
+    for sub in _RUN_INPUTS[1:]:
+        base = run_dir / sub
+        if base.is_dir():
+            files += sorted(f for f in base.rglob("*") if f.is_file())
+    return tuple(str(f.absolute()) for f in files)
+
+
+def is_input_name(name: str) -> bool:
+    return name.lower().endswith(INPUT_SUFFIXES)
+
+
+def walk(paths: Iterable[str]) -> tuple[list[Path], list[Path], int]:
+    """Run directories and input files under ``paths`` (each once), and the files left out."""
+    runs: dict[str, Path] = {}
+    files: dict[str, Path] = {}
+    left_out = 0
+    for top in expand(paths):
+        if top.is_dir():
+            if rundir.is_run_dir(top):
+                runs.setdefault(os.path.realpath(top), top.absolute())
+                continue
+            for folder, dirs, names in os.walk(top):
+                here = Path(folder)
+                keep = []
+                for d in sorted(dirs):
+                    if rundir.is_run_dir(here / d):
+                        runs.setdefault(os.path.realpath(here / d), (here / d).absolute())
+                    elif not d.startswith("."):
+                        keep.append(d)
+                dirs[:] = keep  # run directories and hidden folders are not walked into
+                for n in sorted(names):
+                    f = here / n
+                    if n.startswith(".") or not is_input_name(n) or not f.is_file():
+                        left_out += 1
+                        continue
+                    files.setdefault(os.path.realpath(f), f.absolute())
+        else:
+            files.setdefault(os.path.realpath(top), top.absolute())
+    return list(runs.values()), list(files.values()), left_out
+
+
+def group(runs: list[Path], files: list[Path],
+          probe_of: Callable[[Path], Probe]) -> list[Job]:
+    """Jobs: each run directory, the ranks of one job per folder, each other file."""
+    jobs = [Job(r.name, "run", (str(r),), run_files(r)) for r in runs]
+    ranked: dict[tuple[str, int, str | None, str | None], list[tuple[Probe, Path]]] = \
+        defaultdict(list)
+    for f in files:
+        pr = probe_of(f)
+        if pr.rank is not None and pr.world_size is not None and pr.world_size > 1:
+            ranked[(str(f.parent), pr.world_size, pr.backend, pr.devices)].append((pr, f))
+        else:
+            jobs.append(Job(f.name, "file", (str(f),), (str(f),)))
+    for (folder, world, _, _), members in ranked.items():
+        for cluster in _by_time(members):
+            jobs += _rank_job(folder, world, cluster)
+    return jobs
+
+
+def _by_time(members: list[tuple[Probe, Path]]) -> list[list[tuple[Probe, Path]]]:
+    """Traces of one folder, world size, backend and device split into recordings: ranks of
+    one job start within :data:`SAME_JOB_S` of the first one (a trace without a wall-clock
+    start joins the others without one)."""
+    timed = sorted((m for m in members if m[0].start_us is not None),
+                   key=lambda m: (m[0].start_us or 0.0, str(m[1])))
+    clusters: list[list[tuple[Probe, Path]]] = []
+    for m in timed:
+        if clusters and (m[0].start_us or 0.0) - (clusters[-1][0][0].start_us or 0.0) \
+                <= SAME_JOB_S * 1e6:
+            clusters[-1].append(m)
+        else:
+            clusters.append([m])
+    untimed = [m for m in members if m[0].start_us is None]
+    return clusters + ([untimed] if untimed else [])
+
+
+def _rank_job(folder: str, world: int, members: list[tuple[Probe, Path]]) -> list[Job]:
+    members = sorted(members, key=lambda m: (m[0].rank or 0, str(m[1])))
+    ranks = [pr.rank for pr, _ in members]
+    if len(members) == 1:
+        f = members[0][1]
+        return [Job(f.name, "file", (str(f),), (str(f),))]
+    if len(set(ranks)) < len(ranks):
+        dup = next(r for r in ranks if ranks.count(r) > 1)
+        note = (f"rank {dup} of world size {world} appears twice in {folder} in one recording: "
+                "its traces are analyzed one at a time")
+        return [Job(f.name, "file", (str(f),), (str(f),), note) for _, f in members]
+    paths = tuple(str(f) for _, f in members)
+    return [Job(Path(folder).name, "ranks", paths, paths)]

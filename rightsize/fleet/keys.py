@@ -1,0 +1,110 @@
+"""Content keys of jobs, and the cache that spares a re-scan from reading unchanged files.
+
+A file's digest is the SHA-256 of its bytes. A job's key is the SHA-256 of its kind and its
+files' digests (a run directory's with each file's path inside it, since its manifest and traces
+play different parts; a job of ranks or one file by content alone, so a copy of a trace elsewhere
+is the same job). A changed byte is a new key, hence a new analysis; the same bytes never are.
+
+:class:`FileCache` remembers, per file (by real path), the size, modification time and inode it
+had when it was last read, with its digest and probe (:func:`rightsize.fleet.discover.probe`).
+A file whose three still agree is not read again. Stored in the table's ``cache/files.parquet``,
+written whole or not at all; losing it costs only reading the files again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import polars as pl
+
+from rightsize.fleet.discover import Job, Probe, probe
+
+CHUNK = 1 << 20
+_CACHE_SCHEMA = {"path": pl.String, "size": pl.Int64, "mtime_ns": pl.Int64, "ino": pl.Int64,
+                 "sha256": pl.String, "reader": pl.String, "problem": pl.String,
+                 "rank": pl.Int64, "world_size": pl.Int64, "backend": pl.String,
+                 "devices": pl.String, "start_us": pl.Float64}
+
+
+def file_digest(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class FileCache:
+    """Digests and probes by real path, valid while size, mtime and inode are unchanged."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self._rows: dict[str, dict[str, object]] = {}
+        self.read = 0  # files whose bytes were read this time (not from the cache)
+        if path is not None and path.is_file():
+            try:
+                cached = pl.read_parquet(path)
+                if set(cached.columns) != set(_CACHE_SCHEMA):
+                    cached = pl.DataFrame(schema=_CACHE_SCHEMA)  # another version's: read again
+                for row in cached.iter_rows(named=True):
+                    self._rows[str(row["path"])] = row
+            except (OSError, pl.exceptions.PolarsError):
+                self._rows = {}  # a damaged cache is only a slower scan
+
+    def _entry(self, f: str | Path) -> dict[str, object]:
+        real = os.path.realpath(f)
+        st = os.stat(real)
+        row = self._rows.get(real)
+        if row is not None and (row["size"], row["mtime_ns"], row["ino"]) == (
+                st.st_size, st.st_mtime_ns, st.st_ino):
+            return row
+        self.read += 1
+        pr = probe(Path(real))
+        row = {"path": real, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino,
+               "sha256": file_digest(real), "reader": pr.reader, "problem": pr.problem,
+               "rank": pr.rank, "world_size": pr.world_size, "backend": pr.backend,
+               "devices": pr.devices, "start_us": pr.start_us}
+        self._rows[real] = row
+        return row
+
+    def digest(self, f: str | Path) -> str:
+        return str(self._entry(f)["sha256"])
+
+    def probe(self, f: str | Path) -> Probe:
+        row = self._entry(f)
+
+        def opt_int(k: str) -> int | None:
+            v = row[k]
+            return v if isinstance(v, int) else None
+
+        def opt_str(k: str) -> str | None:
+            v = row.get(k)
+            return v if isinstance(v, str) else None
+
+        start = row.get("start_us")
+        return Probe(opt_str("reader"), opt_str("problem"), opt_int("rank"),
+                     opt_int("world_size"), opt_str("backend"), opt_str("devices"),
+                     start if isinstance(start, float) else None)
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        from rightsize.fleet.table import write_parquet_atomic
+
+        frame = pl.DataFrame(list(self._rows.values()), schema=_CACHE_SCHEMA)
+        write_parquet_atomic(frame, self.path)
+
+
+def job_key(job: Job, digest: FileCache) -> str:
+    """The job's content key (see the module docstring)."""
+    h = hashlib.sha256(f"rightsize-fleet-job\0{job.kind}\0".encode())
+    if job.kind == "run":
+        root = job.paths[0]
+        for f in sorted(job.files):
+            h.update(f"{os.path.relpath(f, root)}\0{digest.digest(f)}\n".encode())
+    else:
+        for d in sorted(digest.digest(f) for f in job.files):
+            h.update(f"{d}\n".encode())
+    return h.hexdigest()
