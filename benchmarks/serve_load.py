@@ -9,14 +9,22 @@ threads, streaming each body from disk. While the uploads are received the serve
 RSS (``/proc``, via psutil; the server's own process, not its analysis workers, which start
 later) is sampled every 20 ms. Then it waits until every run is done or failed.
 
-Reports (JSON on stdout, and ``--out``): server RSS before and peak while receiving and their
-difference, upload wall time and throughput, the time until all runs were analyzed, the
-per-run analysis seconds (median, max), and how many runs ended done. Fails (exit 1) when a run
-is not done or the RSS growth reaches ``--rss-limit-mb`` (100).
+With ``--slow-clients N`` an attack runs beside the uploads for as long as they last (issue
+29): N loopback connections, half sending a request head one byte a second (slowloris), half
+an upload body one byte a second (holding an upload slot), each reopened as soon as the server
+cuts it. Uploads answered 503 retry after ``Retry-After``, counted.
+
+Reports (JSON on stdout, and ``--out``): server RSS before, peak while receiving, and after
+all runs were analyzed; upload wall time, uploads per second and throughput; per-upload
+latency (p50, p99, from the first try to the 201, retries included); 503 retries; the attack's
+connections opened and cut; the time until all runs were analyzed, the per-run analysis
+seconds (median, max), and how many runs ended done. Fails (exit 1) when a run is not done or
+the RSS growth reaches ``--rss-limit-mb`` (100).
 
 Usage::
 
     python benchmarks/serve_load.py --shared /work/shared --out /tmp/serve_load.json
+    python benchmarks/serve_load.py --shared /work/shared --slow-clients 16
 """
 
 from __future__ import annotations
@@ -56,7 +64,26 @@ def build_trace(shared: Path, size_mb: float, out: Path) -> Path:
     return out
 
 
-def upload(port: int, trace: Path, padding: int, result: dict[str, Any]) -> None:
+def upload(port: int, trace: Path, padding: int, result: dict[str, Any],
+           deadline: float) -> None:
+    """POST the trace (and ``padding`` spaces), retrying 503s after Retry-After until
+    ``deadline``; the last answer, the tries and the seconds from the first try."""
+    start = time.perf_counter()
+    tries = 0
+    while True:
+        tries += 1
+        one: dict[str, Any] = {}
+        try:
+            _upload_once(port, trace, padding, one)
+        except OSError as exc:  # cut while sending: the server refused early
+            one = {"status": 0, "reply": {"error": str(exc)}, "retry_after": 1}
+        if one["status"] != 503 and one["status"] != 0 or time.monotonic() > deadline:
+            break
+        time.sleep(float(one.get("retry_after") or 1))
+    result.update(one, tries=tries, latency_s=time.perf_counter() - start)
+
+
+def _upload_once(port: int, trace: Path, padding: int, result: dict[str, Any]) -> None:
     """POST the trace plus ``padding`` spaces as one multipart file, streamed from disk."""
     boundary = uuid.uuid4().hex
     head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
@@ -78,8 +105,47 @@ def upload(port: int, trace: Path, padding: int, result: dict[str, Any]) -> None
         "Content-Length": str(length)}, encode_chunked=False)
     resp = conn.getresponse()
     result.update(status=resp.status, reply=json.loads(resp.read()),
-                  upload_s=time.perf_counter() - start)
+                  upload_s=time.perf_counter() - start, retry_after=resp.getheader("retry-after"))
     conn.close()
+
+
+class SlowClients:
+    """``n`` slow connections kept open against the server until :meth:`stop` (see the module
+    docstring): each sends one byte a second and is reopened when the server cuts it."""
+
+    def __init__(self, port: int, n: int) -> None:
+        self.port, self.n = port, n
+        self.opened = self.cut = 0
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._client, args=(i,), daemon=True)
+                         for i in range(n)]
+
+    def start(self) -> SlowClients:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=10)
+
+    def _client(self, i: int) -> None:
+        head = f"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+        body_head = (head + "Content-Type: multipart/form-data; boundary=b\r\n"
+                     "Content-Length: 100000000\r\n\r\n--b\r\nContent-Disposition: "
+                     "form-data; name=\"file\"; filename=\"slow.json\"\r\n\r\n{")
+        first = head if i % 2 == 0 else body_head  # slowloris head, or a trickling body
+        while not self._stop.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+                    self.opened += 1
+                    sock.sendall(first.encode())
+                    while not self._stop.wait(1.0):
+                        sock.sendall(b"a" if i % 2 == 0 else b" ")
+            except OSError:
+                self.cut += 1
+                self._stop.wait(0.1)
 
 
 def get(port: int, path: str) -> Any:
@@ -110,8 +176,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         proc = psutil.Process(server.pid)
         rss_before = proc.memory_info().rss
         results: list[dict[str, Any]] = [{} for _ in range(args.uploads)]
-        threads = [threading.Thread(target=upload, args=(port, trace, i + 1, results[i]))
+        give_up = time.monotonic() + args.timeout_s
+        threads = [threading.Thread(target=upload, args=(port, trace, i + 1, results[i],
+                                                         give_up))
                    for i in range(args.uploads)]
+        attack = SlowClients(port, args.slow_clients).start() if args.slow_clients else None
+        if attack is not None:
+            time.sleep(2.0)  # the attack holds its connections before the first upload
         peak = rss_before
         start = time.perf_counter()
         for t in threads:
@@ -120,6 +191,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             peak = max(peak, proc.memory_info().rss)
             time.sleep(0.02)
         upload_wall_s = time.perf_counter() - start
+        if attack is not None:
+            attack.stop()
         ids = [r["reply"]["id"] for r in results if r.get("status") == 201]
         runs: list[dict[str, Any]] = []
         deadline = time.monotonic() + args.timeout_s
@@ -129,12 +202,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 break
             time.sleep(0.5)
         all_analyzed_s = time.perf_counter() - start
+        time.sleep(1.0)
+        rss_after = proc.memory_info().rss
     finally:
         server.terminate()
         server.wait(timeout=30)
         log.close()
     size = trace.stat().st_size
     analysis = [r["analysis_s"] for r in runs if r.get("analysis_s") is not None]
+    latency = sorted(r["latency_s"] for r in results if r.get("status") == 201)
     return {
         "trace_bytes": size,
         "uploads": args.uploads,
@@ -145,13 +221,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "server_rss_before_mb": round(rss_before / 2**20, 1),
         "server_rss_peak_receiving_mb": round(peak / 2**20, 1),
         "server_rss_growth_mb": round((peak - rss_before) / 2**20, 1),
+        "server_rss_after_mb": round(rss_after / 2**20, 1),
         "upload_wall_s": round(upload_wall_s, 2),
+        "uploads_per_s": round(len(ids) / upload_wall_s, 2),
         "upload_mb_per_s": round(size * args.uploads / 2**20 / upload_wall_s, 1),
+        "upload_latency_s_p50": round(_quantile(latency, 0.5), 2) if latency else None,
+        "upload_latency_s_p99": round(_quantile(latency, 0.99), 2) if latency else None,
+        "retries_503": sum(r.get("tries", 1) - 1 for r in results),
+        "slow_clients": args.slow_clients,
+        "slow_connections_opened": attack.opened if attack else 0,
+        "slow_connections_cut": attack.cut if attack else 0,
         "all_analyzed_s": round(all_analyzed_s, 2),
         "analysis_s_median": round(statistics.median(analysis), 2) if analysis else None,
         "analysis_s_max": round(max(analysis), 2) if analysis else None,
         "cpus": os.cpu_count(),
     }
+
+
+def _quantile(values: list[float], q: float) -> float:
+    """The q-quantile of sorted ``values``, linear between the closest ranks."""
+    at = (len(values) - 1) * q
+    low = int(at)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (at - low)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--timeout-s", type=float, default=900.0)
     p.add_argument("--rss-limit-mb", type=float, default=100.0)
+    p.add_argument("--slow-clients", type=int, default=0,
+                   help="slow connections (half slowloris heads, half trickling bodies) "
+                        "kept open beside the uploads")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     figures = run(args)
