@@ -307,15 +307,16 @@ def _mismatch(a: Trace, b: Trace) -> str | None:
 
 
 def _group_mismatch(a: Trace, b: Trace) -> str | None:
-    """A process group both traces belong to, recorded with different members (pg_config)."""
+    """A process group both traces record (by name, with members in common) with different
+    members (distributedInfo.pg_config; group names are global in torch.distributed)."""
     def groups(t: Trace) -> dict[str, list[Any]]:
         config = t.meta.profiler.get("pg_config")
         return {str(g.get("pg_name")): list(g["ranks"]) for g in config
                 if isinstance(g, dict) and isinstance(g.get("ranks"), list)} \
             if isinstance(config, list) else {}
     ga, gb = groups(a), groups(b)
-    for name in sorted(ga.keys() & gb.keys()):
-        if a.meta.rank in gb[name] and b.meta.rank in ga[name] and ga[name] != gb[name]:
+    for name in sorted(ga.keys() & gb.keys()):  # one group (shared members), two listings
+        if set(ga[name]) & set(gb[name]) and ga[name] != gb[name]:
             return f"process group {name!r} has ranks {ga[name]} vs {gb[name]}"
     return None
 

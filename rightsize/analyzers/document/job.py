@@ -88,6 +88,8 @@ class Straggler(Node):
     cause: str  # compute | copy | dataloader | host | unknown: what it did instead
     cause_ms_per_step: float | None = num(6)  # its lead-in beyond the median rank's, per step
     excess_ms_per_step: Mapping[str, float] = num(6)  # each lead-in part beyond the median
+    # its step starts after the median rank's (mean over steps; null: one rank's steps only)
+    step_start_late_ms: float | None = num(6, default=None)
     text: str = ""
 
 

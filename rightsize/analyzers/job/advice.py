@@ -33,9 +33,9 @@ _ACTION = {
              "step or spread it, and check that node for CPU contention."),
     "copy": ("Its host-device copies take longer: pinned memory and non_blocking copies on "
              "that rank, and the PCIe/NUMA placement of its GPU."),
-    "unknown": ("Its lead-in to the collectives is no longer than the others': it may start "
-                "its steps late (host contention, an earlier stall); profile that rank's step "
-                "start and its node."),
+    "unknown": ("Its lead-in to the collectives is no longer than the others': the delay "
+                "comes from before them (a late step start: host contention, an earlier "
+                "stall); profile that rank's step start and its node."),
 }
 
 

@@ -12,7 +12,8 @@ innermost collective op whose span holds the kernel's launch call (linked by cor
 else the op with the kernel's external id.
 
 Each row also carries the call's *lead-in*: the time on that rank from the end of its previous
-collective on the stream (or the start of its step, whichever is later) to this call's arrival,
+collective of the same process group (of the same stream where no group is recorded), or the
+start of its step, whichever is later, to this call's arrival,
 split by priority into compute (kernels of the device), copies (memcpy/memset), the data
 loader's ``__next__`` and the rest (host: Python, launches, waits). A straggler's lead-in is
 longer than the others' by what it did instead; ``stragglers`` reads it. Pure.
@@ -73,7 +74,9 @@ def calls(trace: Trace, steps: Steps, device: int | None) -> pl.DataFrame:
     arrival = comm["ts_ns"].to_numpy()
     end = arrival + comm["dur_ns"].to_numpy()
     step = _step_of(arrival, steps)
-    lead0 = _lead_start(comm["stream"].to_numpy(), arrival, end, step, steps)
+    group = [f"pg {g}" if g is not None else f"stream {st}"
+             for g, st in zip(info["pg"].to_list(), comm["stream"].to_list(), strict=True)]
+    lead0 = _lead_start(group, arrival, end, step, steps)
     parts = _lead_parts(lead0, arrival, compute, copies, loader)
     return pl.DataFrame({
         "stream": comm["stream"], "ordinal": comm["ordinal"],
@@ -102,22 +105,24 @@ def _step_of(arrival: np.ndarray, steps: Steps) -> np.ndarray:
     return np.where(ok, idx, -1).astype(np.int64)
 
 
-def _lead_start(stream: np.ndarray, arrival: np.ndarray, end: np.ndarray, step: np.ndarray,
+def _lead_start(group: Sequence[str], arrival: np.ndarray, end: np.ndarray, step: np.ndarray,
                 steps: Steps) -> np.ndarray:
-    """Where each call's lead-in starts: the previous call's end on its stream or its step's
-    start, whichever is later (the arrival itself when there is neither)."""
+    """Where each call's lead-in starts: the end of the previous call of its process group
+    (of its stream where none is recorded) or its step's start, whichever is later (the
+    arrival itself when there is neither). Every rank of a call made that previous call too,
+    and it ended for all at once: the windows compare."""
     out = arrival.copy()
-    last_end: dict[int, int] = {}
+    last_end: dict[str, int] = {}
     for i in range(len(arrival)):  # one pass, calls in time order (hundreds per step)
         starts = []
-        prev = last_end.get(int(stream[i]))
+        prev = last_end.get(group[i])
         if prev is not None:
             starts.append(prev)
         if step[i] >= 0:
             starts.append(int(steps.start_ns[step[i]]))
         if starts:
             out[i] = min(max(starts), arrival[i])
-        last_end[int(stream[i])] = max(int(end[i]), last_end.get(int(stream[i]), 0))
+        last_end[group[i]] = max(int(end[i]), last_end.get(group[i], 0))
     return out
 
 

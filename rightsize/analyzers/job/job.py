@@ -39,8 +39,8 @@ class JobError(RightsizeError):
 
 def check_job(summaries: Sequence[RankSummary]) -> None:
     """Refuse summaries that do not say they are ranks of one job (one line: the mismatch):
-    distributedInfo with one world size and backend, distinct ranks, and the process groups two
-    ranks both belong to recorded alike."""
+    distributedInfo with one world size and backend, distinct ranks, and a process group two
+    ranks record (by name, with members in common) recorded alike."""
     first = summaries[0]
     seen: dict[int, str] = {}
     groups: dict[str, tuple[tuple[int, ...], str]] = {}
@@ -57,7 +57,7 @@ def check_job(summaries: Sequence[RankSummary]) -> None:
         seen[s.rank] = name
         for pg, ranks in s.process_groups:
             known = groups.get(pg)
-            if known is not None and s.rank in known[0] and known[0] != ranks:
+            if known is not None and set(known[0]) & set(ranks) and known[0] != ranks:
                 raise JobError(f"{known[1]} and {name} record process group {pg!r} with "
                                f"different ranks ({list(known[0])} vs {list(ranks)})")
             groups.setdefault(pg, (ranks, name))
@@ -96,7 +96,8 @@ def job_of(summaries: Sequence[RankSummary], catalog: Catalog | None = None,
         communication_ms_per_step=comm, wait_ms_per_step=wait, exposed_ms_per_step=exposed,
         overlap_pct=100.0 * (1 - exposed / comm) if comm and exposed is not None else None,
         ranks=tuple(r for r, _ in per_rank),
-        stragglers=stragglers(matched, steps, job_step, THRESHOLDS),
+        stragglers=stragglers(matched, steps, job_step, THRESHOLDS,
+                              {s.rank: s.steps["start_ns"].to_list() for s in ranked}),
         collectives=_by_type(matched, steps, len(ranked), fabric),
         calls=_calls(matched),
         cost=_cost(gpu, world or len(ranked), job_step, catalog, provider),

@@ -11,7 +11,8 @@ when it is last at a clearly larger share of its calls than chance gives any ran
 (``min_late_pct_of_step``). What it did instead: over the calls it was last at, its lead-in
 (``collectives`` module: compute, copies, data loader, host, since the previous collective or
 the step's start) minus the median lead-in of the other ranks of the same call; the part that
-grew most is the cause. Pure.
+grew most is the cause. How much later than the median rank it started its steps is said too:
+a delay that began before the profiled window shows there, not in any lead-in. Pure.
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ CAUSE_WORDS = {"compute": "GPU compute (kernels the others did not run as long)"
 
 
 def stragglers(matched: Matched, steps_per_rank: dict[int | None, int], step_ms: float | None,
-               thresholds: Thresholds = THRESHOLDS) -> tuple[Straggler, ...]:
-    """The stragglers among the ranks of ``matched`` (see the module docstring)."""
+               thresholds: Thresholds = THRESHOLDS,
+               step_starts: dict[int | None, list[int]] | None = None) -> tuple[Straggler, ...]:
+    """The stragglers among the ranks of ``matched`` (see the module docstring);
+    ``step_starts`` (each rank's step start times) says how late each began its steps."""
     calls = matched.calls
     if calls.height == 0 or "late_ns" not in calls.columns:
         return ()
@@ -76,12 +79,13 @@ def stragglers(matched: Matched, steps_per_rank: dict[int | None, int], step_ms:
         excess = _excess(rows, mine["key"], rank, steps)
         cause, cause_ms = _cause(excess, late_per_step, thresholds)
         by_type = _by_type(rows, mine, rank)
+        started = _started_late_ms(step_starts or {}, rank)
         out.append(Straggler(
             rank=rank, last_calls=mine.height, calls=calls_in, last_pct=pct,
             late_ms_per_step=late_per_step, late_ms_mean=float(mine["late_ns"].mean()) / 1e6,  # type: ignore[arg-type]
             last_pct_by_type=by_type, cause=cause, cause_ms_per_step=cause_ms,
-            excess_ms_per_step=excess,
-            text=_sentence(rank, pct, by_type, late_per_step, cause, cause_ms)))
+            excess_ms_per_step=excess, step_start_late_ms=started,
+            text=_sentence(rank, pct, by_type, late_per_step, cause, cause_ms, started)))
     return tuple(sorted(out, key=lambda s: (-s.late_ms_per_step, s.rank)))
 
 
@@ -96,6 +100,22 @@ def _excess(rows: pl.DataFrame, keys: pl.Series, rank: int, steps: int) -> dict[
     diff = own.join(others, on="key", suffix="_median")
     return {p: float((diff[f"lead_{p}_ns"] - diff[f"lead_{p}_ns_median"]).sum()) / steps / 1e6
             for p in LEAD_PARTS}
+
+
+def _started_late_ms(starts: dict[int | None, list[int]], rank: int) -> float | None:
+    """How much later than the median rank ``rank`` started its steps (mean over the steps all
+    ranks recorded, by position): a lateness that began before the profiled window."""
+    mine = starts.get(rank)
+    n = min((len(v) for v in starts.values()), default=0)
+    if not mine or n == 0 or len(starts) < 2:
+        return None
+    diffs = []
+    for i in range(n):
+        others = sorted(v[i] for r, v in starts.items() if r != rank)
+        mid = len(others) // 2
+        median = others[mid] if len(others) % 2 else (others[mid - 1] + others[mid]) / 2
+        diffs.append(mine[i] - median)
+    return sum(diffs) / len(diffs) / 1e6
 
 
 def _cause(excess: dict[str, float], late_ms: float,
@@ -120,14 +140,15 @@ _TYPE_WORDS = {"allreduce": "all-reduces", "allgather": "all-gathers",
 
 
 def _sentence(rank: int, pct: float, by_type: dict[str, float], late_ms: float, cause: str,
-              cause_ms: float | None) -> str:
+              cause_ms: float | None, started_ms: float | None) -> str:
     worst = max(by_type.items(), key=lambda kv: (kv[1], kv[0]), default=None)
     kinds = f" ({worst[1]:.0f}% of {_TYPE_WORDS.get(worst[0], worst[0])})" \
         if worst is not None and len(by_type) > 1 else ""
     head = (f"rank {rank} arrives last at {pct:.0f}% of its collectives{kinds}, "
             f"{late_ms:.3g} ms per step after the others")
+    if started_ms is not None and started_ms >= late_ms / 2:
+        head += f"; its steps start {started_ms:.3g} ms after the median rank's"
     if cause == "unknown" or cause_ms is None:
-        return head + "; its lead-in to those collectives was not longer than the others' " \
-                      "(it may have started its step late)"
+        return head + "; its lead-in to those collectives was not longer than the others'"
     return head + f"; before them it spent {cause_ms:.3g} ms per step more than the median " \
                   f"rank on {CAUSE_WORDS[cause]}"
