@@ -246,8 +246,10 @@ def analyze(traces: list[Trace], context: Context = Context()) -> Analysis:
 
 
 def _job(ranks: tuple[RankAnalysis, ...], context: Context) -> Job | None:
-    """The job of several ranks (its summaries reduced: ``analyzers/job``), else None."""
-    if len(ranks) < 2:
+    """The job of several ranks (its summaries reduced: ``analyzers/job``), else None: one
+    trace, or traces of one rank (the profiling windows of one process in a run directory)."""
+    numbers = [r.rank for r in ranks if r.rank is not None]
+    if len(set(numbers)) < 2 or len(set(numbers)) != len(numbers):
         return None
     return job_of([summarize(r) for r in ranks], context.catalog, context.constraints.provider)
 

@@ -147,3 +147,19 @@ def test_summaries_that_are_not_one_job_are_refused():
     assert job.notes == (("no collective kernels (NCCL/RCCL) in the ranks' traces: nothing to "
                          "match"),)
     assert (job.nodes, job.gpus_per_node) == (1, 2)  # devices 0 and 1 of 2 visible
+
+
+def test_windows_of_one_rank_are_no_job():
+    """A run directory's traces of one process (``--repeat`` windows) are not a job: no job
+    section, no error; two ranks are."""
+    from rightsize.analyzers.analysis import analyze
+    from tests.framebuilder import FrameBuilder
+
+    def trace(rank: int):
+        b = FrameBuilder(rank=rank, world_size=2, backend="nccl")
+        b.step(1, 0, 1000).kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 100, 50, corr=1)
+        return b.trace(f"rank{rank}.json")
+
+    assert analyze([trace(0), trace(0)]).job is None
+    job = analyze([trace(0), trace(1)]).job
+    assert job is not None and job.rank_count == 2 and job.calls_total == 1
