@@ -25,8 +25,10 @@ GPUS = (H100, A100)
 
 
 def trace(day: int = 0, scale: float = 1.0, gpu: dict[str, Any] = H100,
-          rank: int | None = None, world: int | None = None) -> dict[str, Any]:
-    """The two-step trace recorded ``day`` days after BASE_NS, every time times ``scale``."""
+          rank: int | None = None, world: int | None = None,
+          tag: str | None = None) -> dict[str, Any]:
+    """The two-step trace recorded ``day`` days after BASE_NS, every time times ``scale``
+    (``tag``: a top-level key that makes the bytes, not the analysis, differ)."""
     b: Any = TraceBuilder(base_ns=BASE_NS + day * DAY_NS, devices=[gpu])
     two_step_trace(b)
     for e in b.events:
@@ -37,6 +39,8 @@ def trace(day: int = 0, scale: float = 1.0, gpu: dict[str, Any] = H100,
         b.extra.pop("distributedInfo", None)
     else:
         b.extra["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
+    if tag is not None:
+        b.extra["trace_id"] = tag
     doc: dict[str, Any] = b.document()
     return doc
 
@@ -56,7 +60,8 @@ def fleet(root: Path, n: int, days: int = 3) -> list[Path]:
     for i in range(n):
         team = "vision" if i % 2 == 0 else "nlp"
         out.append(write(root / f"team-{team}" / f"job{i:03d}.pt.trace.json.gz",
-                         trace(day=i % days, scale=1.0 + (i % 4) * 0.5, gpu=GPUS[i % 2])))
+                         trace(day=i % days, scale=1.0 + (i % 4) * 0.5, gpu=GPUS[i % 2],
+                               tag=f"job{i}")))
     return out
 
 
