@@ -1,0 +1,170 @@
+"""Per-workload statistics over the window: percentiles, peaks, replicas, coverage.
+
+Inputs: a :class:`~rightsize.traces.fleet_series.SeriesSet` and an
+:class:`~rightsize.analyzers.fleet_metrics.workloads.Assignment`. Output: one
+:class:`Measured` per workload. Definitions (docs/fleet-metrics.md):
+
+* percentiles are over every sample of every GPU of the workload (polars' ``linear``
+  interpolation, numpy's default); memory is stated at its maximum;
+* the *step* is the query's step, or for a file the median interval of the workload's series;
+  samples are placed in steps by ``round((t - first) / step)``;
+* *summed activity* adds the activity of all the workload's GPUs in each step (100 = one whole
+  GPU busy); its p95 is what replicas are sized on;
+* *replicas* in a step are the GPUs reporting memory (else activity) there over the GPUs per
+  pod; ``replicas_now`` is their median over the steps, ``replicas_max`` their maximum;
+* *coverage* is the share of the steps from the first to the last sample that have one.
+
+All aggregation runs in polars over the whole frame at once (a week of 1,000 pods at 30 s is
+60 million points). Pure: inputs are not changed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from rightsize.analyzers.fleet_metrics.workloads import Assignment
+from rightsize.traces.fleet_series import CANONICAL, SeriesSet
+
+ACTIVITY = ("sm_active_pct", "gpu_util_pct")  # what sizes compute, best first
+
+
+@dataclass(frozen=True, slots=True)
+class MetricStats:
+    samples: int
+    mean: float
+    p50: float
+    p95: float
+    p99: float
+    max: float
+
+
+@dataclass(slots=True)
+class Measured:
+    """What the window shows for one workload (mutable while built, then only read)."""
+
+    index: int
+    first_ns: int = 0
+    last_ns: int = 0
+    step_s: float = 0.0
+    coverage: float = 0.0
+    metrics: dict[str, MetricStats] = field(default_factory=dict)
+    summed_p95: dict[str, float] = field(default_factory=dict)  # per activity metric
+    summed_max: dict[str, float] = field(default_factory=dict)
+    by_hour: tuple[float | None, ...] = ()
+    replicas_now: int = 0
+    replicas_max: int = 0
+    gpus_per_replica: int = 1
+    pods: int = 0
+
+    @property
+    def window_s(self) -> float:
+        return (self.last_ns - self.first_ns) / 1e9
+
+    @property
+    def activity_metric(self) -> str | None:
+        return next((m for m in ACTIVITY if m in self.metrics), None)
+
+
+def _lut(values: tuple[int, ...]) -> np.ndarray:
+    return np.asarray(values, dtype=np.uint32) if values else np.zeros(0, dtype=np.uint32)
+
+
+def measure(data: SeriesSet, a: Assignment, percentile: float = 0.95) -> list[Measured]:
+    n = len(a.workloads)
+    out = [Measured(i) for i in range(n)]
+    if data.points.is_empty() or n == 0:
+        return out
+    metric_code = {m: i for i, m in enumerate(CANONICAL)}
+    s_metric = _lut(tuple(metric_code[s.metric] for s in data.series))
+    sid = data.points.get_column("series").to_numpy()
+    pts = data.points.select("t_ns", "value").with_columns(
+        pl.Series("w", _lut(a.workload)[sid]), pl.Series("m", s_metric[sid]),
+        pl.Series("g", _lut(a.gpu)[sid])).filter(pl.col("value").is_finite())
+    per = (pts.group_by("w", "m").agg(
+        pl.len().alias("n"), pl.col("value").mean().alias("mean"),
+        pl.col("value").quantile(0.5, "linear").alias("p50"),
+        pl.col("value").quantile(percentile, "linear").alias("p95"),
+        pl.col("value").quantile(0.99, "linear").alias("p99"),
+        pl.col("value").max().alias("max"),
+        pl.col("t_ns").min().alias("t0"), pl.col("t_ns").max().alias("t1")))
+    for w, m, cnt, mean, p50, p95, p99, mx, t0, t1 in per.iter_rows():
+        x = out[w]
+        x.metrics[CANONICAL[m]] = MetricStats(cnt, mean, p50, p95, p99, mx)
+        x.first_ns = t0 if not x.last_ns else min(x.first_ns, t0)
+        x.last_ns = max(x.last_ns, t1)
+    steps = _steps(data, a, n)
+    first = np.asarray([x.first_ns for x in out], dtype=np.int64)
+    step_ns = np.asarray([max(1, round(s * 1e9)) for s in steps], dtype=np.int64)
+    w_idx = pts.get_column("w").to_numpy()
+    t = pts.get_column("t_ns").to_numpy()
+    pts = pts.with_columns(pl.Series("b", (t - first[w_idx] + step_ns[w_idx] // 2)
+                                     // step_ns[w_idx]))
+    # per step: GPUs reporting and summed value of each metric
+    per_step = pts.group_by("w", "m", "b").agg(pl.len().alias("gpus"),
+                                                pl.col("value").sum().alias("sum"))
+    sums = per_step.group_by("w", "m").agg(
+        pl.col("sum").quantile(percentile, "linear").alias("p95"), pl.col("sum").max(),
+        pl.col("gpus").median().alias("gpus_med"), pl.col("gpus").max().alias("gpus_max"),
+        pl.len().alias("steps"))
+    gpus_per_pod, pods = _layout(a, n)
+    for w, m, p95, mx, gmed, gmax, nsteps in sums.iter_rows():
+        x = out[w]
+        name = CANONICAL[m]
+        if name in ACTIVITY:
+            x.summed_p95[name], x.summed_max[name] = p95, mx
+        base = "mem_used_bytes" if "mem_used_bytes" in x.metrics else x.activity_metric
+        if name == base:
+            x.replicas_now = max(1, math.floor(gmed / gpus_per_pod[w] + 0.5))
+            x.replicas_max = max(1, math.ceil(gmax / gpus_per_pod[w]))
+            expected = round(x.window_s / steps[w]) + 1 if steps[w] > 0 else nsteps
+            x.coverage = min(1.0, nsteps / max(1, expected))
+    _hours(pts, out, metric_code)
+    for x, s, g, p in zip(out, steps, gpus_per_pod, pods, strict=True):
+        x.step_s, x.gpus_per_replica, x.pods = s, g, p
+    return out
+
+
+def _steps(data: SeriesSet, a: Assignment, n: int) -> list[float]:
+    """The query's step, else the median interval of each workload's series."""
+    if data.step_s:
+        return [float(data.step_s)] * n
+    iv = (data.points.sort("series", "t_ns")
+          .with_columns(pl.col("t_ns").diff().over("series").alias("dt"))
+          .filter(pl.col("dt") > 0)
+          .group_by("series").agg(pl.col("dt").median()))
+    per_w: list[list[float]] = [[] for _ in range(n)]
+    for s, dt in iv.iter_rows():
+        per_w[a.workload[s]].append(dt / 1e9)
+    return [float(np.median(v)) if v else 0.0 for v in per_w]
+
+
+def _layout(a: Assignment, n: int) -> tuple[list[int], list[int]]:
+    """GPUs per pod (the most any pod of the workload has) and pods, from the labels."""
+    gpus: dict[int, set[int]] = {}
+    pods: list[set[int]] = [set() for _ in range(n)]
+    for w, r, g in zip(a.workload, a.replica, a.gpu, strict=True):
+        gpus.setdefault(r, set()).add(g)
+        pods[w].add(r)
+    per_pod = [max((len(gpus[r]) for r in p), default=1) for p in pods]
+    return per_pod, [len(p) for p in pods]
+
+
+def _hours(pts: pl.DataFrame, out: list[Measured], code: dict[str, int]) -> None:
+    """Mean activity per UTC hour of day, of each workload's activity metric."""
+    want = {x.index: code[m] for x in out if (m := x.activity_metric) is not None}
+    if not want:
+        return
+    sel = pl.DataFrame({"w": list(want), "m": list(want.values())},
+                       schema={"w": pl.UInt32, "m": pl.UInt32})
+    hours = (pts.join(sel, on=["w", "m"], how="semi")
+             .group_by("w", ((pl.col("t_ns") // 3_600_000_000_000) % 24).alias("h"))
+             .agg(pl.col("value").mean()))
+    table: dict[int, list[float | None]] = {w: [None] * 24 for w in want}
+    for w, h, v in hours.iter_rows():
+        table[w][h] = v
+    for w, vals in table.items():
+        out[w].by_hour = tuple(vals)
