@@ -144,6 +144,9 @@ def plan(events: list[dict[str, Any]], ranks: int, straggler: int, delay_us: int
         first_of_step.setdefault(s, k)
     for k, call in enumerate(calls):
         a_k, dur_k = int(call["ts"]), int(call["dur"])
+        if k and a_k < int(calls[k - 1]["ts"]) + int(calls[k - 1]["dur"]):
+            raise ValueError("the source's collectives overlap (two streams at once): the "
+                             "warp needs them one at a time")
         arrivals = []
         for r in range(ranks):
             if r == straggler and cause == "dataloader" and first_of_step[step_of[k]] == k:
@@ -175,7 +178,8 @@ def plan(events: list[dict[str, Any]], ranks: int, straggler: int, delay_us: int
                       "transfer_ns": dur_k * 1000, "last_rank": order[0],
                       "late_ns": (arrivals[order[0]] - arrivals[order[1]]) * 1000,
                       "wait_ns": [(last - a) * 1000 for a in arrivals]})
-    return warps, inserted, {"calls": truth, "collectives_per_step": per_step}
+    return warps, inserted, {"calls": truth, "collectives_per_step": per_step,
+                             "steps_total": len(steps)}
 
 
 def _extra(cause: str, compute: dict[str, Any], host: dict[str, Any], at: int,
@@ -288,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     truth = make_job(a.out, a.ranks, a.straggler, a.delay_ms, a.cause, a.steps, a.jitter_us,
                      a.gpus_per_node, a.seed, a.source, a.sizes)
     late = sum(c["late_ns"] for c in truth["calls"] if c["last_rank"] == a.straggler)
-    print(f"{a.ranks} ranks in {a.out}: rank {a.straggler} late {late / 1e6 / a.steps:.3f} ms "
+    steps = truth["steps_total"]
+    print(f"{a.ranks} ranks in {a.out}: rank {a.straggler} late {late / 1e6 / steps:.3f} ms "
           f"per step ({a.cause}, stated {a.delay_ms} ms); truth in {a.out / 'truth' / 'job.json'}")
     return 0
 
