@@ -1,23 +1,23 @@
 """Map the per-rank work over a job's traces: one trace in, one compact summary out.
 
-:func:`summarize_path` is the pure unit of work an engine maps (a path -> a
+:func:`summarize_path` is the pure unit of work (a path -> a
 :class:`~rightsize.analyzers.job.summary.RankSummary`: per-step and per-call rows, never the
-events); :func:`summaries` maps it over paths in this process (``workers=1``) or in a local
-process pool (``spawn``: polars' threads do not survive ``fork``), each worker holding one trace
-at a time; :func:`job` reduces the summaries on the caller's side
-(``analyzers/job/job.py``). ``rightsize analyze`` reads every trace in one process today and
-builds the same summaries from its analyses (``analyzers/analysis.py``); this module is the
-path the engine takes for jobs too big for one process.
+events); :func:`summaries` maps it over paths with :mod:`rightsize.engine` (in this process
+for one worker, a local spawn pool or Ray otherwise), each worker holding one trace at a time;
+:func:`job` reduces the summaries on the caller's side (``analyzers/job/job.py``).
+``rightsize analyze`` reads every trace in one process today and builds the same summaries
+from its analyses (``analyzers/analysis.py``); this module is the path for jobs too big for
+one process.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rightsize import engine
+from rightsize.errors import RightsizeError
 from rightsize.pipeline import Options
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 
 DEFAULT = Options()
+HERE = engine.EngineOptions(workers=1)  # in this process, one input after the other
 
 
 def summarize_path(path: str | Path, options: Options = DEFAULT) -> RankSummary:
@@ -51,23 +52,29 @@ def summarize_path(path: str | Path, options: Options = DEFAULT) -> RankSummary:
     return summarize(analyze_trace(inputs.traces[0], context))
 
 
+def _task(item: tuple[str | Path, Options]) -> RankSummary:
+    return summarize_path(*item)
+
+
 def summaries(paths: Sequence[str | Path], options: Options = DEFAULT,
-              workers: int = 1) -> list[RankSummary]:
-    """:func:`summarize_path` of each path, in order; ``workers`` > 1: in that many local
-    processes (at most one per path)."""
-    if workers <= 1 or len(paths) < 2:
-        return [summarize_path(p, options) for p in paths]
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(paths)), mp_context=context) as pool:
-        return list(pool.map(summarize_path, paths, [options] * len(paths)))
+              run: engine.EngineOptions = HERE) -> list[RankSummary]:
+    """:func:`summarize_path` of each path, in order, on the engine ``run`` says (default:
+    here, one after the other); the first input that fails stops it, named in one line."""
+    out = []
+    for path, result in zip(paths, engine.map_ordered(_task, [(p, options) for p in paths],
+                                                      run), strict=True):
+        if isinstance(result, engine.Failed):
+            raise RightsizeError(f"{path}: {result}")
+        out.append(result)
+    return out
 
 
 def job(paths: Sequence[str | Path], options: Options = DEFAULT,
-        workers: int = 1) -> Job | None:
+        run: engine.EngineOptions = HERE) -> Job | None:
     """The job section of ``paths`` (the ranks of one job), reduced from their summaries."""
     from rightsize.analyzers.job.job import job_of
     from rightsize.catalog import load_catalog
 
     catalog = options.catalog if options.catalog is not None else load_catalog()
     provider = options.constraints.provider if options.constraints is not None else None
-    return job_of(summaries(paths, options, workers), catalog, provider)
+    return job_of(summaries(paths, options, run), catalog, provider)

@@ -110,9 +110,10 @@ def test_sixteen_ranks_two_nodes_seq_matching_and_bus_bandwidth(tmp_path):
 
 def test_the_job_from_a_process_pool_equals_the_pipelines(tmp_path):
     from rightsize import job_map
+    from rightsize.engine import EngineOptions
 
     doc, _ = _job(tmp_path, ranks=3, straggler=2, delay_ms=2.0, cause="host", steps=2, seed=5)
     paths = sorted(tmp_path.glob("rank*.pt.trace.json"))
-    pooled = job_map.job(paths, workers=2)
+    pooled = job_map.job(paths, run=EngineOptions(workers=2))
     assert pooled is not None and doc.job is not None
     assert Document.from_json({**doc.to_json(), "job": pooled.to_json()}).job == doc.job
