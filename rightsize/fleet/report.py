@@ -1,0 +1,394 @@
+"""The fleet report model: where a fleet's GPU-hours and money go, and what fixing it saves.
+
+Input: the table's rows (one per key, :meth:`FleetTable.rows`), :class:`Filters` (team,
+project, recorded days) and optional :class:`Usage` (GPU-hours per month by job label).
+Output: :class:`FleetReport`, frozen dataclasses that the text, JSON and HTML renderers all take.
+Pure polars over the rows; no I/O but reading the usage CSV in :func:`read_usage`.
+
+Definitions (docs/fleet.md):
+
+* Jobs are read at their latest recording: a path set recorded again (new content at the same
+  paths) counts once, by its newest row; ``changes`` compares each week's own latest rows.
+* GPU-hours: with ``--usage``, each label's GPU-hours per month go to the newest ok row whose
+  ``job`` (else ``project``) is that label; without it, a run directory's own wall time times
+  its GPUs (``run_gpu_hours``); other jobs have none and are counted as such. Cost is
+  GPU-hours times the current GPU's price per GPU-hour (``usd_per_gpu_hour``).
+* Savings of an over-provisioned job: ``savings_pct`` of the cost per 1k steps now, i.e.
+  per month ``gpu_hours x usd_per_gpu_hour x savings_pct / 100`` when its GPU-hours are known,
+  else per 1k steps ``usd_per_1k_steps - recommended_usd_per_1k_steps``.
+* Bottlenecks: the tuning rules that fired, by jobs; a rule's gain is the median over those
+  jobs of ``1 - what_if.step_ms / step_ms`` (the predicted step if the fix is applied).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from rightsize import __version__
+from rightsize.errors import RightsizeError
+
+WEEK = timedelta(days=7)
+SHOWN = 50  # rows listed per section (the JSON says how many there are in all)
+JOBS_SHOWN = 200
+
+
+class UsageError(RightsizeError):
+    """A usage CSV that cannot be read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    teams: tuple[str, ...] = ()
+    projects: tuple[str, ...] = ()
+    since: date | None = None  # recorded on or after (UTC day)
+    until: date | None = None  # recorded on or before
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    hours_per_month: dict[str, float]
+    source: str
+
+
+def read_usage(path: Path) -> Usage:
+    """``label,gpu_hours`` per line (a header first): GPU-hours per month of each job label."""
+    try:
+        text = path.read_text("utf-8").lstrip("\ufeff")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read the usage file ({exc})") from None
+    rows = csv.reader(io.StringIO(text))
+    header = [h.strip().lower() for h in next(rows, [])]
+    if header != ["label", "gpu_hours"]:
+        raise UsageError(f"{path}: the first line must be the header label,gpu_hours "
+                         f"(got {','.join(header)!r})")
+    hours: dict[str, float] = {}
+    for n, row in enumerate(rows, 2):
+        if not row or not "".join(row).strip():
+            continue
+        try:
+            label, value = row[0].strip(), float(row[1])
+        except (IndexError, ValueError):
+            raise UsageError(f"{path}, line {n}: expected label,gpu_hours with a number") from None
+        if not label or not math.isfinite(value) or value < 0:
+            raise UsageError(f"{path}, line {n}: a label and finite GPU-hours >= 0 are needed")
+        hours[label] = hours.get(label, 0.0) + value
+    return Usage(hours, str(path))
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    name: str
+    jobs: int
+    jobs_with_hours: int
+    gpu_hours: float | None
+    cost_usd: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Saving:
+    key: str
+    job: str
+    team: str | None
+    project: str | None
+    recorded_at: str
+    gpu: str | None
+    gpus: int | None
+    recommended_gpu: str | None
+    recommended_gpus: int | None
+    bound: str | None
+    savings_pct: float | None
+    usd_per_1k_steps: float | None
+    recommended_usd_per_1k_steps: float | None
+    savings_per_1k_steps_usd: float | None
+    gpu_hours_per_month: float | None
+    savings_per_month_usd: float | None
+    reason: str | None
+    document: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Bottleneck:
+    id: str
+    title: str
+    jobs: int
+    jobs_pct: float
+    median_gain_pct: float | None  # what-if: the step that much shorter, median over jobs
+
+
+@dataclass(frozen=True, slots=True)
+class Week:
+    start: str
+    end: str
+    jobs: int
+    by_verdict: dict[str, int]
+    by_bound: dict[str, int]
+    savings_per_month_usd: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    job: str
+    key: str
+    before: str
+    after: str
+    document: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobLine:
+    key: str
+    job: str
+    team: str | None
+    project: str | None
+    recorded_at: str
+    status: str
+    reason: str | None
+    gpu: str | None
+    gpus: int | None
+    bound: str | None
+    sizing_verdict: str | None
+    recommended_gpu: str | None
+    savings_pct: float | None
+    document: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FleetReport:
+    table: str
+    generated_at: str
+    version: str
+    filters: dict[str, Any]
+    first_day: str | None
+    last_day: str | None
+    jobs: int
+    ok: int
+    bad_input: int
+    failed: int
+    hours_source: str  # usage | run | none
+    hours_note: str
+    usage_unmatched: tuple[str, ...]
+    gpu_hours: float | None
+    cost_usd: float | None
+    by_verdict: tuple[Group, ...]
+    by_bound: tuple[Group, ...]
+    by_team: tuple[Group, ...]
+    over_provisioned: tuple[Saving, ...]
+    over_provisioned_total: int
+    savings_per_month_usd: float | None
+    bottlenecks: tuple[Bottleneck, ...]
+    this_week: Week | None
+    previous_week: Week | None
+    changed: tuple[Change, ...]
+    errors: tuple[JobLine, ...]
+    job_lines: tuple[JobLine, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["schema_version"] = 1
+        return out
+
+
+def _filtered(rows: pl.LazyFrame, f: Filters) -> pl.LazyFrame:
+    if f.teams:
+        rows = rows.filter(pl.col("team").is_in(list(f.teams)))
+    if f.projects:
+        rows = rows.filter(pl.col("project").is_in(list(f.projects)))
+    day = pl.col("recorded_at").dt.date()
+    if f.since is not None:
+        rows = rows.filter(day >= f.since)
+    if f.until is not None:
+        rows = rows.filter(day <= f.until)
+    return rows
+
+
+def _latest_per_paths(df: pl.DataFrame) -> pl.DataFrame:
+    return (df.with_columns(pl.col("paths").list.join("\n").alias("_pathset"))
+            .sort("recorded_at").unique("_pathset", keep="last", maintain_order=True)
+            .drop("_pathset"))
+
+
+def _with_hours(df: pl.DataFrame, usage: Usage | None) -> tuple[pl.DataFrame, list[str]]:
+    """``gpu_hours`` per row (see the module docstring) and the usage labels left unmatched."""
+    if usage is None:
+        return df.with_columns(pl.col("run_gpu_hours").alias("gpu_hours")), []
+    ok = df.filter(pl.col("status") == "ok").sort("recorded_at", descending=True)
+    newest_job = dict(zip(*ok.unique("job", keep="first").select("job", "key"), strict=True))
+    newest_project = dict(zip(*ok.filter(pl.col("project").is_not_null())
+                              .unique("project", keep="first").select("project", "key"),
+                              strict=True))
+    hours: dict[str, float] = {}
+    unmatched = []
+    for label, h in usage.hours_per_month.items():
+        key = newest_job.get(label) or newest_project.get(label)
+        if key is None:
+            unmatched.append(label)
+        else:
+            hours[key] = hours.get(key, 0.0) + h
+    mapped = pl.DataFrame({"key": list(hours), "gpu_hours": list(hours.values())},
+                          schema={"key": pl.String, "gpu_hours": pl.Float64})
+    return df.join(mapped, on="key", how="left"), sorted(unmatched)
+
+
+def _groups(df: pl.DataFrame, by: pl.Expr) -> tuple[Group, ...]:
+    g = (df.group_by(by.alias("name"))
+         .agg(pl.len().alias("jobs"), pl.col("gpu_hours").is_not_null().sum().alias("wh"),
+              pl.col("gpu_hours").sum().alias("h"), pl.col("cost").sum().alias("c"),
+              pl.col("cost").is_not_null().sum().alias("wc"))
+         .sort(["h", "jobs", "name"], descending=[True, True, False], nulls_last=True))
+    return tuple(Group(r["name"], r["jobs"], r["wh"], r["h"] if r["wh"] else None,
+                       r["c"] if r["wc"] else None) for r in g.iter_rows(named=True))
+
+
+def _iso(v: datetime | None) -> str:
+    return v.isoformat() if v is not None else ""
+
+
+def _savings(df: pl.DataFrame, monthly: bool) -> pl.DataFrame:
+    """Over-provisioned jobs with their savings; per month only when ``gpu_hours`` are
+    GPU-hours per month (``--usage``), never from a run's own hours."""
+    over = df.filter((pl.col("status") == "ok")
+                     & (pl.col("sizing_verdict") == "over-provisioned"))
+    hours = pl.col("gpu_hours") if monthly else pl.lit(None, pl.Float64)
+    over = _latest_per_paths(over).with_columns(
+        (pl.col("usd_per_1k_steps") - pl.col("recommended_usd_per_1k_steps"))
+        .alias("per_1k"), hours.alias("month_h"),
+        (hours * pl.col("usd_per_gpu_hour") * pl.col("savings_pct") / 100)
+        .alias("per_month"))
+    return over.sort(["per_month", "per_1k", "job"], descending=[True, True, False],
+                     nulls_last=True)
+
+
+def _saving(r: dict[str, Any]) -> Saving:
+    return Saving(r["key"], r["job"], r["team"], r["project"], _iso(r["recorded_at"]), r["gpu"],
+                  r["gpus"], r["recommended_gpu"], r["recommended_gpus"], r["bound"],
+                  r["savings_pct"], r["usd_per_1k_steps"], r["recommended_usd_per_1k_steps"],
+                  r["per_1k"], r["month_h"], r["per_month"], r["sizing_reason"],
+                  r["document"])
+
+
+def _bottlenecks(ok: pl.DataFrame) -> tuple[Bottleneck, ...]:
+    if ok.height == 0:
+        return ()
+    rules = (ok.select("key", "step_ms", "rules").explode("rules").drop_nulls("rules")
+             .unnest("rules")
+             .with_columns(((1 - pl.col("what_if_ms") / pl.col("step_ms")) * 100).alias("gain")))
+    g = (rules.group_by("id")
+         .agg(pl.col("title").first(), pl.col("key").n_unique().alias("jobs"),
+              pl.col("gain").median().alias("gain"))
+         .sort(["jobs", "id"], descending=[True, False]))
+    return tuple(Bottleneck(r["id"], r["title"], r["jobs"], 100 * r["jobs"] / ok.height,
+                            r["gain"]) for r in g.head(SHOWN).iter_rows(named=True))
+
+
+def _week(df: pl.DataFrame, start: date, end: date, monthly: bool) -> Week:
+    w = _latest_per_paths(df.filter(pl.col("recorded_at").dt.date().is_between(start, end)))
+    ok = w.filter(pl.col("status") == "ok")
+    over = _savings(w, monthly)["per_month"].drop_nulls()
+
+    def counts(col: str, none: str) -> dict[str, int]:
+        c = ok.group_by(pl.col(col).fill_null(none)).len().sort(col)
+        return dict(zip(c[col].to_list(), c["len"].to_list(), strict=True))
+
+    return Week(start.isoformat(), end.isoformat(), w.height,
+                counts("sizing_verdict", "not sized"), counts("bound", "none"),
+                float(over.sum()) if over.len() else None)
+
+
+def _line(r: dict[str, Any]) -> JobLine:
+    return JobLine(r["key"], r["job"], r["team"], r["project"], _iso(r["recorded_at"]),
+                   r["status"], r["reason"], r["gpu"], r["gpus"], r["bound"],
+                   r["sizing_verdict"], r["recommended_gpu"], r["savings_pct"], r["document"])
+
+
+def build(rows: pl.LazyFrame, table: str, filters: Filters = Filters(),
+          usage: Usage | None = None) -> FleetReport:
+    """The report over ``rows`` (see the module docstring for every definition)."""
+    df = _filtered(rows, filters).collect()
+    df = df.with_columns(pl.col("rules").list.eval(
+        pl.element().struct.rename_fields(["id", "title", "what_if_ms", "low", "high"])))
+    df, unmatched = _with_hours(df, usage)
+    df = df.with_columns((pl.col("gpu_hours") * pl.col("usd_per_gpu_hour")).alias("cost"))
+    latest = _latest_per_paths(df)
+    ok = latest.filter(pl.col("status") == "ok")
+    monthly = usage is not None
+    over = _savings(latest, monthly)
+    hours = ok["gpu_hours"].drop_nulls()
+    cost = ok["cost"].drop_nulls()
+    with_hours = hours.len()
+    if usage is not None:
+        source = "usage"
+        matched = len(usage.hours_per_month) - len(unmatched)
+        note = (f"GPU-hours per month from {usage.source}: {matched} of "
+                f"{len(usage.hours_per_month)} labels matched a job")
+    elif with_hours:
+        source = "run"
+        note = (f"GPU-hours of {with_hours} of {ok.height} jobs: run directories' wall time x "
+                "GPUs; the others have none (pass --usage for GPU-hours per month)")
+    else:
+        source = "none"
+        note = ("no GPU-hours: no job is a run directory and no --usage was given; costs are "
+                "per 1k steps")
+    days = latest["recorded_at"].dt.date()
+    until = filters.until or (days.max() if days.len() else None)
+    this = prev = None
+    changed: list[Change] = []
+    if isinstance(until, date):
+        this = _week(df, until - WEEK + timedelta(days=1), until, monthly)
+        prev = _week(df, until - 2 * WEEK + timedelta(days=1), until - WEEK, monthly)
+        changed = _changes(df, until)
+    per_month = over["per_month"].drop_nulls()
+    status = latest["status"]
+    return FleetReport(
+        table=table, generated_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
+        version=__version__,
+        filters={"teams": list(filters.teams), "projects": list(filters.projects),
+                 "since": filters.since.isoformat() if filters.since else None,
+                 "until": filters.until.isoformat() if filters.until else None},
+        first_day=str(days.min()) if days.len() else None,
+        last_day=str(days.max()) if days.len() else None,
+        jobs=latest.height, ok=ok.height, bad_input=int((status == "bad-input").sum()),
+        failed=int((status == "failed").sum()), hours_source=source, hours_note=note,
+        usage_unmatched=tuple(unmatched),
+        gpu_hours=float(hours.sum()) if with_hours else None,
+        cost_usd=float(cost.sum()) if cost.len() else None,
+        by_verdict=_groups(ok, pl.col("sizing_verdict").fill_null("not sized")),
+        by_bound=_groups(ok, pl.col("bound").fill_null("none")),
+        by_team=_groups(ok, pl.col("team").fill_null("unlabelled")),
+        over_provisioned=tuple(_saving(r) for r in over.head(SHOWN).iter_rows(named=True)),
+        over_provisioned_total=over.height,
+        savings_per_month_usd=float(per_month.sum()) if per_month.len() else None,
+        bottlenecks=_bottlenecks(ok),
+        this_week=this, previous_week=prev, changed=tuple(changed),
+        errors=tuple(_line(r) for r in latest.filter(pl.col("status") != "ok")
+                     .sort("recorded_at", descending=True).head(SHOWN).iter_rows(named=True)),
+        job_lines=tuple(_line(r) for r in latest.sort("recorded_at", descending=True)
+                        .head(JOBS_SHOWN).iter_rows(named=True)),
+    )
+
+
+def _changes(df: pl.DataFrame, until: date) -> list[Change]:
+    """Path sets recorded in both weeks whose verdict (bound, sizing) differs."""
+    day = pl.col("recorded_at").dt.date()
+    ok = df.filter(pl.col("status") == "ok")
+
+    def week(start: date, end: date) -> pl.DataFrame:
+        w = _latest_per_paths(ok.filter(day.is_between(start, end)))
+        return w.with_columns(pl.col("paths").list.join("\n").alias("_p"),
+                              (pl.col("bound").fill_null("none") + " / "
+                               + pl.col("sizing_verdict").fill_null("not sized")).alias("_v"))
+
+    now = week(until - WEEK + timedelta(days=1), until)
+    before = week(until - 2 * WEEK + timedelta(days=1), until - WEEK)
+    both = now.join(before.select("_p", pl.col("_v").alias("_was")), on="_p")
+    both = both.filter(pl.col("_v") != pl.col("_was")).sort("job").head(SHOWN)
+    return [Change(r["job"], r["key"], r["_was"], r["_v"], r["document"])
+            for r in both.iter_rows(named=True)]
