@@ -32,7 +32,7 @@ from rightsize.analyzers.fleet_metrics.options import (
 )
 from rightsize.analyzers.fleet_metrics.stats import Measured, measure
 from rightsize.analyzers.fleet_metrics.thresholds import HOURS_PER_MONTH, Thresholds
-from rightsize.analyzers.fleet_metrics.workloads import Assignment, assign
+from rightsize.analyzers.fleet_metrics.workloads import Assignment, assign, owner_kind
 from rightsize.catalog import Catalog, CatalogError, Gpu
 from rightsize.catalog.mig import MigProfile, profiles_for
 from rightsize.traces.fleet_series import CANONICAL, METRICS, SeriesSet
@@ -65,6 +65,10 @@ class _Workload:
         self.profiles = Counter(lb["mig_profile"] for lb in labels if lb.get("mig_profile"))
         self.nodes = len({lb["node"] for lb in labels if lb.get("node")})
         self.metrics = tuple(dict.fromkeys(data.series[i].source_metric for i in idx))
+        self.containers = tuple(sorted({lb["container"] for lb in labels
+                                        if lb.get("container")}))
+        kinds = Counter(owner_kind(lb["pod"])[1] for lb in labels if lb.get("pod"))
+        self.kind = kinds.most_common(1)[0][0] if kinds else None
         self.canonical = {data.series[i].metric for i in idx}
 
 
@@ -148,6 +152,8 @@ def row(data: SeriesSet, a: Assignment, x: Measured, cat: Catalog, th: Threshold
     am = x.activity_metric
     base: dict[str, Any] = {
         "source": "metrics", "workload": a.names[x.index], "labels": dict(a.workloads[x.index]),
+        "owner_kind": wl.kind if "owner" in a.workloads[x.index] else None,
+        "containers": wl.containers,
         "key": hashlib.sha256(f"{a.names[x.index]}|{x.first_ns}|{x.last_ns}|{data.source}"
                               .encode()).hexdigest()[:16],
         "recorded_at": iso(x.last_ns), "window_start": iso(x.first_ns), "window_s": x.window_s,
@@ -162,6 +168,7 @@ def row(data: SeriesSet, a: Assignment, x: Measured, cat: Catalog, th: Threshold
         "mem_used_peak_bytes": (int(x.metrics["mem_used_bytes"].max)
                                 if "mem_used_bytes" in x.metrics else None),
         "activity_metric": am, "summed_activity_p95_pct": x.summed_p95.get(am) if am else None,
+        "summed_activity_max_pct": x.summed_max.get(am) if am else None,
         "util_by_hour_pct": x.by_hour,
         "price": (f"{price.provider} {price.instance_type} ${price.usd_per_gpu_hour:g}/GPU-h "
                   f"({price.date_seen or 'undated'})" if price else None),

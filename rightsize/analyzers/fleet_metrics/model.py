@@ -57,6 +57,8 @@ class WorkloadRow(Node):
     key: str  # sha256 of the workload id and window, 16 hex digits
     workload: str  # namespace/owner, or the --group-by values joined by "/"
     labels: dict[str, str]
+    owner_kind: str | None  # Deployment, StatefulSet, Job, CronJob, as the pod names suggest
+    containers: tuple[str, ...]  # the containers that hold the GPUs
     recorded_at: str  # the window's end, ISO 8601 UTC
     window_start: str
     window_s: float = num(1)
@@ -83,8 +85,11 @@ class WorkloadRow(Node):
     tensor_active_p95_pct: float | None = num(2, default=None)
     dram_active_p95_pct: float | None = num(2, default=None)
     activity_metric: str | None = None  # sm_active_pct (real activity) or gpu_util_pct
-    summed_activity_p95_pct: float | None = num(2, default=None)  # all replicas together, 100 = one GPU
-    util_by_hour_pct: tuple[float | None, ...] = num(1, default=())  # activity mean per UTC hour of day
+    # all replicas together, 100 = one GPU
+    summed_activity_p95_pct: float | None = num(2, default=None)
+    summed_activity_max_pct: float | None = num(2, default=None)
+    # the activity metric's mean per UTC hour of day (24 values, None: no samples)
+    util_by_hour_pct: tuple[float | None, ...] = num(1, default=())
     outcome: Outcome = Outcome.INCONCLUSIVE
     confidence: Confidence | None = None
     recommended: str | None = None

@@ -138,7 +138,8 @@ def smaller(now: Gpu, cat: Catalog, price_now: float | None, n: Needs, th: Thres
                           None, "nvidia.com/gpu", min(r, n.replicas_now), 1.0,
                           _cost(p.usd_per_gpu_hour, 1.0, min(r, n.replicas_now)),
                           r <= n.replicas_now,
-                          f"{g.memory_gib:g} GiB for {n.need_bytes / GB:.2f} GB; projected busy "
+                          f"{g.memory_bytes / GB:.2f} GB for {n.need_bytes / GB:.2f} GB; "
+                          f"projected busy "
                           f"{n.summed_activity * rho:.1f}% summed (x{rho:.2f}: the slower of "
                           "its fp16 tensor and memory-bandwidth ratios, from datasheets)"))
     return out

@@ -21,20 +21,25 @@ from dataclasses import dataclass
 
 _K8S = "[bcdfghjklmnpqrstvwxz2456789]"
 _SUFFIXES = (
-    re.compile(rf"^(.+)-\d{{8,}}-{_K8S}{{5}}$"),  # CronJob -> Job -> pod
-    re.compile(rf"^(.+)-{_K8S}{{6,10}}-{_K8S}{{5}}$"),  # Deployment -> ReplicaSet -> pod
-    re.compile(rf"^(.+)-{_K8S}{{5}}$"),  # Job, DaemonSet, ReplicaSet
-    re.compile(r"^(.+)-\d+$"),  # StatefulSet ordinal
+    (re.compile(rf"^(.+)-\d{{8,}}-{_K8S}{{5}}$"), "CronJob"),  # CronJob -> Job -> pod
+    (re.compile(rf"^(.+)-{_K8S}{{6,10}}-{_K8S}{{5}}$"), "Deployment"),  # -> ReplicaSet -> pod
+    (re.compile(rf"^(.+)-{_K8S}{{5}}$"), "Job"),  # or a DaemonSet, a bare ReplicaSet
+    (re.compile(r"^(.+)-\d+$"), "StatefulSet"),  # ordinal
 )
 
 
-def owner(pod: str) -> str:
-    """The controller's name behind a pod name (the pod name itself when none matches)."""
-    for pattern in _SUFFIXES:
+def owner_kind(pod: str) -> tuple[str, str | None]:
+    """The controller's name behind a pod name and the kind its suffix suggests (the pod name
+    itself and None when no suffix matches)."""
+    for pattern, kind in _SUFFIXES:
         m = pattern.match(pod)
         if m:
-            return m.group(1)
-    return pod
+            return m.group(1), kind
+    return pod, None
+
+
+def owner(pod: str) -> str:
+    return owner_kind(pod)[0]
 
 
 @dataclass(frozen=True, slots=True)
