@@ -12,7 +12,7 @@ A job is one of:
   trace's head: ``rightsize.analyzers.job`` checks summaries made after reading, and the loader
   refuses traces that are not one job; neither groups a folder of files. A folder where a rank
   appears twice (two recordings) has each file analyzed alone, and the group says why;
-* ``file``: any other input file.
+* ``file``: any other input file, named ``folder/file``.
 
 Under a folder, files are inputs by name (:data:`INPUT_SUFFIXES`); others are counted and left
 out. A file named on the command line is always an input. What a file is (its reader, its
@@ -212,6 +212,11 @@ def walk(paths: Iterable[str]) -> tuple[list[Path], list[Path], int]:
     return list(runs.values()), list(files.values()), left_out
 
 
+def file_job(f: Path, note: str | None = None) -> Job:
+    """A job of one file, named ``folder/file`` (a fleet's files often share a name)."""
+    return Job(f"{f.parent.name}/{f.name}", "file", (str(f),), (str(f),), note)
+
+
 def group(runs: list[Path], files: list[Path],
           probe_of: Callable[[Path], Probe]) -> list[Job]:
     """Jobs: each run directory, the ranks of one job per folder, each other file."""
@@ -223,7 +228,7 @@ def group(runs: list[Path], files: list[Path],
         if pr.rank is not None and pr.world_size is not None and pr.world_size > 1:
             ranked[(str(f.parent), pr.world_size, pr.backend, pr.devices)].append((pr, f))
         else:
-            jobs.append(Job(f.name, "file", (str(f),), (str(f),)))
+            jobs.append(file_job(f))
     for (folder, world, _, _), members in ranked.items():
         for cluster in _by_time(members):
             jobs += _rank_job(folder, world, cluster)
@@ -252,11 +257,11 @@ def _rank_job(folder: str, world: int, members: list[tuple[Probe, Path]]) -> lis
     ranks = [pr.rank for pr, _ in members]
     if len(members) == 1:
         f = members[0][1]
-        return [Job(f.name, "file", (str(f),), (str(f),))]
+        return [file_job(f)]
     if len(set(ranks)) < len(ranks):
         dup = next(r for r in ranks if ranks.count(r) > 1)
         note = (f"rank {dup} of world size {world} appears twice in {folder} in one recording: "
                 "its traces are analyzed one at a time")
-        return [Job(f.name, "file", (str(f),), (str(f),), note) for _, f in members]
+        return [file_job(f, note) for _, f in members]
     paths = tuple(str(f) for _, f in members)
     return [Job(Path(folder).name, "ranks", paths, paths)]

@@ -38,6 +38,7 @@ from rightsize.errors import RightsizeError
 WEEK = timedelta(days=7)
 SHOWN = 50  # rows listed per section (the JSON says how many there are in all)
 JOBS_SHOWN = 200
+NEWEST = ["recorded_at", "job"]  # newest first, then by name
 
 
 class UsageError(RightsizeError):
@@ -369,8 +370,9 @@ def build(rows: pl.LazyFrame, table: str, filters: Filters = Filters(),
         bottlenecks=_bottlenecks(ok),
         this_week=this, previous_week=prev, changed=tuple(changed),
         errors=tuple(_line(r) for r in latest.filter(pl.col("status") != "ok")
-                     .sort("recorded_at", descending=True).head(SHOWN).iter_rows(named=True)),
-        job_lines=tuple(_line(r) for r in latest.sort("recorded_at", descending=True)
+                     .sort(NEWEST, descending=[True, False]).head(SHOWN)
+                     .iter_rows(named=True)),
+        job_lines=tuple(_line(r) for r in latest.sort(NEWEST, descending=[True, False])
                         .head(JOBS_SHOWN).iter_rows(named=True)),
     )
 

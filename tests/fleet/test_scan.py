@@ -40,12 +40,16 @@ def test_a_row_per_job_and_a_row_per_bad_input(tmp_path):
     df = rows(tmp_path / "t")
     assert df.height == 9 and df.schema == SCHEMA
     bad = df.filter(pl.col("status") == "bad-input")
-    assert sorted(bad["job"]) == sorted(reasons)
+    assert sorted(bad["job"]) == sorted(f"bad/{name}" for name in reasons)
     for job, reason in zip(bad["job"], bad["reason"], strict=True):
-        assert reason.startswith(str(tmp_path / "in" / "bad" / job) + ": " + reasons[job])
+        name = job.removeprefix("bad/")
+        assert reason.startswith(str(tmp_path / "in" / "bad" / name) + ": " + reasons[name])
         assert "\n" not in reason
     ok = df.filter(pl.col("status") == "ok")
-    assert ok["job"].to_list() == [f"job{i:03d}.pt.trace.json.gz" for i in range(6)]
+    assert sorted(ok["job"]) == sorted(f"team-{'vision' if i % 2 == 0 else 'nlp'}/job{i:03d}"
+                                       ".pt.trace.json.gz" for i in range(6))
+    ok = ok.sort("paths")
+    ok = ok.with_columns(pl.col("job").str.split("/").list.last().alias("name")).sort("name")
     # recorded on the trace's own clock: BASE_NS + i % 3 days, the first event 1 ms in
     assert ok["recorded_at_source"].unique().to_list() == ["trace"]
     assert [d.isoformat() for d in ok["recorded_at"].dt.date()] == [
@@ -78,7 +82,7 @@ def test_a_rescan_analyzes_only_what_is_new_or_changed(tmp_path):
     assert (third.jobs, third.known, third.analyzed, third.files_read) == (5, 3, 2, 2)
     df = rows(tmp_path / "t")
     assert df.height == 6  # the changed file's earlier content keeps its row (history)
-    assert sorted(df.filter(pl.col("job") == files[1].name)["step_ms"]) == [1.5, 3.0]
+    assert sorted(df.filter(pl.col("job") == f"team-nlp/{files[1].name}")["step_ms"]) == [1.5, 3.0]
 
 
 def test_the_same_content_twice_is_one_job(tmp_path):
@@ -103,8 +107,9 @@ def test_ranks_of_one_job_are_one_row(tmp_path):
     assert job["job"] == "job" and job["gpus"] == 2 and job["files"] == 2
     assert [Path(p).name for p in job["paths"]] == ["rank0.json", "rank1.json"]
     singles = df.filter(pl.col("kind") == "file")
-    assert sorted(singles["job"]) == ["r0-again.json", "r0.json", "rank0.a.json", "rank0.b.json"]
-    dup = singles.filter(pl.col("job") == "r0.json").row(0, named=True)
+    assert sorted(singles["job"]) == ["dup/r0-again.json", "dup/r0.json", "runs/rank0.a.json",
+                                      "runs/rank0.b.json"]
+    dup = singles.filter(pl.col("job") == "dup/r0.json").row(0, named=True)
     assert dup["reason"] == (f"rank 0 of world size 2 appears twice in {tmp_path / 'in' / 'dup'}"
                              " in one recording: its traces are analyzed one at a time")
 
@@ -120,8 +125,10 @@ def test_labels_from_patterns_and_from_a_run_directory(tmp_path):
     df = rows(tmp_path / "t").select("job", "kind", "team", "project", "labels_source",
                                      "recorded_at_source", "run_gpu_hours", "gpus")
     assert df.rows() == [
-        ("job000.pt.trace.json.gz", "file", "vision", "resnet", "labels-file", "trace", None, 1),
-        ("job001.pt.trace.json.gz", "file", "nlp", None, "labels-file", "trace", None, 1),
+        ("team-nlp/job001.pt.trace.json.gz", "file", "nlp", None, "labels-file", "trace", None,
+         1),
+        ("team-vision/job000.pt.trace.json.gz", "file", "vision", "resnet", "labels-file",
+         "trace", None, 1),
         ("train_dataloader-cpu", "run", None, "train_dataloader", "command", "manifest", None,
          0),  # a CPU run: no GPU, so no GPU-hours
     ]
