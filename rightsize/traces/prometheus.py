@@ -6,7 +6,8 @@ metric of :data:`rightsize.traces.fleet_series.METRICS` over a window and return
 form queries, a bearer token when given, one-line errors.
 
 Queries: ``max_over_time(M{selector}[r])`` for memory (a peak between two evaluations is kept)
-and ``avg_over_time(M{selector}[r])`` for activity, evaluated every ``step_s``, with ``r`` one
+and ``avg_over_time(M{selector}[r])`` for activity (the name put back with ``label_replace``),
+evaluated every ``step_s``, with ``r`` one
 millisecond short of the step: Prometheus 2 range selectors include both ends, and the windows
 must not overlap, so each raw sample counts in exactly one step. A step with no raw sample in
 its window has no point (a gap is a gap, never a repeated value).
@@ -82,8 +83,12 @@ def matchers(selector: str) -> str:
 
 
 def promql(metric: str, selector: str, step_s: float) -> str:
+    """The step-reduced series of ``metric``, its name put back (``*_over_time`` drops it) so
+    a saved response says what it holds."""
     window_ms = max(1, round(step_s * 1000) - 1)
-    return f"{STEP_REDUCER[METRICS[metric].canonical]}({metric}{matchers(selector)}[{window_ms}ms])"
+    reduced = f"{STEP_REDUCER[METRICS[metric].canonical]}({metric}{matchers(selector)}" \
+              f"[{window_ms}ms])"
+    return f'label_replace({reduced}, "__name__", "{metric}", "", "")'
 
 
 def pages(start_s: float, end_s: float, step_s: float,

@@ -64,7 +64,8 @@ class _Workload:
         self.models = Counter(lb["model"] for lb in labels if lb.get("model"))
         self.profiles = Counter(lb["mig_profile"] for lb in labels if lb.get("mig_profile"))
         self.nodes = len({lb["node"] for lb in labels if lb.get("node")})
-        self.metrics = tuple(dict.fromkeys(data.series[i].source_metric for i in idx))
+        present = {data.series[i].source_metric for i in idx}
+        self.metrics = tuple(m for m in METRICS if m in present)  # the table's order
         self.containers = tuple(sorted({lb["container"] for lb in labels
                                         if lb.get("container")}))
         kinds = Counter(owner_kind(lb["pod"])[1] for lb in labels if lb.get("pod"))
@@ -154,8 +155,8 @@ def row(data: SeriesSet, a: Assignment, x: Measured, cat: Catalog, th: Threshold
         "source": "metrics", "workload": a.names[x.index], "labels": dict(a.workloads[x.index]),
         "owner_kind": wl.kind if "owner" in a.workloads[x.index] else None,
         "containers": wl.containers,
-        "key": hashlib.sha256(f"{a.names[x.index]}|{x.first_ns}|{x.last_ns}|{data.source}"
-                              .encode()).hexdigest()[:16],
+        "key": hashlib.sha256(f"{a.names[x.index]}|{x.first_ns}|{x.last_ns}".encode())
+        .hexdigest()[:16],
         "recorded_at": iso(x.last_ns), "window_start": iso(x.first_ns), "window_s": x.window_s,
         "step_s": x.step_s, "coverage_pct": 100 * x.coverage,
         "samples": {m: x.metrics[m].samples for m in CANONICAL if m in x.metrics},
@@ -193,7 +194,7 @@ def row(data: SeriesSet, a: Assignment, x: Measured, cat: Catalog, th: Threshold
     opts = options(now, profile_now, cat, usd, n, th, x.gpus_per_replica, provider)
     chosen = choose(opts, th)
     keep = opts[0]
-    alternatives = tuple(sorted((o for o in opts if o.fits and o is not chosen),
+    alternatives = tuple(sorted((o for o in opts[1:] if o.fits and o is not chosen),
                                 key=lambda o: (o.cost_per_month_usd or 0, o.share_of_gpu))[:3])
     common: dict[str, Any] = {"cost_per_month_now_usd": keep.cost_per_month_usd,
                               "alternatives": alternatives}

@@ -54,7 +54,7 @@ class Option(Node):
 @node
 class WorkloadRow(Node):
     source: str  # always "metrics" (a trace-based fleet row says "trace")
-    key: str  # sha256 of the workload id and window, 16 hex digits
+    key: str  # sha256 of the workload and its first and last sample times, 16 hex digits
     workload: str  # namespace/owner, or the --group-by values joined by "/"
     labels: dict[str, str]
     owner_kind: str | None  # Deployment, StatefulSet, Job, CronJob, as the pod names suggest
@@ -64,7 +64,7 @@ class WorkloadRow(Node):
     window_s: float = num(1)
     step_s: float = num(3)
     coverage_pct: float = num(2)
-    samples: dict[str, int] = num(0)  # per canonical metric
+    samples: dict[str, int]  # per canonical metric
     metrics: tuple[str, ...] = ()  # the exporter metrics the row rests on
     metrics_missing: tuple[str, ...] = ()  # canonical metrics with no series
     gpu: str | None = None  # catalog name of the current GPU
@@ -117,7 +117,7 @@ class FleetMetrics(Node):
     step_s: float | None = num(3)
     headroom: float = num(4)
     hours_per_month: float = num(1)
-    outcomes: dict[str, int] = num(0)
+    outcomes: dict[str, int]
     cost_per_month_now_usd: float | None = num(2)
     cost_per_month_recommended_usd: float | None = num(2)
     savings_per_month_usd: float | None = num(2)
