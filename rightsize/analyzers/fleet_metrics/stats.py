@@ -6,7 +6,8 @@ Inputs: a :class:`~rightsize.traces.fleet_series.SeriesSet` and an
 
 * percentiles are over every sample of every GPU of the workload (polars' ``linear``
   interpolation, numpy's default); memory is stated at its maximum;
-* the *step* is the query's step, or for a file the median interval of the workload's series;
+* the *step* is the query's step, or for a file the median interval of the workload's series
+  (of all series for a workload of single samples);
   samples are placed in steps by ``round((t - first) / step)``;
 * *summed activity* adds the activity of all the workload's GPUs in each step (100 = one whole
   GPU busy); its p95 is what replicas are sized on;
@@ -139,7 +140,10 @@ def _steps(data: SeriesSet, a: Assignment, n: int) -> list[float]:
     per_w: list[list[float]] = [[] for _ in range(n)]
     for s, dt in iv.iter_rows():
         per_w[a.workload[s]].append(dt / 1e9)
-    return [float(np.median(v)) if v else 0.0 for v in per_w]
+    # a workload of single samples: the rhythm of all the others
+    every = [dt for v in per_w for dt in v]
+    fallback = float(np.median(every)) if every else 0.0
+    return [float(np.median(v)) if v else fallback for v in per_w]
 
 
 def _layout(a: Assignment, n: int) -> tuple[list[int], list[int]]:
