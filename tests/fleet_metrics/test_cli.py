@@ -72,7 +72,7 @@ def test_bearer_token_from_the_environment() -> None:
     body = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}})
 
     class H(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers["Content-Length"]))
             seen.append(self.headers.get("Authorization"))
             code = 200 if self.headers.get("Authorization") == "Bearer s3cret" else 401
@@ -124,7 +124,9 @@ def test_text_csv_and_html(saved: Path, tmp_path: Path) -> None:
     assert html.returncode == 0, html.stderr
 
     class Rows(HTMLParser):
-        found: list[dict[str, str | None]] = []
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[dict[str, str | None]] = []
 
         def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
             if tag == "tr" and dict(attrs).get("data-outcome"):
