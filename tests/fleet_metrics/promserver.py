@@ -72,8 +72,8 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(data_dir: Path, log: Path) -> Iterator[str]:
-    """Prometheus over ``data_dir`` on 127.0.0.1; yields its base URL."""
+def serve(data_dir: Path, log: Path, extra: Sequence[str] = ()) -> Iterator[str]:
+    """Prometheus over ``data_dir`` on 127.0.0.1 (``extra`` flags added); yields its URL."""
     prom, _ = binaries()
     config = data_dir.parent / f"{data_dir.name}.prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
@@ -83,7 +83,7 @@ def serve(data_dir: Path, log: Path) -> Iterator[str]:
         proc = subprocess.Popen(
             [prom, f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
              "--storage.tsdb.retention.time=36500d", f"--web.listen-address=127.0.0.1:{port}",
-             "--query.max-samples=200000000", "--log.level=warn"],
+             "--query.max-samples=200000000", "--log.level=warn", *extra],
             stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S

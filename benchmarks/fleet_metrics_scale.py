@@ -1,0 +1,143 @@
+"""Time ``rightsize fleet metrics`` over 1,000 workloads x 7 days at 30 s from a real Prometheus.
+
+Issue 32's goal: under 60 s on the development machine (2 cores), most of it Prometheus.
+
+Setup (not timed in the result, reported apart): dcgm-exporter-shaped series for ``--workloads``
+pods (one GPU each, labels gpu/UUID/modelName/Hostname/namespace/pod/container) of
+``DCGM_FI_DEV_FB_USED``, ``DCGM_FI_DEV_GPU_UTIL`` and ``DCGM_FI_PROF_SM_ACTIVE`` every
+``--step`` seconds over ``--days``: 60 million samples by default. They are written as one
+OpenMetrics file per 2-hour TSDB block (promtool re-reads its whole input once per block, so one
+big file costs 84 passes) and backfilled with ``promtool tsdb create-blocks-from openmetrics``,
+two at a time. Prometheus then serves them on 127.0.0.1 with compaction held at 2 h blocks (no
+background compaction competes with the timed queries).
+
+Timed: the CLI end to end (``--prometheus ... --format json -o FILE``) in a subprocess, then in
+this process the fetch (HTTP + parsing) and the analysis apart.
+
+    python benchmarks/fleet_metrics_scale.py [--workloads 1000] [--days 7] [--step 30]
+        [--data-dir DIR]   # keep the TSDB there and reuse it on the next run
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.fleet_metrics.promserver import serve  # noqa: E402
+
+T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
+BLOCK_S = 7200
+LABELS = ('{{gpu="0",UUID="GPU-{w:012d}",modelName="NVIDIA A100-SXM4-80GB",'
+          'Hostname="node-{node}",namespace="team-{ns}",pod="svc-{w}-5c8d7f9b6-bd2zc",'
+          'container="server"}} ')
+
+
+def values(metric: str, w: int, n: int, offset: int) -> np.ndarray:
+    """Deterministic, workload-specific levels: memory 4-70 GiB, activity 1-90%."""
+    rng = np.random.default_rng(w * 1000 + offset)
+    level = (w * 7919) % 100 / 100
+    if metric == "DCGM_FI_DEV_FB_USED":
+        return np.round(4096 + level * 67000 + rng.uniform(0, 2048, n))
+    busy = 1 + level * 89 * rng.uniform(0.5, 1.0, n)
+    return busy / 100 if metric == "DCGM_FI_PROF_SM_ACTIVE" else np.round(busy)
+
+
+def block_file(path: Path, block: int, workloads: int, step: int, end: int) -> Path:
+    start = T0 + block * BLOCK_S
+    times = np.arange(start, min(start + BLOCK_S, end + 1), step)
+    stamp = np.char.add(" ", np.char.add(np.char.mod("%d", times), "\n"))
+    with path.open("w") as fh:
+        for metric in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_SM_ACTIVE"):
+            fh.write(f"# TYPE {metric} gauge\n")
+            for w in range(workloads):
+                head = metric + LABELS.format(w=w, node=w // 8, ns=w % 20)
+                vals = np.char.mod("%.6g", values(metric, w, len(times), block))
+                fh.write("".join(np.char.add(np.char.add(head, vals), stamp)))
+        fh.write("# EOF\n")
+    return path
+
+
+def backfill(data: Path, workloads: int, days: float, step: int) -> tuple[int, float]:
+    end = T0 + int(days * 86400)
+    blocks = -(-(end - T0 + 1) // BLOCK_S)
+    work = data.parent / "openmetrics"
+    work.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+
+    def one(b: int) -> None:
+        f = block_file(work / f"block{b:04d}.om", b, workloads, step, end)
+        subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", "-q", str(f),
+                        str(data)], check=True, timeout=1800)
+        f.unlink()
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(one, range(blocks)))
+    shutil.rmtree(work, ignore_errors=True)
+    samples = 3 * workloads * ((end - T0) // step + 1)
+    return samples, time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workloads", type=int, default=1000)
+    ap.add_argument("--days", type=float, default=7.0)
+    ap.add_argument("--step", type=int, default=30)
+    ap.add_argument("--data-dir", type=Path, default=None)
+    a = ap.parse_args()
+    if not shutil.which("prometheus") or not shutil.which("promtool"):
+        sys.exit("needs Debian's prometheus and promtool (apt-get install prometheus)")
+    root = a.data_dir or Path(tempfile.mkdtemp(prefix="rightsize-fleet-bench-"))
+    data = root / "data"
+    end = T0 + int(a.days * 86400)
+    stamp = root / f"backfilled-{a.workloads}-{a.days:g}-{a.step}"
+    if stamp.exists():
+        print(f"reusing the TSDB in {data}")
+    else:
+        shutil.rmtree(data, ignore_errors=True)
+        samples, took = backfill(data, a.workloads, a.days, a.step)
+        stamp.touch()
+        print(f"setup: {samples:,} samples backfilled in {took:.1f} s (not part of the result)")
+    out = root / "fleet-metrics.json"
+    window = ["--start", str(T0), "--end", str(end), "--step", f"{a.step}s"]
+    hold = ["--storage.tsdb.min-block-duration=2h", "--storage.tsdb.max-block-duration=2h"]
+    with serve(data, root / "prometheus.log", hold) as url:
+        t = time.perf_counter()
+        run = subprocess.run([sys.executable, "-m", "rightsize", "fleet", "metrics",
+                              "--prometheus", url, *window, "--format", "json", "-o", str(out),
+                              "--force"], capture_output=True, text=True, check=False)
+        cli_s = time.perf_counter() - t
+        if run.returncode:
+            sys.exit(run.stderr)
+        print(run.stderr.strip())
+        from rightsize.analyzers.fleet_metrics import analyze
+        from rightsize.catalog import load_catalog
+        from rightsize.traces import prometheus
+
+        t = time.perf_counter()
+        got = prometheus.fetch(prometheus.Query(url, T0, end, float(a.step)))
+        fetch_s = time.perf_counter() - t
+        t = time.perf_counter()
+        res = analyze(got, load_catalog())
+        analyze_s = time.perf_counter() - t
+    print(f"{a.workloads} workloads x {a.days:g} days at {a.step} s: "
+          f"{got.points.height:,} points in {len(got.series)} series")
+    print(f"CLI end to end: {cli_s:.1f} s (goal < 60 s); in process: fetch (Prometheus + "
+          f"HTTP + parse) {fetch_s:.1f} s, analysis {analyze_s:.1f} s")
+    print("outcomes:", res.outcomes)
+    if a.data_dir is None:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
