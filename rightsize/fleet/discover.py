@@ -207,6 +207,10 @@ def walk(paths: Iterable[str]) -> tuple[list[Path], list[Path], int]:
                         left_out += 1
                         continue
                     files.setdefault(os.path.realpath(f), f.absolute())
+        elif not top.exists():
+            raise DiscoverError(f"{top}: no such file or directory (a broken link)")
+        elif not top.is_file():
+            raise DiscoverError(f"{top}: not a regular file (a pipe, device or socket)")
         else:
             files.setdefault(os.path.realpath(top), top.absolute())
     return list(runs.values()), list(files.values()), left_out

@@ -55,19 +55,37 @@ class FileCache:
 
     def _entry(self, f: str | Path) -> dict[str, object]:
         real = os.path.realpath(f)
-        st = os.stat(real)
+        try:
+            st = os.stat(real)
+        except OSError as exc:  # gone since it was found: its job's analysis says so
+            return self._unreadable(real, exc, -1, 0, 0)
         row = self._rows.get(real)
         if row is not None and (row["size"], row["mtime_ns"], row["ino"]) == (
                 st.st_size, st.st_mtime_ns, st.st_ino):
             return row
         self.read += 1
+        try:
+            digest = file_digest(real)
+        except OSError as exc:
+            return self._unreadable(real, exc, st.st_size, st.st_mtime_ns, st.st_ino)
         pr = probe(Path(real))
         row = {"path": real, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino,
-               "sha256": file_digest(real), "reader": pr.reader, "problem": pr.problem,
+               "sha256": digest, "reader": pr.reader, "problem": pr.problem,
                "rank": pr.rank, "world_size": pr.world_size, "backend": pr.backend,
                "devices": pr.devices, "start_us": pr.start_us}
         self._rows[real] = row
         return row
+
+    @staticmethod
+    def _unreadable(real: str, exc: OSError, size: int, mtime_ns: int,
+                    ino: int) -> dict[str, object]:
+        """A file that cannot be read still gets a key (of its path and state, not cached), so
+        its job becomes a bad-input row rather than stopping the scan."""
+        state = f"unreadable\0{real}\0{size}\0{mtime_ns}\0{ino}".encode()
+        return {"path": real, "size": size, "mtime_ns": mtime_ns, "ino": ino,
+                "sha256": hashlib.sha256(state).hexdigest(), "reader": None,
+                "problem": f"cannot read: {exc.strerror or exc}", "rank": None,
+                "world_size": None, "backend": None, "devices": None, "start_us": None}
 
     def digest(self, f: str | Path) -> str:
         return str(self._entry(f)["sha256"])

@@ -217,3 +217,25 @@ def test_rows_read_with_a_hive_reader(tmp_path):
     assert sorted(df["day"].cast(pl.Date).to_list()) == [date(2023, 11, 14), date(2023, 11, 15),
                                                           date(2023, 11, 16)]
     assert BASE_NS  # the days follow from tests.tracebuilder.BASE_NS (2023-11-14 22:13:20)
+
+
+def test_a_pipe_on_the_command_line_is_refused_and_a_vanished_file_is_a_row(tmp_path):
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    res = cli("fleet", "scan", fifo, "--table", tmp_path / "t")
+    assert (res.returncode, res.stderr) == (
+        1, f"rightsize: error: {fifo}: not a regular file (a pipe, device or socket)\n")
+    from rightsize.fleet.keys import FileCache, job_key
+
+    gone = tmp_path / "gone.json"
+    job = Job("x/gone.json", "file", (str(gone),), (str(gone),))
+    cache = FileCache()
+    assert cache.probe(gone).problem == "cannot read: No such file or directory"
+    key = job_key(job, cache)
+    table = FleetTable.open(tmp_path / "t2", create=True)
+    from rightsize.fleet.analyze import analyze_job
+
+    res2 = analyze_job(Task(key, job))
+    assert res2.row["status"] == "bad-input" and res2.document is None
+    assert res2.row["reason"].startswith(str(gone))
+    assert table.files() == []
