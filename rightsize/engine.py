@@ -7,8 +7,13 @@ One API, two backends:
   inherits the driver's memory or threads), ``workers`` processes, each task handed out as a
   worker frees up;
 * ``ray`` (``pip install rightsize[ray]``): one Ray task per input, on a running cluster
-  (``address``: ``"auto"`` or ``HOST:PORT``), each with ``memory_bytes`` of memory requested so
-  the scheduler never packs more tasks on a node than its memory holds.
+  (``address``: ``"auto"`` or ``HOST:PORT``), each with ``memory_bytes`` of memory requested
+  (or its own, ``item_memory_bytes``) so the scheduler never packs more tasks on a node than
+  its memory holds; a request is capped at the largest node's memory (more could never be
+  scheduled and would wait forever).
+
+:func:`task_budget_bytes` says how much memory one task may take on either backend (what a
+caller sizes its inputs' reads by).
 
 ``fn`` must be a module-level function (it is pickled by reference) taking one item and
 returning something picklable and small: a summary, never a trace's events. A task that raises
@@ -54,11 +59,38 @@ class EngineOptions:
     workers: int | None = None  # local: processes (default: CPUs, at most the inputs)
     address: str | None = None  # ray: "auto" or HOST:PORT (None: start or join as ray.init does)
     memory_bytes: int | None = None  # ray: memory requested per task (a trace's budget)
+    item_memory_bytes: tuple[int, ...] | None = None  # ray: per input, instead of memory_bytes
+
+
+# The share of the memory available when a local map starts that its workers may take
+# together (the rest: the driver, the page cache, whatever else runs on the machine).
+LOCAL_MEMORY_FRACTION = 0.6
 
 
 def default_workers(items: int) -> int:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(items, cpus or 1))
+
+
+def task_budget_bytes(options: EngineOptions, items: int) -> int:
+    """Memory one task may use: local, :data:`LOCAL_MEMORY_FRACTION` of the memory available
+    now shared by the workers that run at once; Ray, the smallest node's ``memory`` resource
+    (a task is never given more than one node has)."""
+    if options.engine == "ray":
+        return min(_ray_node_memory(options))
+    import psutil
+
+    workers = options.workers or default_workers(items)
+    return int(psutil.virtual_memory().available * LOCAL_MEMORY_FRACTION / max(1, workers))
+
+
+def workers_within(task_bytes: int, items: int) -> int:
+    """Local workers for tasks of ``task_bytes`` each: one per CPU (at most one per item), no
+    more than :data:`LOCAL_MEMORY_FRACTION` of the memory available now holds."""
+    import psutil
+
+    fit = int(psutil.virtual_memory().available * LOCAL_MEMORY_FRACTION) // max(1, task_bytes)
+    return max(1, min(default_workers(items), fit))
 
 
 def map_unordered(fn: Callable[[T], R], items: Sequence[T],
@@ -93,31 +125,32 @@ def _call(fn: Callable[[T], R], index: int, item: T) -> R | Failed:
 def _local(fn: Callable[[T], R], items: Sequence[T],
            workers: int) -> Iterator[tuple[int, R | Failed]]:
     """A pool of ``workers`` processes. A worker that dies (killed, out of memory) breaks the
-    pool and every task it held: those are run again in a fresh pool, one task per pool when
-    they broke one already, so only the input that kills its worker fails."""
+    pool and every task it held: those are run again each in a pool of its own, so only the
+    input that kills its worker fails; the tasks not yet started go on in a fresh shared pool."""
     if workers == 1:  # no pool: the same process, same results, none of the start-up
         for i, item in enumerate(items):
             yield i, _call(fn, i, item)
         return
-    todo = list(range(len(items)))
-    alone = False  # after a broken pool: each suspect task in a pool of its own
-    while todo:
-        broken: list[int] = []
-        batches = [[i] for i in todo] if alone else [todo]
-        for batch in batches:
+    todo = list(range(len(items)))  # not started yet: in a shared pool
+    suspects: list[int] = []  # in flight when a pool broke: each in a pool of its own
+    while todo or suspects:
+        rounds = [([i], True) for i in suspects] + ([(todo, False)] if todo else [])
+        todo, suspects = [], []
+        for batch, alone in rounds:
             for i, result in _pool(fn, items, batch, 1 if alone else workers):
-                if result is _BROKEN:
-                    if alone:
-                        yield i, Failed(i, "WorkerDied", "its worker process died (killed, or "
-                                        "out of memory) while analyzing this input")
-                    else:
-                        broken.append(i)
-                else:
+                if result is _UNSTARTED:
+                    todo.append(i)
+                elif result is not _BROKEN:
                     yield i, result
-        todo, alone = broken, True
+                elif alone:
+                    yield i, Failed(i, "WorkerDied", "its worker process died (killed, or "
+                                    "out of memory) while analyzing this input")
+                else:
+                    suspects.append(i)
 
 
-_BROKEN: Any = object()
+_BROKEN: Any = object()  # in flight in a pool that broke
+_UNSTARTED: Any = object()  # never handed to a pool that broke before its turn
 
 
 def _pool(fn: Callable[[T], R], items: Sequence[T], indices: list[int],
@@ -127,12 +160,20 @@ def _pool(fn: Callable[[T], R], items: Sequence[T], indices: list[int],
         pending: dict[Future[Any], int] = {}
         queue = iter(indices)
 
+        unstarted: list[int] = []
+
         def submit(n: int) -> None:
             for _ in range(n):
                 i = next(queue, None)
                 if i is None:
                     return
-                pending[pool.submit(_call, fn, i, items[i])] = i
+                if unstarted:  # the pool is broken: the rest waits for the next one
+                    unstarted.append(i)
+                    continue
+                try:
+                    pending[pool.submit(_call, fn, i, items[i])] = i
+                except BrokenProcessPool:
+                    unstarted.append(i)
 
         submit(2 * workers)  # a little ahead of the workers, never the whole list at once
         while pending:
@@ -144,21 +185,23 @@ def _pool(fn: Callable[[T], R], items: Sequence[T], indices: list[int],
                 except BrokenProcessPool:
                     yield i, _BROKEN
             submit(len(done))
+        for i in [*unstarted, *queue]:
+            yield i, _UNSTARTED
 
 
 def _ray(fn: Callable[[T], R], items: Sequence[T],
          options: EngineOptions) -> Iterator[tuple[int, R | Failed]]:
-    try:
-        import ray
-    except ImportError:
-        raise RightsizeError("the Ray engine needs Ray: pip install 'rightsize[ray]'") from None
-    if not ray.is_initialized():
-        ray.init(address=options.address, ignore_reinit_error=True, log_to_driver=False,
-                 include_dashboard=False)
+    ray = _ray_init(options)
+    largest = max(_ray_node_memory(options))
     remote = ray.remote(_call)
-    if options.memory_bytes:
-        remote = remote.options(memory=int(options.memory_bytes))
-    refs = {remote.remote(fn, i, item): i for i, item in enumerate(items)}
+
+    def submit(i: int, item: T) -> Any:
+        wanted = options.item_memory_bytes[i] if options.item_memory_bytes is not None \
+            else options.memory_bytes
+        task = remote.options(memory=min(int(wanted), largest)) if wanted else remote
+        return task.remote(fn, i, item)
+
+    refs = {submit(i, item): i for i, item in enumerate(items)}
     while refs:
         done, _ = ray.wait(list(refs), num_returns=1)
         for ref in done:
@@ -167,3 +210,27 @@ def _ray(fn: Callable[[T], R], items: Sequence[T],
                 yield i, ray.get(ref)
             except Exception as exc:  # noqa: BLE001 - a task the cluster lost (node died, OOM)
                 yield i, Failed(i, type(exc).__name__, " ".join(str(exc).split())[:500])
+
+
+def _ray_init(options: EngineOptions) -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise RightsizeError("the Ray engine needs Ray: pip install 'rightsize[ray]'") from None
+    if not ray.is_initialized():
+        try:
+            ray.init(address=options.address, ignore_reinit_error=True, log_to_driver=False)
+        except ConnectionError as exc:
+            raise RightsizeError(f"cannot join the Ray cluster at {options.address or 'auto'}: "
+                                 f"{' '.join(str(exc).split())[:300]}") from None
+    return ray
+
+
+def _ray_node_memory(options: EngineOptions) -> list[int]:
+    """The ``memory`` resource of each live node of the cluster (bytes)."""
+    ray = _ray_init(options)
+    sizes = [int(n.get("Resources", {}).get("memory", 0)) for n in ray.nodes() if n.get("Alive")]
+    sizes = [s for s in sizes if s > 0]
+    if not sizes:
+        raise RightsizeError("the Ray cluster has no live node with memory to run tasks on")
+    return sizes

@@ -42,3 +42,10 @@ def test_unknown_engine_and_empty_input():
     with pytest.raises(RightsizeError, match="unknown engine 'spark'"):
         map_ordered(square, [1], EngineOptions(engine="spark"))
     assert map_ordered(square, []) == []
+
+
+def test_tasks_not_started_when_a_pool_breaks_run_in_a_fresh_one():
+    # 2 workers take 4 tasks ahead; input 1 kills its worker while inputs 4.. wait their turn
+    out = map_ordered(die, list(range(9)), EngineOptions(workers=2))
+    assert [r for i, r in enumerate(out) if i != 1] == [0, 2, 3, 4, 5, 6, 7, 8]
+    assert isinstance(out[1], Failed) and out[1].error == "WorkerDied"
