@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,9 +14,11 @@ from rightsize.cli.common import no_color_option
 from rightsize.cli.fleet_scan import table_option
 
 if TYPE_CHECKING:
-    from rightsize.fleet.report import FleetReport
+    from rightsize.fleet.report import Filters, FleetReport, Usage
     from rightsize.fleet.table import FleetTable
 
+_KEY = re.compile(r"[0-9a-f]{64}")
+_DOC = re.compile(r"documents/[0-9a-f]{2}/[0-9a-f]{64}\.json\.gz")
 HTML_NAME = "fleet-report.html"  # inside the table folder unless -o says elsewhere
 DAY = click.DateTime(formats=["%Y-%m-%d"])
 
@@ -55,7 +58,7 @@ def report(table_dir: Path, fmt: str, output: Path | None, force: bool, teams: t
       rightsize fleet report --usage gpu-hours.csv --team vision --since 2026-11-01
       rightsize fleet report --format html -o fleet.html
     """
-    from rightsize.fleet.report import Filters, build, read_usage
+    from rightsize.fleet.report import Filters, read_usage
     from rightsize.fleet.table import FleetTable
     from rightsize.reports.fmt import safe_line
 
@@ -64,7 +67,7 @@ def report(table_dir: Path, fmt: str, output: Path | None, force: bool, teams: t
     table = FleetTable.open(table_dir, create=False)
     usage = read_usage(usage_path) if usage_path is not None else None
     filters = Filters(teams, projects, _day(since), _day(until))
-    model = build(table.rows(), str(table_dir), filters, usage)
+    model = _build(table, filters, usage)
     if fmt == "html":
         page = _write_html(table, model, output, force)
         if not quiet:
@@ -85,6 +88,18 @@ def report(table_dir: Path, fmt: str, output: Path | None, force: bool, teams: t
         click.echo(f"wrote {safe_line(output)}", err=True)
 
 
+def _build(table: FleetTable, filters: Filters, usage: Usage | None) -> FleetReport:
+    """The model; read again once if a scan merged a day's files away mid-read."""
+    import polars as pl
+
+    from rightsize.fleet.report import build
+
+    try:
+        return build(table.rows(), str(table.root), filters, usage)
+    except (FileNotFoundError, pl.exceptions.PolarsError):
+        return build(table.rows(), str(table.root), filters, usage)
+
+
 def _write_html(table: FleetTable, model: FleetReport, output: Path | None,
                 force: bool) -> Path:
     from rightsize import outputs
@@ -103,6 +118,7 @@ def job_pages(table: FleetTable, model: FleetReport) -> dict[str, Path]:
     """Each listed job's report page, rendered from its stored document once (a job's key is
     its content, so its page never goes stale) into the table's ``reports/``."""
     from rightsize.analyzers.document import Document
+    from rightsize.errors import RightsizeError
     from rightsize.fleet.analyze import read_document
     from rightsize.fleet.table import REPORTS_DIR, write_bytes_atomic
     from rightsize.reports.render import render
@@ -112,14 +128,19 @@ def job_pages(table: FleetTable, model: FleetReport) -> dict[str, Path]:
     listed.update({j.key: j.document for j in model.job_lines})
     pages: dict[str, Path] = {}
     for key, doc in listed.items():
-        if not doc:
+        # only what a scan writes: a hex key, a document under documents/ (a table from
+        # elsewhere cannot point a page or a read outside the table)
+        if not doc or not _KEY.fullmatch(key) or not _DOC.fullmatch(doc):
             continue
         page = table.root / REPORTS_DIR / f"{key}.html"
         if not page.is_file():
             source = table.root / doc
             if not source.is_file():
                 continue  # a document removed by hand: the job is listed without a link
-            html = render(Document.from_json(read_document(source)), "html")
+            try:
+                html = render(Document.from_json(read_document(source)), "html")
+            except (RightsizeError, OSError, ValueError):
+                continue  # unreadable (a newer rightsize's, damaged): listed without a link
             write_bytes_atomic(html.encode("utf-8"), page)
         pages[key] = page
     return pages
