@@ -31,7 +31,7 @@ def test_a_pod_that_fits_1g_10gb(rows) -> None:
     assert r.why == "1g.10gb: 10 GB for 9.02 GB; 1/7 of the SMs for summed p95 8.0%"
     assert r.evidence[0] == "peak memory 7.00 GiB over 2,017 samples (9.02 GB with 20% headroom)"
     assert (r.window_s, r.step_s, r.coverage_pct) == (7 * 86400, 300, 100.0)
-    assert r.metrics == ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_SM_ACTIVE")
+    assert r.metrics == ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_FB_USED")
     assert r.metrics_missing == ("tensor_active_pct", "dram_active_pct")
     assert (r.gpu, r.gpu_reported, r.nodes, r.owner_kind, r.containers) == (
         "A100 80GB SXM", "NVIDIA A100-SXM4-80GB", 1, "Deployment", ("server",))
