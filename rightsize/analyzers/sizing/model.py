@@ -17,8 +17,8 @@ from rightsize.vocab import Bound, Precision, Share
 if TYPE_CHECKING:
     from rightsize.analyzers.sizing.kernels_projection import KernelWork
 
-__all__ = ["Candidate", "Constraints", "Objective", "Sizing", "SizingError", "SizingThresholds",
-           "Verdict", "Workload"]
+__all__ = ["Candidate", "CommWork", "Constraints", "Objective", "Sizing", "SizingError",
+           "SizingThresholds", "Verdict", "Workload"]
 
 
 class SizingError(RightsizeError):
@@ -56,6 +56,20 @@ FIXED_SHARES = (Share.DATALOADER, Share.HOST, Share.IDLE, Share.COMMUNICATION)
 
 
 @dataclass(frozen=True, slots=True)
+class CommWork:
+    """One kind of collective call of the measured rank (type, size, group), per step: what
+    the communication model projects onto another GPU and fabric (``sizing/comm.py``)."""
+
+    collective: str  # analyzers/job/names.TYPES
+    bytes: int | None  # nccl-tests size of one call; None: not recorded (held as measured)
+    group_size: int | None  # ranks per call; None: the whole job
+    calls: float  # per step
+    kernel_ms: float  # its kernels' time per step: waiting for late ranks + the transfer
+    exposed_ms: float  # of it, not overlapped by compute
+    wait_ms: float | None = None  # of kernel_ms, waiting for late ranks; None: not known
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
     """What one step of the job costs where it ran. ``shares_ms`` keys are :class:`Share`
     values and sum to ``step_ms``; a CPU-only run gives ``current_device_name=None`` and
@@ -81,6 +95,8 @@ class Workload:
     host_copy_gbs: float | None = None
     # of the host share, the job's own CPU work (decoding, preprocessing: diagnosis/host_work)
     host_cpu_work_ms: float = 0.0
+    # the rank's collective calls per step (empty: none recorded, communication held)
+    collectives: tuple[CommWork, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,3 +109,7 @@ class Constraints:
     include_consumer: bool = False  # consumer (gaming) GPUs may be recommended
     objective: Objective = Objective.TIME  # what to optimize (sizing/objective.py)
     slower_ok_pct: float = 10.0  # objective time: a candidate may be this much slower than now
+    # a distributed job projected at another layout (--gpus N --gpus-per-node M): N ranks in
+    # all, M per node; None: the measured rank count, nodes as full as the GPU's node allows
+    layout_gpus: int | None = None
+    layout_gpus_per_node: int | None = None

@@ -10,9 +10,13 @@ The GPU part of the step is projected kernel by kernel from achievable rates fit
 measured cross-GPU timings (``rates``, ``kernels_projection``), or, without kernels, share by
 share at the same rates (compute by the large-GEMM rate at the precision used, memory by
 achievable bandwidth, PCIe by the host link); data-loader, host and idle time do not shrink on
-a faster GPU; communication is kept only where the candidate keeps the measured rank count and
-fabric (otherwise the candidate is not like-for-like and is not recommended). Every projection
-carries a range from the validation error. See docs/sizing.md. Pure.
+a faster GPU; a distributed job's communication is projected onto each candidate's GPU and
+fabric (at the measured rank count, or at ``Constraints.layout_gpus``/``layout_gpus_per_node``)
+by the alpha-beta model of ``comm``, per collective type and message size of the rank's calls,
+waiting for late ranks held; it is kept as measured where the candidate keeps the measured GPU
+and layout, and a candidate whose calls the model cannot project (no sizes recorded) is not
+like-for-like and is not recommended. Every projection carries a range from the validation
+error. See docs/sizing.md. Pure.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import cast
 
 from rightsize.analyzers.job.fabric import fabric_of
 from rightsize.analyzers.sizing import objective, reasons
+from rightsize.analyzers.sizing.comm import CommProjection, Layout, layout_for, project_calls
 from rightsize.analyzers.sizing.kernels_projection import project_kernels_ms
 from rightsize.analyzers.sizing.model import (
     FIXED_SHARES,
@@ -50,7 +55,7 @@ from rightsize.analyzers.sizing.rates import (
     peak_flops,
 )
 from rightsize.analyzers.sizing.run_setup import ASSUMPTIONS as MEMORY_ASSUMPTIONS
-from rightsize.catalog import Catalog, Gpu
+from rightsize.catalog import Catalog, Gpu, Price
 from rightsize.vocab import Bound, Precision, Share
 
 # The data model lives in ``model``; these names stay importable from here.
@@ -158,16 +163,28 @@ def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
     need = _needed_bytes(workload, constraints)
     fits = None if need is None else need / gpus <= gpu.memory_bytes  # peak splits N ways
     fixed, bound = _split_ms(workload, current, gpu, table)
+    price = catalog.price(gpu.name, constraints.provider)
+    comm, layout = _comm(workload, constraints, current, gpu, gpus, price)
+    comm_ms = workload.shares_ms.get(str(Share.COMMUNICATION), 0.0)
+    comm_low = comm_high = 0.0
+    if comm is not None and comm.measured_exposed_ms:  # the share scaled as the calls project
+        new_ms = comm_ms * comm.exposed_ms / comm.measured_exposed_ms
+        comm_low = new_ms - comm_ms * comm.exposed_low_ms / comm.measured_exposed_ms
+        comm_high = comm_ms * comm.exposed_high_ms / comm.measured_exposed_ms - new_ms
+        fixed += new_ms - comm_ms
+        comm_ms = new_ms
     step = None if bound is None else fixed + bound * workload.gpus / gpus
     low = high = gpu_high = step
-    if step is not None and bound is not None and gpu is not current:
-        spread = bound * workload.gpus / gpus * table.error_for(current or gpu, gpu) / 100
-        gpu_high = step + spread
+    if step is not None and bound is not None and (gpu is not current or comm is not None):
+        spread = bound * workload.gpus / gpus * table.error_for(current or gpu, gpu) / 100 \
+            if gpu is not current else 0.0
+        gpu_high = step + spread + comm_high
         spread += _host_ms(workload) * THRESHOLDS.host_move_fraction  # another machine's CPU
-        low, high = step - spread, step + spread
-    price = catalog.price(gpu.name, constraints.provider)
+        low, high = step - spread - comm_low, step + spread + comm_high
     # the whole job pays: every rank runs on ``gpus`` of them (one trace is one rank of N)
     ranks = workload.ranks if workload.gpus == 1 else 1
+    if layout is not None:
+        ranks = layout.ranks
     usd_h = price.usd_per_gpu_hour * gpus * ranks if price else None
     usd_1k = usd_h * step * 1000 / 3.6e6 if usd_h is not None and step is not None else None
     energy = gpu.tdp_w * gpus * ranks * step / 1000 if gpu.tdp_w and step is not None else None
@@ -181,7 +198,8 @@ def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
         meets = meets and usd_h is not None and usd_h <= constraints.max_usd_per_hour
     words, wire = parallelism_for(workload.training, gpus, gpu)
     used = gpu.tflops(workload.precision)[1]
-    warnings, ok = _caveats(workload, constraints, current, gpu, gpus, used, named)
+    warnings, ok = _caveats(workload, constraints, current, gpu, gpus, used, named, comm,
+                            layout)
     return Candidate(gpu.name, gpus, fits, step, usd_h, usd_1k, energy,
                      price.provider if price else None, price.instance_type if price else None,
                      price.date_seen if price else None, meets, str(used), words, wire,
@@ -190,15 +208,54 @@ def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
                      # the host's own spread moves every machine alike, the current one too:
                      # the objective judges what the GPU changes
                      objective.meets(step, gpu_high, workload, constraints,
-                                     gpu is current and gpus == 1),
-                     ranks=ranks if ranks > 1 else None)
+                                     gpu is current and gpus == 1 and comm is None),
+                     ranks=ranks if ranks > 1 else None,
+                     communication_ms=comm_ms if layout is not None else None,
+                     fabric=layout.words if layout is not None else None)
 
 
 _NOT_LIKE = "not like-for-like"
 
 
+# A candidate whose projected communication leaves more than this share of the measured
+# collective kernel time unmodelled (calls without a recorded size) is not like-for-like.
+MAX_HELD_COMM_FRACTION = 0.5
+
+
+def _comm(workload: Workload, constraints: Constraints, current: Gpu | None, gpu: Gpu,
+          gpus: int, price: Price | None) -> tuple[CommProjection | None, Layout | None]:
+    """A job's communication on ``gpu`` (its calls projected by the model) and the layout it is
+    projected on; (None, layout) where it is held as measured (the measured GPU and layout) or
+    cannot be projected; (None, None) for a single-rank run or several GPUs per rank."""
+    given = constraints.layout_gpus is not None or constraints.layout_gpus_per_node is not None
+    if current is None or (workload.ranks <= 1 and not given) or gpus != 1 or workload.gpus != 1:
+        return None, None
+    measured = layout_for(current, workload.ranks)
+    target = layout_for(gpu, constraints.layout_gpus or workload.ranks,
+                        constraints.layout_gpus_per_node, price)
+    same = gpu is current and (target.ranks, target.per_node) == (measured.ranks,
+                                                                  measured.per_node)
+    if same or not workload.collectives:
+        return None, target
+    return project_calls(workload.collectives, measured, target), target
+
+
+def _comm_words(comm: CommProjection, layout: Layout, measured_ms: float) -> str:
+    wait = (f"; waiting for late ranks held at {comm.wait_ms:.2f} ms"
+            + (" (the measured kernel time beyond the model's transfer on the measured fabric:"
+               " one rank's trace does not record the wait)" if comm.wait_estimated else "")
+            if comm.wait_ms else "")
+    held = (f"; {comm.held_ms:.2f} ms of calls without a recorded size held as measured"
+            if comm.held_ms else "")
+    return (f"communication projected with the alpha-beta model (sizing/comm.py) on"
+            f" {layout.words}: transfers {comm.transfer_ms:.3f} ms per step, within"
+            f" x/÷{1 + comm.error_pct / 100:.2f} (the fabric class's leave-one-system-out"
+            f" error){wait}{held}; measured exposed communication {measured_ms:.2f} ms")
+
+
 def _caveats(workload: Workload, constraints: Constraints, current: Gpu | None, gpu: Gpu,
-             gpus: int, used: Precision, named: bool) -> tuple[list[str], bool]:
+             gpus: int, used: Precision, named: bool, comm: CommProjection | None = None,
+             layout: Layout | None = None) -> tuple[list[str], bool]:
     """Warnings for one candidate, and whether it may be recommended."""
     warnings, ok = [], True
     want = Precision(workload.precision)
@@ -209,15 +266,33 @@ def _caveats(workload: Workload, constraints: Constraints, current: Gpu | None, 
     if gpu.consumer and not constraints.include_consumer:
         warnings.append("consumer GPU: pass --include-consumer to recommend it")
         ok = named and ok
-    comm = workload.shares_ms.get(str(Share.COMMUNICATION), 0.0)
+    measured_ms = workload.shares_ms.get(str(Share.COMMUNICATION), 0.0)
     measured_gpus = max(workload.ranks, workload.gpus)
-    if comm > 0 and current is not None and (
-            gpus * (workload.ranks if workload.gpus == 1 else 1) != measured_gpus
+    per_node = constraints.layout_gpus_per_node
+    size = gpu.gpus_per_node or (layout.system.gpus_per_node if layout else None)
+    if per_node is not None and size is not None and per_node > size:
+        warnings.append(f"not a layout of the {gpu.name}: one of its nodes holds {size} GPUs,"
+                        f" not {per_node}")
+        ok = False
+    if comm is not None and layout is not None:
+        warnings.append(_comm_words(comm, layout, measured_ms))
+        if comm.held_ms > MAX_HELD_COMM_FRACTION * comm.measured_kernel_ms:
+            warnings.append(f"{_NOT_LIKE}: most of the measured collective time"
+                            f" ({comm.held_ms:.2f} of {comm.measured_kernel_ms:.2f} ms per"
+                            " step) has no recorded message size, so the model cannot"
+                            " project it")
+            ok = False
+        return warnings, ok
+    moved = current is not None and layout is not None and (
+        layout.ranks, layout.per_node) != (measured_gpus,
+                                           layout_for(current, measured_gpus).per_node)
+    if measured_ms > 0 and current is not None and (
+            moved or gpus * (workload.ranks if workload.gpus == 1 else 1) != measured_gpus
             or _fabric(gpu, measured_gpus) != _fabric(current, measured_gpus)):
         warnings.append(f"{_NOT_LIKE}: the measured job ran {measured_gpus} ranks over"
                         f" {fabric_of(current, measured_gpus).words}; communication"
-                        f" ({comm:.1f} ms per step) is held as measured, which this candidate"
-                        " does not keep")
+                        f" ({measured_ms:.1f} ms per step) is held as measured, which this"
+                        " candidate does not keep")
         ok = False
     return warnings, ok
 
@@ -249,6 +324,24 @@ def _validate(workload: Workload, constraints: Constraints) -> None:
         raise SizingError("--target-throughput needs the samples per step of the run")
     if workload.step_ms <= 0:
         raise SizingError("step time must be positive")
+    _validate_layout(constraints.layout_gpus, constraints.layout_gpus_per_node, workload.ranks)
+
+
+def _validate_layout(gpus: int | None, per_node: int | None, ranks: int) -> None:
+    """Refuse a layout no machine has, and one for a run whose communication is unknown."""
+    if gpus is None and per_node is None:
+        return
+    if ranks <= 1:
+        raise SizingError("--gpus/--gpus-per-node lay out a distributed job, and this trace is "
+                          "one rank: its communication at another rank count is unknown")
+    n = gpus or ranks
+    if n < 2 or (per_node is not None and per_node < 1):
+        raise SizingError(f"a layout of {n} GPUs, {per_node} per node, has no collectives")
+    if per_node is not None and per_node > n:
+        raise SizingError(f"--gpus-per-node {per_node} is more than the {n} GPUs in all")
+    if per_node is not None and n % per_node:
+        raise SizingError(f"{n} GPUs do not fill nodes of {per_node} (--gpus must be a multiple"
+                          " of --gpus-per-node)")
 
 
 def project(workload: Workload, catalog: Catalog, constraints: Constraints = _DEFAULT,
