@@ -59,6 +59,12 @@ class Candidate(Node):
     # one trace of an N-rank job: the costs and energy count all N x ``gpus`` GPUs (no key
     # for a single-rank job)
     ranks: int | None = field(default=None, metadata={OMIT_NONE: True})
+    # a job's candidate: the exposed communication per step its projected step holds (the
+    # measured share where the candidate keeps the measured GPU and layout, else the
+    # communication model's, sizing/comm.py) and the layout and fabric it is projected on
+    # (no keys for a single-rank run)
+    communication_ms: float | None = num(4, default=None, omit_none=True)
+    fabric: str | None = field(default=None, metadata={OMIT_NONE: True})
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a newer rightsize
 
 
