@@ -149,3 +149,17 @@ def test_groups_sum_to_the_total(table):
         assert sum(g.jobs for g in groups) == r.ok
         assert sum(g.gpu_hours or 0 for g in groups) == r.gpu_hours
     assert Path(table.root / "table").is_dir()
+
+
+def test_html_goes_into_the_table_and_is_replaced_there(table, tmp_path):
+    res = cli("fleet", "report", "--table", table.root, "--format", "html")
+    page = table.root / "fleet-report.html"
+    assert res.returncode == 0 and res.stderr == f"report: {page}\n"
+    first = page.stat().st_mtime_ns
+    res = cli("fleet", "report", "--table", table.root, "--format", "html")
+    assert res.returncode == 0 and page.stat().st_mtime_ns >= first  # its own page: replaced
+    mine = tmp_path / "mine.html"
+    mine.write_text("mine")
+    res = cli("fleet", "report", "--table", table.root, "--format", "html", "-o", mine)
+    assert res.returncode == 1 and mine.read_text() == "mine"
+    assert res.stderr == f"rightsize: error: {mine} already exists; pass --force to overwrite it\n"
