@@ -52,6 +52,10 @@ class CollectiveType(Node):
     busbw_gbs: float | None = num(3)  # algbw x nccl-tests' factor for the type and group size
     link_peak_gbs: float | None = num(1)  # per direction, of the fabric the calls crossed
     busbw_pct_of_peak: float | None = num(2)
+    # the transfer the communication model (sizing/comm.py) gives these calls on the job's own
+    # GPU and layout, beside the measured ``transfer_ms_per_step`` (no key unless every call
+    # records its size)
+    model_transfer_ms_per_step: float | None = num(6, default=None, omit_none=True)
 
 
 @node

@@ -27,6 +27,7 @@ from rightsize.analyzers.job import fabric as fab
 from rightsize.analyzers.job import matching
 from rightsize.analyzers.job.stragglers import THRESHOLDS, stragglers
 from rightsize.analyzers.job.summary import SHARES, RankSummary
+from rightsize.analyzers.sizing.comm import Layout, layout_for, load_model
 from rightsize.catalog import Catalog, Gpu
 from rightsize.errors import RightsizeError
 
@@ -98,7 +99,8 @@ def job_of(summaries: Sequence[RankSummary], catalog: Catalog | None = None,
         ranks=tuple(r for r, _ in per_rank),
         stragglers=stragglers(matched, steps, job_step, THRESHOLDS,
                               {s.rank: s.steps["start_ns"].to_list() for s in ranked}),
-        collectives=_by_type(matched, steps, len(ranked), fabric),
+        collectives=_by_type(matched, steps, len(ranked), fabric,
+                             _layout(gpu, world or len(ranked), per_node)),
         calls=_calls(matched),
         cost=_cost(gpu, world or len(ranked), job_step, catalog, provider),
         notes=tuple(notes),
@@ -207,8 +209,31 @@ def _mean_of(per_rank: list[tuple[JobRank, float | None]], attr: str) -> float |
     return mean(got) if got else None
 
 
+def _layout(gpu: Gpu | None, ranks: int, per_node: int | None) -> Layout | None:
+    """The job's ranks as the communication model sees them: ``per_node`` to a node where the
+    traces say, else as full as the GPU's node allows; the network between nodes is the GPU's
+    reference system's (the traces do not record it)."""
+    return layout_for(gpu, ranks, per_node) if gpu is not None else None
+
+
+def _model_ms(calls: pl.DataFrame, layout: Layout | None, ranks: int,
+              per_step: float) -> float | None:
+    """The model's transfer time of ``calls`` per step on ``layout`` (None unless every call
+    records a size and a type the model knows)."""
+    if layout is None or calls.height == 0 or calls["bytes"].null_count():
+        return None
+    model = load_model()
+    total = 0.0
+    for kind, size, group in calls.select("collective", "bytes", "group_size").iter_rows():
+        t = model.predict_us(kind, size, layout.span(group or ranks))
+        if t is None:
+            return None
+        total += t
+    return total / per_step / 1e3
+
+
 def _by_type(matched: matching.Matched, steps: dict[int | None, int], n_ranks: int,
-             fabric: fab.Fabric) -> tuple[CollectiveType, ...]:
+             fabric: fab.Fabric, layout: Layout | None = None) -> tuple[CollectiveType, ...]:
     calls, rows = matched.calls, matched.rows
     if calls.height == 0:
         return ()
@@ -236,7 +261,8 @@ def _by_type(matched: matching.Matched, steps: dict[int | None, int], n_ranks: i
             overlap_pct=100.0 * (1 - exposed / time) if time > 0 else None,
             algbw_gbs=algbw, busbw_gbs=busbw, link_peak_gbs=fabric.peak_gbs,
             busbw_pct_of_peak=100.0 * busbw / fabric.peak_gbs
-            if busbw is not None and fabric.peak_gbs else None))
+            if busbw is not None and fabric.peak_gbs else None,
+            model_transfer_ms_per_step=_model_ms(c, layout, n_ranks, per_step)))
     return tuple(out)
 
 
