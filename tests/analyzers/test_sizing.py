@@ -269,7 +269,7 @@ def test_multi_rank_communication_is_not_carried_to_another_fabric():
     assert not cands["RTX 4090"].like_for_like and not cands["RTX 4090"].recommendable
     assert cands["RTX 4090"].warnings[-1].startswith(
         "not like-for-like: the measured job ran 8 ranks over NVLink within one node (300 GB/s"
-        " per direction per GPU)")
+        " per direction per GPU; NVLink 3 through NVSwitch)")
     assert cands["H100 SXM"].like_for_like
     assert all(cands[c.gpu].like_for_like for c in s.candidates if c.gpu == s.recommended)
 

@@ -81,7 +81,8 @@ def test_one_nvlink_node_and_no_nvlink_advice(doc):
     job = doc.job
     assert job is not None
     assert (job.nodes, job.gpus_per_node) == (1, 8)
-    assert job.fabric == "NVLink within one node (150 GB/s per direction per GPU)"
+    assert job.fabric == ("NVLink within one node (150 GB/s per direction per GPU; NVLink 2 in"
+                          " a hybrid cube-mesh)")
     assert {c.collective: c.link_peak_gbs for c in job.collectives} == {
         "allreduce": 150.0, "alltoall": 150.0}
     # per-rank steps: the ProfilerStep#10 annotations last 14.455, 19.901, 13.017, 19.313,

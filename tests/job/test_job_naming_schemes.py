@@ -130,7 +130,8 @@ def test_nodes_cost_and_single_trace(tmp_path):
     assert (job.nodes, job.gpus_per_node) == (1, 2)
     assert job.nodes_basis.startswith("inferred: 2 ranks on 2 distinct device indices")
     assert job.device == "H100 SXM"
-    assert job.fabric == "NVLink within one node (450 GB/s per direction per GPU)"
+    assert job.fabric == ("NVLink within one node (450 GB/s per direction per GPU; NVLink 4"
+                          " through NVSwitch)")
     price = load_catalog().price("H100 SXM")
     assert price is not None and job.cost is not None
     assert (job.cost.gpus, job.cost.usd_per_hour) == (2, round(2 * price.usd_per_gpu_hour, 4))

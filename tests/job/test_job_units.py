@@ -76,11 +76,18 @@ def test_fabric_words_name_the_nodes():
     a100, v100 = cat.gpu("A100 40GB SXM"), cat.gpu("V100 32GB SXM2")
     sixteen = fabric.fabric_of(a100, 16)
     assert sixteen.kind == "network" and sixteen.nodes == 2 and sixteen.peak_gbs is None
-    assert sixteen.words.startswith("2 nodes: NVLink (300 GB/s per direction per GPU) within"
-                                    " a node")
+    assert sixteen.words == (
+        "2 nodes: NVLink (300 GB/s per direction per GPU) within a node and the inter-node "
+        "network between them (not recorded in the traces; such nodes usually have one like "
+        "the NVIDIA DGX A100: 8 x single-port ConnectX-6 HDR InfiniBand 200 Gb/s (200 Gb/s per"
+        " GPU))")
     eight = fabric.fabric_of(v100, 8)
     assert (eight.kind, eight.nodes, eight.peak_gbs) == ("nvlink", 1, 150.0)
-    assert eight.words == "NVLink within one node (150 GB/s per direction per GPU)"
+    assert eight.words == ("NVLink within one node (150 GB/s per direction per GPU; NVLink 2 in"
+                           " a hybrid cube-mesh)")
+    mi300x = fabric.fabric_of(cat.gpu("MI300X"), 8)
+    assert mi300x.words == ("Infinity Fabric within one node (448 GB/s per direction per GPU;"
+                            " xGMI mesh of 8)")
     l4 = fabric.fabric_of(cat.gpu("L4"), 4)
     assert l4.kind == "pcie" and l4.peak_gbs == 32 and "no NVLink" in l4.words
     assert fabric.fabric_of(None, 8).kind == "unknown"
@@ -93,6 +100,8 @@ def test_advice_for_a_job_already_on_nvlink_is_not_use_nvlink():
     assert "use a faster interconnect" not in words.lower()
     sixteen = fabric.interconnect_advice(cat.gpu("A100 40GB SXM"), 16)
     assert "2 nodes" in sixteen and "inter-node network" in sixteen
+    # the network named is the one such nodes have, and the advice says what beats it
+    assert "HDR InfiniBand 200 Gb/s" in sixteen and "more than 200 Gb/s" in sixteen
     rule = next(r for r in advise.rules() if r["id"] == "exposed-communication")
     assert "(NVLink)" not in rule["detail"] and "{interconnect}" in rule["detail"]
 
