@@ -26,8 +26,11 @@ Procedure:
    (w = 1 / its row count).
 3. Per fabric class, the all-reduce rows of its systems fitted together. The pooled ``intra``
    and ``inter`` fits stand in for a class with no published result (``ethernet``).
-4. Per scope and collective, ``ratio`` = the geometric mean over systems with that collective of
-   eta(collective) / eta(all-reduce), each fitted on that system alone (1 where none has it).
+4. Per collective, ``ratio`` = the geometric mean over systems with that collective of
+   eta(collective) / eta(all-reduce), each fitted on that system alone: over the class's own
+   systems, else over its scope's (in-node: not counting PCIe without peer-to-peer, whose
+   host-staged reductions slow its all-reduce, not its broadcast), else 1 (nccl-tests' bus
+   bandwidth is meant to compare across collectives).
 5. Leave one system out: refit 3 (and 4) without it, predict every row of it (its own class's
    fit from the others of the class, else the pooled fit of its scope) and take the median
    |predicted / measured time - 1| over its rows, and the busbw error at its largest size. A
@@ -231,27 +234,37 @@ def fit_table(rows: Sequence[Row], systems: Sequence[System]) -> dict[str, Any]:
                                 else name, "alpha_us": alpha, "eta": eta,
                                 "systems": sorted({m.file for m in members
                                                    if any(r.system == m.file for r in mine)})}
-    for scope in (INTRA, INTER):
-        ratios: dict[str, list[float]] = defaultdict(list)
-        for s in (s for s in systems if s.scope == scope):
-            mine = [r for r in rows if r.system == s.file]
-            base = [r for r in mine if r.collective == names.ALLREDUCE]
-            if not base:
-                continue
+    per_system: dict[str, dict[str, float]] = {}
+    for s in systems:
+        mine = [r for r in rows if r.system == s.file]
+        base = [r for r in mine if r.collective == names.ALLREDUCE]
+        if base:
             eta_ar = fit(_points(base, by))[1]
-            for c in sorted({r.collective for r in mine} - {names.ALLREDUCE}):
-                ratios[c].append(fit(_points([r for r in mine if r.collective == c], by))[1]
-                                 / eta_ar)
-        out["collective_eta_ratio"][scope] = {
-            c: math.exp(statistics.fmean(math.log(v) for v in vs)) for c, vs in
-            sorted(ratios.items())}
+            per_system[s.file] = {
+                c: fit(_points([r for r in mine if r.collective == c], by))[1] / eta_ar
+                for c in sorted({r.collective for r in mine} - {names.ALLREDUCE})}
+    # a class's own systems; a scope's: all its systems but PCIe without peer-to-peer, whose
+    # host-staged reductions make its all-reduce, not its broadcast, slow (its class keeps it)
+    keys = sorted({s.fabric_class for s in systems} | {INTRA, INTER})
+    for key in keys:
+        ratios: dict[str, list[float]] = defaultdict(list)
+        for s in systems:
+            if s.fabric_class == key or (key == s.scope and s.link_class != "pcie"):
+                for c, r in per_system.get(s.file, {}).items():
+                    ratios[c].append(r)
+        if ratios:
+            out["collective_eta_ratio"][key] = {
+                c: math.exp(statistics.fmean(math.log(v) for v in vs)) for c, vs in
+                sorted(ratios.items())}
     return out
 
 
 def predict(table: dict[str, Any], system: System, row: Row) -> float:
     span = span_of(system, row.ranks)
     cls = table["classes"].get(system.fabric_class) or table["classes"][system.scope]
-    ratio = table["collective_eta_ratio"].get(system.scope, {}).get(row.collective, 1.0)
+    ratios = table["collective_eta_ratio"]
+    ratio = ratios.get(system.fabric_class, {}).get(row.collective) or ratios.get(
+        system.scope, {}).get(row.collective, 1.0)
     return cls["alpha_us"] + ideal_us(row.collective, row.size, span) / (cls["eta"] * ratio)
 
 

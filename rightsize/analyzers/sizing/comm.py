@@ -19,7 +19,8 @@ GPU sends its own bytes across (all-to-all, send/receive). ``alpha`` (latency, Â
 (the achieved fraction of that peak, the model's beta being 1 / (eta x peak)) are fitted per
 fabric class -- in-node ``nvlink``, ``xgmi``, ``pcie``; across nodes ``infiniband``, ``roce``,
 ``efa``, ``slingshot`` (``ethernet`` has no published result in the set: the pooled inter-node
-fit) -- and ``ratio`` per collective from the systems that published more than all-reduce.
+fit) -- and ``ratio`` per collective from the systems that published more than all-reduce
+(the class's own, else its scope's, else 1).
 ``benchmarks/fit_comm.py`` fits the table (``catalog/data/comm_model.json``) and states each
 class's leave-one-system-out error, which is the range a projection carries. Pure but for
 reading the package table once.
@@ -29,13 +30,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from rightsize.analyzers.job import names
+from rightsize.analyzers.sizing.model import CommWork
+from rightsize.catalog import Gpu, Price
+from rightsize.catalog.links import PCIE, Links, System, links_of, system_of
 
 INTRA, INTER = "intra", "inter"  # the pooled fits of each scope
 PER_NODE_SHARE = frozenset({names.ALLREDUCE, names.ALLGATHER, names.REDUCESCATTER,
@@ -99,7 +103,8 @@ class ClassFit:
 @dataclass(frozen=True, slots=True)
 class CommModel:
     classes: Mapping[str, ClassFit]
-    ratios: Mapping[str, Mapping[str, float]]  # scope -> collective -> eta ratio to all-reduce
+    # class (else scope) -> collective -> eta ratio to all-reduce
+    ratios: Mapping[str, Mapping[str, float]]
 
     def fit_for(self, span: Span) -> ClassFit:
         cls = span.fabric_class
@@ -115,7 +120,8 @@ class CommModel:
         if span.ranks < 2:
             return 0.0
         fit = self.fit_for(span)
-        ratio = self.ratios.get(fit.scope, {}).get(collective, 1.0)
+        ratio = self.ratios.get(fit.name, {}).get(collective) or self.ratios.get(
+            fit.scope, {}).get(collective, 1.0)
         return fit.alpha_us + ideal_us(collective, size_bytes, span) / (fit.eta * ratio)
 
     def busbw_gbs(self, collective: str, size_bytes: float, span: Span) -> float | None:
@@ -142,3 +148,133 @@ def load_model() -> CommModel:
     text = resources.files("rightsize.catalog").joinpath("data/comm_model.json").read_text(
         "utf-8")
     return parse_model(json.loads(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """``ranks`` of one GPU, ``per_node`` to a node, and what joins them (the catalog's links
+    of the GPU and the system it is projected on)."""
+
+    ranks: int
+    per_node: int
+    links: Links
+    system: System
+
+    @property
+    def nodes(self) -> int:
+        return math.ceil(self.ranks / self.per_node)
+
+    @property
+    def _reach(self) -> int:
+        """Ranks one link domain holds: a node, or an NVL72 rack's NVLink domain beyond its
+        4-GPU trays (NVLink Switch trays join all 72)."""
+        if self.links.topology == "nvswitch" and self.links.nvl_domain_gpus > self.per_node:
+            return self.links.nvl_domain_gpus
+        return self.per_node
+
+    def span(self, group: int) -> Span:
+        """What a collective of ``group`` consecutive ranks crosses."""
+        group = max(1, min(group, self.ranks))
+        nodes = math.ceil(group / self._reach)
+        inside = min(group, self._reach)
+        links = self.links
+        if links.link_class != PCIE and inside <= links.nvl_domain_gpus:
+            cls, gbs = links.link_class, links.link_gbs_per_direction
+        else:
+            cls, gbs = PCIE, links.pcie_gbs_per_direction or 0.0
+        if nodes > 1:
+            return Span(group, nodes, cls, gbs, self.system.nic_class,
+                        self.system.nic_gbps_per_gpu)
+        return Span(group, 1, cls, gbs)
+
+    @property
+    def words(self) -> str:
+        """'16 ranks on 2 nodes of 8: NVLink 3 through NVSwitch (...) within a node; NVIDIA
+        DGX A100: 8 x ... (200 Gb/s per GPU) between nodes'."""
+        nodes = self.nodes
+        head = (f"{self.ranks} ranks on {nodes} node{'s' if nodes > 1 else ''}"
+                f"{f' of {self.per_node}' if nodes > 1 else ''}")
+        if self._reach > self.per_node and self.ranks <= self._reach:
+            return (f"{head}: {self.links.words} across the {self.links.nvl_domain_gpus}-GPU "
+                    "NVLink domain")
+        inside = self.span(min(self.ranks, self._reach))
+        link = self.links.words if inside.link_class != PCIE else (
+            f"PCIe ({inside.link_gbs:g} GB/s per direction"
+            f"{'' if self.links.link_class == PCIE else '; ' + self.links.words})")
+        if nodes == 1:
+            return f"{head}: {link}"
+        if self._reach > self.per_node:
+            return (f"{head}: {link} within each {self._reach}-GPU NVLink domain; "
+                    f"{self.system.words} between domains")
+        return f"{head}: {link} within a node; {self.system.words} between nodes"
+
+
+def layout_for(gpu: Gpu, ranks: int, per_node: int | None = None,
+               price: Price | None = None) -> Layout:
+    """``ranks`` of ``gpu``, ``per_node`` to a node (None: as many as one node holds: the
+    catalog's node size, else the system's), on the system its price or reference names."""
+    system = system_of(gpu, price)
+    size = gpu.gpus_per_node or system.gpus_per_node
+    return Layout(ranks, max(1, min(ranks, per_node or size)), links_of(gpu), system)
+
+
+@dataclass(frozen=True, slots=True)
+class CommProjection:
+    """A rank's collectives on another layout, per step (ms)."""
+
+    exposed_ms: float  # projected: the measured exposed fraction of each call type kept
+    exposed_low_ms: float  # with the transfer divided by (1 + the class error)
+    exposed_high_ms: float  # with the transfer multiplied by it
+    measured_exposed_ms: float
+    transfer_ms: float  # projected transfer (all calls, kernel time)
+    wait_ms: float  # waiting for late ranks, held as measured (or estimated: see notes)
+    held_ms: float  # kernel time of calls the model cannot project (no size, unknown type)
+    measured_kernel_ms: float
+    error_pct: float  # the largest class error among the projected calls' fabrics
+    wait_estimated: bool  # some wait was not recorded: measured kernel - model on its fabric
+
+
+def project_calls(works: Sequence[CommWork], measured: Layout, target: Layout,
+                  model: CommModel | None = None) -> CommProjection:
+    """The measured rank's collectives (``works``) on ``target`` instead of ``measured``.
+
+    Each call type keeps its wait for late ranks (it comes from the ranks' imbalance, not from
+    the link; a rank's trace alone does not record it: then it is the measured kernel time
+    beyond what the model gives the measured fabric) and gets the model's transfer on the
+    target: kernel' = wait + transfer(target), exposed' = exposed x kernel' / kernel (the
+    overlapped fraction kept). A group of the whole job grows with the target's ranks; smaller
+    groups (tensor-parallel pairs) keep their size. Calls without a size or of an unknown type
+    are held as measured."""
+    model = model or load_model()
+    out = dict.fromkeys(("exposed", "low", "high", "measured", "transfer", "wait", "held",
+                         "kernel", "error"), 0.0)
+    estimated = False
+    for w in works:
+        out["measured"] += w.exposed_ms
+        out["kernel"] += w.kernel_ms
+        group = w.group_size or measured.ranks
+        grown = target.ranks if group >= measured.ranks else group
+        now = model.predict_us(w.collective, w.bytes or 0, measured.span(group))
+        new_span = target.span(grown)
+        new = model.predict_us(w.collective, w.bytes or 0, new_span)
+        if w.bytes is None or now is None or new is None or math.isinf(new) or w.kernel_ms <= 0:
+            out["held"] += w.kernel_ms
+            for k in ("exposed", "low", "high"):
+                out[k] += w.exposed_ms
+            continue
+        if w.wait_ms is None:
+            estimated = True
+        wait = w.wait_ms if w.wait_ms is not None else max(0.0, w.kernel_ms
+                                                           - now * w.calls / 1e3)
+        transfer = new * w.calls / 1e3
+        err = model.fit_for(new_span).error_pct / 100
+        out["error"] = max(out["error"], err * 100)
+        out["transfer"] += transfer
+        out["wait"] += wait
+        share = w.exposed_ms / w.kernel_ms
+        out["exposed"] += share * (wait + transfer)
+        out["low"] += share * (wait + transfer / (1 + err))
+        out["high"] += share * (wait + transfer * (1 + err))
+    return CommProjection(out["exposed"], out["low"], out["high"], out["measured"],
+                          out["transfer"], out["wait"], out["held"], out["kernel"],
+                          out["error"], estimated)
