@@ -159,6 +159,7 @@ class Layout:
     per_node: int
     links: Links
     system: System
+    node_gpus: int = 8  # GPUs one physical node (tray) holds
 
     @property
     def nodes(self) -> int:
@@ -166,10 +167,11 @@ class Layout:
 
     @property
     def _reach(self) -> int:
-        """Ranks one link domain holds: a node, or an NVL72 rack's NVLink domain beyond its
-        4-GPU trays (NVLink Switch trays join all 72)."""
-        if self.links.topology == "nvswitch" and self.links.nvl_domain_gpus > self.per_node:
-            return self.links.nvl_domain_gpus
+        """Ranks one link domain holds: a node's, or those of an NVL72 rack's 18 trays (its
+        NVLink Switch trays join all 72 GPUs, beyond the 4 of a tray)."""
+        domain = self.links.nvl_domain_gpus
+        if self.links.topology == "nvswitch" and domain > self.node_gpus:
+            return self.per_node * (domain // self.node_gpus)
         return self.per_node
 
     def span(self, group: int) -> Span:
@@ -204,7 +206,7 @@ class Layout:
         if nodes == 1:
             return f"{head}: {link}"
         if self._reach > self.per_node:
-            return (f"{head}: {link} within each {self._reach}-GPU NVLink domain; "
+            return (f"{head}: {link} within each {self.links.nvl_domain_gpus}-GPU NVLink domain; "
                     f"{self.system.words} between domains")
         return f"{head}: {link} within a node; {self.system.words} between nodes"
 
@@ -215,7 +217,7 @@ def layout_for(gpu: Gpu, ranks: int, per_node: int | None = None,
     catalog's node size, else the system's), on the system its price or reference names."""
     system = system_of(gpu, price)
     size = gpu.gpus_per_node or system.gpus_per_node
-    return Layout(ranks, max(1, min(ranks, per_node or size)), links_of(gpu), system)
+    return Layout(ranks, max(1, min(ranks, per_node or size)), links_of(gpu), system, size)
 
 
 @dataclass(frozen=True, slots=True)
