@@ -53,6 +53,13 @@ from rightsize.cli.output import Progress, note_interrupted
               show_default=True, metavar="PCT",
               help="Sizing, --objective time: how much slower than now (percent) a cheaper GPU "
                    "may be.")
+@click.option("--gpus", "layout_gpus", type=click.IntRange(min=2), default=None, metavar="N",
+              help="Sizing a distributed job: project it at N ranks (GPUs) in all, not the "
+                   "measured count; each rank keeps its work, the cost counts all N.")
+@click.option("--gpus-per-node", "layout_gpus_per_node", type=click.IntRange(min=1),
+              default=None, metavar="M",
+              help="Sizing a distributed job: M ranks to a node (default: as many as the GPU's "
+                   "node holds); collectives beyond a node cross its network.")
 @definitions_option
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages on stderr.")
@@ -62,6 +69,7 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
             target_step_ms: float | None, target_throughput: float | None,
             samples_per_step: int | None, max_usd_per_hour: float | None, headroom: float,
             provider: str | None, include_consumer: bool, objective: str, slower_ok_pct: float,
+            layout_gpus: int | None, layout_gpus_per_node: int | None,
             definitions: str, no_report: bool, quiet: bool) -> None:
     """Analyze PyTorch Profiler traces: what holds the job back.
 
@@ -86,10 +94,12 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
 
     if target_throughput is not None and samples_per_step is None:
         raise click.UsageError("--target-throughput needs --samples-per-step")
+    _check_layout(layout_gpus, layout_gpus_per_node)
     constraints = Constraints(target_step_ms=target_step_ms, target_throughput=target_throughput,
                               max_usd_per_hour=max_usd_per_hour, headroom_fraction=headroom,
                               provider=provider, include_consumer=include_consumer,
-                              objective=Objective(objective), slower_ok_pct=slower_ok_pct)
+                              objective=Objective(objective), slower_ok_pct=slower_ok_pct,
+                              layout_gpus=layout_gpus, layout_gpus_per_node=layout_gpus_per_node)
     options = Options(step_range=step_range, timezone=timezone,
                       catalog=load_catalog_for_cli(catalog_path), constraints=constraints,
                       samples_per_step=samples_per_step, definitions=definitions)
@@ -102,3 +112,13 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     emit(doc, fmt, output, force, quiet, paths)
     if not no_report:
         write_html_report(doc, list(paths), output, force, quiet)
+
+
+def _check_layout(gpus: int | None, per_node: int | None) -> None:
+    """A layout no machine has, in one line (the sizing checks it against each GPU's node)."""
+    if gpus is not None and per_node is not None:
+        if per_node > gpus:
+            raise click.UsageError(f"--gpus-per-node {per_node} is more than --gpus {gpus}")
+        if gpus % per_node:
+            raise click.UsageError(f"--gpus {gpus} does not fill nodes of --gpus-per-node "
+                                   f"{per_node}: give a multiple of it")
