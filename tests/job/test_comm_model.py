@@ -24,7 +24,7 @@ from rightsize.analyzers.sizing.model import CommWork
 from rightsize.analyzers.sizing.projection import Constraints, SizingError, Workload, project
 from rightsize.catalog import GIB, load_catalog
 from rightsize.catalog.links import links_of, system_of, systems
-from tests.conftest import REPO
+from tests.conftest import REPO, cli
 
 TOY = CommModel(
     {"nvlink": ClassFit("nvlink", "intra", 20.0, 0.8, ("a",), 50.0),
@@ -247,3 +247,14 @@ def test_the_nccl_tests_parser_reads_both_formats_and_checks_busbw():
         fc.parse(NEW_FORMAT.replace("13.98      0", "27.96      0"), system)
     # the fit: alpha and eta from two exact points t = 10 + x / 0.5
     assert fc.fit([(10.0, 30.0, 1.0), (100.0, 210.0, 1.0)]) == pytest.approx((10.0, 0.5))
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (("--gpus", "12", "--gpus-per-node", "8"), ("Error: --gpus 12 does not fill nodes of "
+                                                "--gpus-per-node 8: give a multiple of it")),
+    (("--gpus", "4", "--gpus-per-node", "8"), "Error: --gpus-per-node 8 is more than --gpus 4"),
+])
+def test_an_impossible_layout_is_a_usage_error_before_any_reading(tmp_path, args, error):
+    res = cli("analyze", tmp_path / "absent.json", *args, "--no-report")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines()[-1] == error

@@ -14,7 +14,7 @@ import pytest
 from rightsize.analyzers.sizing.comm import layout_for, load_model
 from rightsize.catalog import load_catalog
 from rightsize.pipeline import analyze_document
-from tests.conftest import REPO, shared_path
+from tests.conftest import REPO, cli, shared_path
 from tests.job.test_comm_model import fit_comm
 from tests.job.test_job_generated import _make_job
 
@@ -147,3 +147,23 @@ def test_a_generated_job_gets_the_models_transfer_by_hand(tmp_path: Path):
     assert v100.communication_ms > 4.0
     assert h100.communication_ms > 0.9 * v100.communication_ms
     assert re.search(r"waiting for late ranks held at \d+\.\d+ ms", " ".join(h100.warnings))
+
+
+def test_analyze_at_another_layout_from_the_cli(tmp_path: Path):
+    """The DLRM job projected at 16 ranks, 8 per node: every candidate costs 16 GPUs and
+    crosses its system's network; H100s cross the DGX H100's NDR InfiniBand."""
+    job = shared_path("traces", "ranks", "param-dlrm-8rank-v100")
+    out = tmp_path / "a.json"
+    res = cli("analyze", job, "--gpus", "16", "--gpus-per-node", "8", "--format", "json",
+              "-o", out, "--no-report", "-q")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(out.read_text())
+    cands = {c["gpu"]: c for c in doc["sizing"]["candidates"]}
+    assert {c["ranks"] for c in cands.values()} == {16}
+    assert cands["H100 SXM"]["fabric"] == (
+        "16 ranks on 2 nodes of 8: NVLink 4 through NVSwitch (450 GB/s per direction per GPU)"
+        " within a node; NVIDIA DGX H100: 8 x ConnectX-7 NDR InfiniBand 400 Gb/s (400 Gb/s per"
+        " GPU) between nodes")
+    price = load_catalog().price("H100 SXM")
+    assert price is not None
+    assert cands["H100 SXM"]["usd_per_hour"] == round(16 * price.usd_per_gpu_hour, 4)
