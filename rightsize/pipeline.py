@@ -37,6 +37,8 @@ class Options:
     # Read only what the analyzers use (Kineto: no flow events, no pid/tid/api of runtime
     # calls: a fifth of the frames' memory); the Python API, which hands out frames, reads all.
     lean: bool = True
+    steps: tuple[int, int] | None = None  # --steps A-B: only these steps of each trace
+    memory_budget_bytes: int | None = None  # one trace's read and analysis (None: unbounded)
 
 
 def run(paths: list[str | Path], options: Options = Options(),
@@ -53,7 +55,8 @@ def run(paths: list[str | Path], options: Options = Options(),
     steps_opt, breakdown_opt = options_for(options.definitions)  # fails before any reading
     inputs = load(list(paths), progress,
                   ReadOptions(step_range=options.step_range, timezone=options.timezone,
-                              lean=options.lean))
+                              lean=options.lean, steps=options.steps,
+                              memory_budget_bytes=options.memory_budget_bytes))
     if progress:
         progress("analyzing")
     context = Context(

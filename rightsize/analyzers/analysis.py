@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import polars as pl
@@ -21,7 +22,7 @@ from rightsize.analyzers.document.diagnosis import Diagnosis, HostWork
 from rightsize.analyzers.document.job import Job
 from rightsize.analyzers.job.fabric import interconnect_advice
 from rightsize.analyzers.job.job import job_of
-from rightsize.analyzers.job.summary import summarize
+from rightsize.analyzers.job.summary import RankSummary, summarize
 from rightsize.analyzers.metrics import hta, kernels, tb_plugin
 from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.host_timeline import HostTimeline, host_timeline
@@ -195,6 +196,8 @@ def _hta(trace: Trace) -> tuple[dm.Hta | None, tuple[dm.StreamIdle, ...]]:
 
 def _steps(trace: Trace, context: Context, notes: list[str]) -> Steps:
     steps = find_steps(trace, context.step_options)
+    if trace.meta.window is not None:
+        notes.append(trace.meta.window.note(Path(trace.meta.path).name))
     if steps.source in _STEP_SOURCE_NOTES:
         notes.append(_STEP_SOURCE_NOTES[steps.source])
     if steps.dropped:
@@ -248,10 +251,21 @@ def analyze(traces: list[Trace], context: Context = Context()) -> Analysis:
 def _job(ranks: tuple[RankAnalysis, ...], context: Context) -> Job | None:
     """The job of several ranks (its summaries reduced: ``analyzers/job``), else None: one
     trace, or traces of one rank (the profiling windows of one process in a run directory)."""
-    numbers = [r.rank for r in ranks if r.rank is not None]
-    if len(set(numbers)) < 2 or len(set(numbers)) != len(numbers):
+    if not is_job([r.rank for r in ranks]):
         return None
     return job_of([summarize(r) for r in ranks], context.catalog, context.constraints.provider)
+
+
+def is_job(numbers: list[int | None]) -> bool:
+    """Whether traces of these rank numbers are ranks of one job: two or more, each its own."""
+    known = [n for n in numbers if n is not None]
+    return len(set(known)) >= 2 and len(set(known)) == len(known)
+
+
+def job_of_summaries(numbers: list[int | None], summaries: list[RankSummary],
+                     catalog: Catalog | None, provider: str | None) -> Job | None:
+    """:func:`_job` from summaries made elsewhere (by the workers of ``rightsize.job_map``)."""
+    return job_of(summaries, catalog, provider) if is_job(numbers) else None
 
 
 def _ncu_for(trace: Trace, device: int | None, ncu: pl.DataFrame | None,

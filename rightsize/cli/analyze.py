@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -16,6 +17,9 @@ from rightsize.cli.common import (
     write_html_report,
 )
 from rightsize.cli.output import Progress, note_interrupted
+
+if TYPE_CHECKING:
+    from rightsize.engine import EngineOptions
 
 
 @click.command()
@@ -61,6 +65,24 @@ from rightsize.cli.output import Progress, note_interrupted
               help="Sizing a distributed job: M ranks to a node (default: as many as the GPU's "
                    "node holds); collectives beyond a node cross its network.")
 @definitions_option
+@click.option("--steps", "steps_text", metavar="A-B", default=None,
+              help="Analyze only steps A to B (ProfilerStep#N / NVTX step numbers) of each "
+                   "trace, reading only their span of time.")
+@click.option("--memory-budget", "memory_budget", metavar="SIZE", default=None,
+              help="Memory one trace's read and analysis may use (e.g. 2G, 1500M). A trace "
+                   "that needs more is analyzed over a window of its steps that fits, said in "
+                   "the notes. Default: 60% of the memory available at start, shared by the "
+                   "local workers; on Ray, the smallest node's memory.")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local",
+              show_default=True,
+              help="Where the traces (ranks) are analyzed: local processes, or a Ray cluster "
+                   "(pip install 'rightsize[ray]'); the document is the same.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="local engine: processes, one trace each at a time (default: the CPUs, "
+                   "at most one per trace, fewer when --memory-budget allows fewer).")
+@click.option("--ray-address", metavar="auto|HOST:PORT", default=None,
+              help="ray engine: the cluster to join (default: RAY_ADDRESS, else a new local "
+                   "one). Every node must reach the traces at the same paths.")
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages on stderr.")
 @no_color_option
@@ -70,7 +92,9 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
             samples_per_step: int | None, max_usd_per_hour: float | None, headroom: float,
             provider: str | None, include_consumer: bool, objective: str, slower_ok_pct: float,
             layout_gpus: int | None, layout_gpus_per_node: int | None,
-            definitions: str, no_report: bool, quiet: bool) -> None:
+            definitions: str, steps_text: str | None, memory_budget: str | None, engine: str,
+            workers: int | None, ray_address: str | None, no_report: bool,
+            quiet: bool) -> None:
     """Analyze PyTorch Profiler traces: what holds the job back.
 
     PATHS are PyTorch Profiler traces (.json, .json.gz), directories of per-rank traces, run
@@ -88,13 +112,18 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
       rightsize analyze trace.pt.trace.json.gz
       rightsize analyze traces/ --format json -o analysis.json
       rightsize analyze report1.sqlite ncu.csv --target-step-ms 50
+      rightsize analyze ranks/ --engine ray --ray-address 10.0.0.1:6379
+      rightsize analyze big.pt.trace.json.gz --memory-budget 2G
     """
+    from rightsize import job_map
     from rightsize.analyzers.sizing.projection import Constraints, Objective
-    from rightsize.pipeline import Options, analyze_document
+    from rightsize.pipeline import Options
 
     if target_throughput is not None and samples_per_step is None:
         raise click.UsageError("--target-throughput needs --samples-per-step")
     _check_layout(layout_gpus, layout_gpus_per_node)
+    run = _engine_options(engine, workers, ray_address)
+    budget = _size(memory_budget)
     constraints = Constraints(target_step_ms=target_step_ms, target_throughput=target_throughput,
                               max_usd_per_hour=max_usd_per_hour, headroom_fraction=headroom,
                               provider=provider, include_consumer=include_consumer,
@@ -102,16 +131,56 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
                               layout_gpus=layout_gpus, layout_gpus_per_node=layout_gpus_per_node)
     options = Options(step_range=step_range, timezone=timezone,
                       catalog=load_catalog_for_cli(catalog_path), constraints=constraints,
-                      samples_per_step=samples_per_step, definitions=definitions)
+                      samples_per_step=samples_per_step, definitions=definitions,
+                      steps=_steps(steps_text), memory_budget_bytes=budget)
     if output is not None:  # before a long analysis, not after
         outputs.check_target(output, paths, force)
     progress = Progress(enabled=not quiet)
-    doc = analyze_document(list(paths), options, progress)
+    doc = job_map.analyze(list(paths), options, run, progress)
     progress.done()
     note_interrupted(doc, quiet)
     emit(doc, fmt, output, force, quiet, paths)
     if not no_report:
         write_html_report(doc, list(paths), output, force, quiet)
+
+
+def _engine_options(engine: str, workers: int | None, address: str | None) -> EngineOptions:
+    from rightsize.engine import EngineOptions
+
+    if engine != "ray" and address is not None:
+        raise click.UsageError("--ray-address needs --engine ray")
+    if engine == "ray" and workers is not None:
+        raise click.UsageError("--workers is for the local engine (Ray schedules by its CPUs)")
+    return EngineOptions(engine=engine, workers=workers, address=address)
+
+
+def _size(text: str | None) -> int | None:
+    from rightsize.traces.budget import parse_size
+
+    if text is None:
+        return None
+    try:
+        n = parse_size(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--memory-budget") from None
+    if n < 100_000_000:
+        raise click.BadParameter(f"{text} is less than 100 MB: too little to analyze a trace in",
+                                 param_hint="--memory-budget")
+    return n
+
+
+def _steps(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    first, sep, last = text.strip().partition("-")
+    try:
+        a, b = int(first), int(last) if sep else int(first)
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: say A-B, two step numbers (or one)",
+                                 param_hint="--steps") from None
+    if a < 0 or b < a:
+        raise click.BadParameter(f"{text!r}: A-B with 0 <= A <= B", param_hint="--steps")
+    return a, b
 
 
 def _check_layout(gpus: int | None, per_node: int | None) -> None:

@@ -17,6 +17,7 @@ traces, CPU-only traces, ``computeProperties`` (2021) for ``deviceProperties``.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import importlib
 import json
@@ -26,12 +27,12 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 
 from rightsize.errors import InputError
-from rightsize.traces import jsonbytes, kineto_scan, limits
+from rightsize.traces import budget, jsonbytes, kineto_scan, kineto_steps, limits, window
 from rightsize.traces import kineto_frames as kf
 from rightsize.traces.jsonscan import Batch, Scan, ScanError
 from rightsize.traces.readers import Progress as Detail
@@ -41,6 +42,7 @@ from rightsize.traces.schema import Trace, TraceMeta
 GZIP_MAGIC = b"\x1f\x8b"
 
 Progress = Callable[[int, int], None]  # (bytes read, events parsed)
+T = TypeVar("T")
 
 
 def looks_like_kineto(head: bytes) -> bool:
@@ -60,7 +62,9 @@ class KinetoReader:
         return looks_like_kineto(head)
 
     def read(self, path: Path, options: ReadOptions, progress: Detail | None) -> Read:
-        return Read.of_trace(read_kineto(path, _ticker(progress), lean=options.lean))
+        return Read.of_trace(read_kineto(path, _ticker(progress), lean=options.lean,
+                                         steps=options.steps,
+                                         budget_bytes=options.memory_budget_bytes))
 
 
 READER = KinetoReader()
@@ -80,12 +84,36 @@ def _ticker(progress: Detail | None) -> Progress | None:
 
 
 def read_kineto(path: str | Path, progress: Progress | None = None, *,
-                lean: bool = False) -> Trace:
+                lean: bool = False, steps: tuple[int, int] | None = None,
+                budget_bytes: int | None = None) -> Trace:
     """Read one Kineto trace file into the normalized schema (raises InputError).
 
     ``lean``: only what rightsize's analyzers read -- the flows frame is left empty and the
-    ``pid``, ``tid`` and ``api`` of runtime calls null (``kineto_frames.LEAN_*``)."""
+    ``pid``, ``tid`` and ``api`` of runtime calls null (``kineto_frames.LEAN_*``).
+    ``steps`` (first, last step number) reads only those steps, and ``budget_bytes`` a window
+    of steps that fits when the whole trace would need more (``traces/window.py``; then
+    ``meta.window`` says which): both cost a first pass over the file."""
     path = Path(path)
+    plan = _window(path, steps, budget_bytes) if steps is not None or budget_bytes else None
+    trace = _open(path, lambda stream: _read_stream(path, stream, progress, lean, plan))
+    if plan is not None:
+        trace = dataclasses.replace(trace, meta=dataclasses.replace(trace.meta, window=plan))
+    return trace
+
+
+def _window(path: Path, steps: tuple[int, int] | None,
+            budget_bytes: int | None) -> window.StepWindow | None:
+    """The window to read (None: the whole trace fits the budget)."""
+    if steps is None and budget_bytes is not None \
+            and budget.estimate(path).need_bytes <= budget_bytes:
+        return None  # no first pass for a trace that surely fits
+    table = _open(path, lambda stream: kineto_steps.step_table(path, stream))
+    return window.plan(table, path, steps, lambda n: budget.need_for_events("kineto", n),
+                       budget_bytes)
+
+
+def _open(path: Path, read: Callable[[Any], T]) -> T:
+    """``read`` of the file's bytes (inflated when gzip), its errors as InputErrors."""
     try:
         raw = path.open("rb")
     except OSError as exc:
@@ -95,7 +123,7 @@ def read_kineto(path: str | Path, progress: Progress | None = None, *,
         raw.seek(0)
         stream = _gunzip(raw) if magic == GZIP_MAGIC else raw
         try:
-            return _read_stream(path, stream, progress, lean)
+            return read(stream)
         except ScanError as exc:
             raise InputError(path, str(exc)) from None
         except _GZIP_ERRORS as exc:
@@ -129,7 +157,8 @@ def _gunzip(raw: Any) -> Any:
     return gzip.GzipFile(fileobj=raw, mode="rb")
 
 
-def _read_stream(path: Path, stream: Any, progress: Progress | None, lean: bool) -> Trace:
+def _read_stream(path: Path, stream: Any, progress: Progress | None, lean: bool,
+                 plan: window.StepWindow | None = None) -> Trace:
     scan = Scan(stream)
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in kf.EVENT_FRAMES}
     cats: set[str] = set()
@@ -152,13 +181,14 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None, lean: bool)
                 pending.append((pool.submit(parse, first), first))
                 del first
             if len(pending) == workers:
-                n_events += _collect(_result(scan, parse, *pending.popleft()), parts, cats)
+                n_events += _collect(_result(scan, parse, *pending.popleft()), parts, cats,
+                                     plan)
             pending.append((pool.submit(parse, batch) if pool else None, batch))
             if progress is not None:
                 progress(scan.bytes_read, n_events)
         batch = None  # type: ignore[assignment]  # free the last batch's bytes once parsed
         while pending:
-            n_events += _collect(_result(scan, parse, *pending.popleft()), parts, cats)
+            n_events += _collect(_result(scan, parse, *pending.popleft()), parts, cats, plan)
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
@@ -325,10 +355,15 @@ def _result(scan: Scan, parse: _Parser, future: Future[Parsed] | None, batch: Ba
     return parse(scan.resplit(batch))
 
 
-def _collect(parsed: Parsed, parts: dict[str, list[pl.DataFrame]], cats: set[str]) -> int:
+def _collect(parsed: Parsed, parts: dict[str, list[pl.DataFrame]], cats: set[str],
+             plan: window.StepWindow | None = None) -> int:
+    """File a parsed batch's frames (within the window, when reading one)."""
     frames, batch_cats, height = parsed
     cats.update(batch_cats)
     for name, df in frames.items():
+        if plan is not None:
+            df = df.filter(pl.col("step").is_in(plan.numbers)) if name == "steps" \
+                else window.keep(df, plan.lo_ns, plan.hi_ns)
         if df.height:
             parts[name].append(df)
     return height

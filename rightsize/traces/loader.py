@@ -207,7 +207,7 @@ def _load(paths: list[Path], progress: Progress | None, options: ReadOptions) ->
             entry["run_status"] = statuses.setdefault(run, run_status(run))
         read = reader.read(f, options, _detail(label, progress))
         if run is not None and read.trace is not None:
-            read = dataclasses.replace(read, trace=_with_host(read.trace, run))
+            read = dataclasses.replace(read, trace=with_host(read.trace, run))
         _collect(read, traces, ncu_frames, gpu_frames)
         entry.update(read.entry)
         described.append(entry)
@@ -233,7 +233,7 @@ def _load(paths: list[Path], progress: Progress | None, options: ReadOptions) ->
     )
 
 
-def _with_host(trace: Trace, run: Path) -> Trace:
+def with_host(trace: Trace, run: Path) -> Trace:
     """A run directory's trace with the host its manifest records (``meta.profiler``'s
     ``hostname``): where the rank ran, for a job's node count."""
     try:
@@ -270,6 +270,29 @@ def _collect(read: Read, traces: list[Trace], ncu_frames: list[pl.DataFrame],
         gpu_frames.append(read.gpu_samples)
 
 
+@dataclass(frozen=True, slots=True)
+class JobKey:
+    """What :func:`check_one_job` compares of a trace: small, so that a worker that read the
+    trace hands it to the driver instead of the trace."""
+
+    path: str
+    rank: int | None
+    world_size: int | None
+    backend: str | None
+    groups: tuple[tuple[str, tuple[Any, ...]], ...]  # distributedInfo.pg_config (name, ranks)
+    device_kind: str
+    span_ns: tuple[int, int] | None
+
+
+def job_key(t: Trace) -> JobKey:
+    config = t.meta.profiler.get("pg_config")
+    groups = tuple((str(g.get("pg_name")), tuple(g["ranks"])) for g in config
+                   if isinstance(g, dict) and isinstance(g.get("ranks"), list)) \
+        if isinstance(config, list) else ()
+    return JobKey(t.meta.path, t.meta.rank, t.meta.world_size, t.meta.backend, groups,
+                  _device_kind(t), _span_ns(t))
+
+
 def _device_kind(t: Trace) -> str:
     names = sorted({n for n in t.devices["name"].to_list() if n}) if "name" in t.devices.columns \
         else []
@@ -285,36 +308,32 @@ def _span_ns(t: Trace) -> tuple[int, int] | None:
     return (min(lo), max(hi)) if lo else None
 
 
-def _mismatch(a: Trace, b: Trace) -> str | None:
+def _mismatch(a: JobKey, b: JobKey) -> str | None:
     """Why ``a`` and ``b`` are not two ranks of one job (None: they are)."""
     for t in (a, b):
-        if t.meta.rank is None or t.meta.world_size is None:
-            return f"{Path(t.meta.path).name} carries no distributedInfo (rank, world size)"
-    if (a.meta.world_size, a.meta.backend) != (b.meta.world_size, b.meta.backend):
-        return (f"world size/backend {a.meta.world_size}/{a.meta.backend} vs "
-                f"{b.meta.world_size}/{b.meta.backend}")
-    if a.meta.rank == b.meta.rank:
-        return f"both are rank {a.meta.rank}"
+        if t.rank is None or t.world_size is None:
+            return f"{Path(t.path).name} carries no distributedInfo (rank, world size)"
+    if (a.world_size, a.backend) != (b.world_size, b.backend):
+        return (f"world size/backend {a.world_size}/{a.backend} vs "
+                f"{b.world_size}/{b.backend}")
+    if a.rank == b.rank:
+        return f"both are rank {a.rank}"
     group = _group_mismatch(a, b)
     if group is not None:
         return group
-    if _device_kind(a) != _device_kind(b):
-        return f"devices {_device_kind(a)!r} vs {_device_kind(b)!r}"
-    sa, sb = _span_ns(a), _span_ns(b)
+    if a.device_kind != b.device_kind:
+        return f"devices {a.device_kind!r} vs {b.device_kind!r}"
+    sa, sb = a.span_ns, b.span_ns
     if sa is not None and sb is not None and (sa[1] < sb[0] or sb[1] < sa[0]):
         return "recorded at different times (their event spans do not overlap)"
     return None
 
 
-def _group_mismatch(a: Trace, b: Trace) -> str | None:
+def _group_mismatch(a: JobKey, b: JobKey) -> str | None:
     """A process group both traces record (by name, with members in common) with different
     members (distributedInfo.pg_config; group names are global in torch.distributed)."""
-    def groups(t: Trace) -> dict[str, list[Any]]:
-        config = t.meta.profiler.get("pg_config")
-        return {str(g.get("pg_name")): list(g["ranks"]) for g in config
-                if isinstance(g, dict) and isinstance(g.get("ranks"), list)} \
-            if isinstance(config, list) else {}
-    ga, gb = groups(a), groups(b)
+    ga = {name: list(ranks) for name, ranks in a.groups}
+    gb = {name: list(ranks) for name, ranks in b.groups}
     for name in sorted(ga.keys() & gb.keys()):  # one group (shared members), two listings
         if set(ga[name]) & set(gb[name]) and ga[name] != gb[name]:
             return f"process group {name!r} has ranks {ga[name]} vs {gb[name]}"
@@ -323,10 +342,15 @@ def _group_mismatch(a: Trace, b: Trace) -> str | None:
 
 def check_one_job(traces: list[Trace]) -> None:
     """Refuse traces that do not say they are the ranks of one job (one line, the mismatch)."""
-    first = traces[0]
-    for other in traces[1:]:
+    check_keys([job_key(t) for t in traces])
+
+
+def check_keys(keys: list[JobKey]) -> None:
+    """:func:`check_one_job` on the traces' keys."""
+    first = keys[0]
+    for other in keys[1:]:
         why = _mismatch(first, other)
         if why is not None:
-            raise InputError(Path(first.meta.path).parent,
-                             f"{Path(first.meta.path).name} and {Path(other.meta.path).name} "
+            raise InputError(Path(first.path).parent,
+                             f"{Path(first.path).name} and {Path(other.path).name} "
                              f"are not ranks of one job: {why}; analyze them one at a time")

@@ -24,10 +24,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from rightsize.errors import InputError
-from rightsize.traces import limits, nsys_gpu, nsys_host
+from rightsize.traces import budget, limits, nsys_gpu, nsys_host, window
 from rightsize.traces.nsys_db import SQLITE_MAGIC, NsysDb, is_nsys_sqlite, one_line, open_nsys
 from rightsize.traces.readers import Progress, Read, ReadOptions, Refused
 from rightsize.traces.samples import conform_samples, empty_samples
@@ -91,7 +92,9 @@ class NsysReader:
         raise Refused("an SQLite file that is not an Nsight Systems export")
 
     def read(self, path: Path, options: ReadOptions, progress: Progress | None) -> Read:
-        return Read.of_trace(read_nsys(path, step_range=options.step_range))
+        return Read.of_trace(read_nsys(path, step_range=options.step_range,
+                                       steps=options.steps,
+                                       budget_bytes=options.memory_budget_bytes))
 
 
 READER = NsysReader()
@@ -136,31 +139,78 @@ def _profiler_meta(db: NsysDb, start_ns: int | None, dropped: list[str]) -> dict
 _cpus = limits.usable_cpus  # a module attribute, so that tests can pretend another count
 
 
-def _kernels_apart(path: Path, offset: int, devices: pl.DataFrame) -> pl.DataFrame:
+def _kernels_apart(path: Path, offset: int, devices: pl.DataFrame,
+                   where: str | None) -> pl.DataFrame:
     """The kernel table through a connection of its own (one connection serves one thread)."""
     db = open_nsys(path)
     try:
-        return nsys_gpu.read_kernels(db, offset, devices)
+        return nsys_gpu.read_kernels(db, offset, devices, where)
     finally:
         db.close()
 
 
-def _build(db: NsysDb, step_range: str | None) -> Trace:
+_ACTIVITY_TABLES = (nsys_gpu.KERNEL_TABLE, nsys_host.RUNTIME_TABLE, nsys_gpu.MEMCPY_TABLE,
+                    nsys_gpu.MEMSET_TABLE)
+
+
+def _window(db: NsysDb, offset: int, nvtx: pl.DataFrame, steps: pl.DataFrame,
+            asked: tuple[int, int] | None,
+            budget_bytes: int | None) -> window.StepWindow | None:
+    """The window of steps to read: the steps are the NVTX step ranges, the events the rows
+    of the activity tables and the NVTX ranges (their starts only are read here)."""
+    starts = [nvtx["ts_ns"].to_numpy()]
+    for name in _ACTIVITY_TABLES:
+        if db.columns(name):
+            rows = db.select(name, [('"start"', "start", pl.Int64())], '"start" IS NOT NULL')
+            starts.append((rows["start"] + offset).to_numpy())
+    table = window.step_table(steps.select("ts_ns", "dur_ns", "step"),
+                              steps.clear().select("ts_ns", "dur_ns", "step"),
+                              np.concatenate(starts))
+    return window.plan(table, db.path, asked, lambda n: budget.need_for_events("nsys", n),
+                       budget_bytes)
+
+
+def _where(plan: window.StepWindow, offset: int) -> str | None:
+    """The window as an SQL condition on a table's session-clock ``start``/``end`` (rows
+    without an end stay, so that a damaged row is still reported)."""
+    cond = []
+    if plan.lo_ns is not None:
+        lo = plan.lo_ns - offset
+        cond.append(f'("end" IS NULL OR "end" > {lo} OR "start" >= {lo})')
+    if plan.hi_ns is not None:
+        cond.append(f'"start" < {plan.hi_ns - offset}')
+    return " AND ".join(cond) or None
+
+
+def _build(db: NsysDb, step_range: str | None, asked: tuple[int, int] | None = None,
+           budget_bytes: int | None = None) -> Trace:
     start_ns = _session_start_ns(db)
     offset = start_ns or 0
     devices, dropped = nsys_gpu.read_devices(db)
+    plan = where = first_nvtx = first_steps = None
+    if asked is not None or (budget_bytes and budget.estimate(db.path).need_bytes > budget_bytes):
+        # A window: the NVTX ranges first (they hold the steps), then only the window's rows.
+        first_nvtx = nsys_host.read_nvtx_ranges(db, offset)
+        first_steps = nsys_host.select_steps(first_nvtx, step_range, db.path)
+        plan = _window(db, offset, first_nvtx, first_steps, asked, budget_bytes)
+        if plan is not None:
+            where = _where(plan, offset)
+            first_nvtx = window.keep(first_nvtx, plan.lo_ns, plan.hi_ns)
+            first_steps = first_steps.filter(pl.col("step").is_in(plan.numbers))
     # With ADBC and two or more CPUs the kernel table (the biggest) is read on a second thread
     # while this one reads the rest: SQLite, the ADBC driver and polars run without the GIL
     # (404 MiB export, quiet 2-core VM: 3.67 -> 2.19 s). The standard-library path turns
     # SQLite's text into Python strings under the GIL, so there a second thread cost 15%.
     pool = ThreadPoolExecutor(max_workers=1) if db.fast is not None and _cpus() > 1 else None
     try:
-        pending = pool.submit(_kernels_apart, db.path, offset, devices) if pool else None
+        pending = pool.submit(_kernels_apart, db.path, offset, devices, where) if pool else None
+        nvtx = first_nvtx
         readers: dict[str, Callable[[], pl.DataFrame]] = {
-            "kernels": lambda: nsys_gpu.read_kernels(db, offset, devices),
-            "runtime": lambda: nsys_host.read_runtime(db, offset),
-            "cpu_ops": lambda: nsys_host.read_nvtx_ranges(db, offset),
-            "transfers": lambda: nsys_gpu.read_transfers(db, offset),
+            "kernels": lambda: nsys_gpu.read_kernels(db, offset, devices, where),
+            "runtime": lambda: nsys_host.read_runtime(db, offset, where),
+            "cpu_ops": (lambda: nvtx) if nvtx is not None  # type: ignore[return-value]
+            else lambda: nsys_host.read_nvtx_ranges(db, offset),
+            "transfers": lambda: nsys_gpu.read_transfers(db, offset, where),
         }
         # On one thread the biggest tables go first: the memory their reads freed is reused by
         # the smaller ones (the allocators keep freed pages a while; 404 MiB export: peak RSS
@@ -175,7 +225,10 @@ def _build(db: NsysDb, step_range: str | None) -> Trace:
     finally:
         if pool:
             pool.shutdown(wait=True)
-    steps = nsys_host.select_steps(cpu_ops, step_range, db.path)
+    steps = first_steps if first_steps is not None else \
+        nsys_host.select_steps(cpu_ops, step_range, db.path)
+    if plan is not None:
+        syncs = window.keep(syncs, plan.lo_ns, plan.hi_ns)
     frames = (kernels, transfers, runtime, cpu_ops, syncs)
     meta = TraceMeta(
         path=str(db.path),
@@ -184,6 +237,7 @@ def _build(db: NsysDb, step_range: str | None) -> Trace:
         base_time_ns=start_ns,
         profiler=_profiler_meta(db, start_ns, dropped),
         event_count=sum(f.height for f in frames),
+        window=plan,
     )
     return Trace(
         meta=meta,
@@ -201,15 +255,19 @@ def _build(db: NsysDb, step_range: str | None) -> Trace:
     )
 
 
-def read_nsys(path: str | Path, step_range: str | None = None) -> Trace:
+def read_nsys(path: str | Path, step_range: str | None = None,
+              steps: tuple[int, int] | None = None, budget_bytes: int | None = None) -> Trace:
     """Read an nsys SQLite export into a :class:`Trace` (see the module docstring).
 
     ``step_range``: the NVTX range name that marks a step (``--step-range``); None picks
     ranges that look like steps (rule in :mod:`rightsize.traces.nsys_host`), else no steps.
+    ``steps`` (first, last step number) reads only those steps' rows, and ``budget_bytes`` a
+    window of steps that fits when the whole export would need more (``traces/window.py``;
+    ``meta.window`` says which).
     """
     db = open_nsys(path)
     try:
-        trace = _build(db, step_range)
+        trace = _build(db, step_range, steps, budget_bytes)
     except CORRUPT as exc:
         raise InputError(path, f"unreadable or damaged nsys export ({one_line(exc)})") from exc
     finally:

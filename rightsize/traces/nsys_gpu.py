@@ -154,7 +154,8 @@ def read_devices(db: NsysDb) -> tuple[pl.DataFrame, list[str]]:
     return conform("devices", devices), not_cuda["name"].drop_nulls().to_list()
 
 
-def read_kernels(db: NsysDb, offset_ns: int, devices: pl.DataFrame) -> pl.DataFrame:
+def read_kernels(db: NsysDb, offset_ns: int, devices: pl.DataFrame,
+                 where: str | None = None) -> pl.DataFrame:
     """One row per kernel; name = demangled name (``shortName`` when no demangled column).
 
     ``blocks_per_sm`` = grid_blocks / sm_count and ``warps_per_sm`` = blocks_per_sm *
@@ -181,7 +182,7 @@ def read_kernels(db: NsysDb, offset_ns: int, devices: pl.DataFrame) -> pl.DataFr
         (block, "block_threads", pl.Int64()),
         (col(cols, "registersPerThread"), "registers_per_thread", pl.Int32()),
         (smem or "NULL", "shared_memory_bytes", pl.Int64()),
-    ])
+    ], where)
     # Integers are put in time order first; names (few distinct) are mapped last, column by
     # column: a join would copy every column of the 2-million-row frame once more.
     raw = time_ordered(raw)
@@ -226,8 +227,9 @@ def _kind_expr(column: str, kinds: dict[int, str]) -> pl.Expr:
     return pl.col(column).replace_strict(mapping, default=None, return_dtype=pl.String())
 
 
-def read_transfers(db: NsysDb, offset_ns: int) -> pl.DataFrame:
-    """Memcpy rows (direction from copyKind, memory kinds from srcKind/dstKind) and memsets."""
+def read_transfers(db: NsysDb, offset_ns: int, where: str | None = None) -> pl.DataFrame:
+    """Memcpy rows (direction from copyKind, memory kinds from srcKind/dstKind) and memsets
+    (``where``: an SQL condition on their rows, e.g. a window of time)."""
     schema: dict[str, pl.DataType] = {
         "device": pl.Int32(),
         "stream": pl.Int64(),
@@ -245,7 +247,8 @@ def read_transfers(db: NsysDb, offset_ns: int) -> pl.DataFrame:
     if cols:
         copy = _enum_map(db, "ENUM_CUDA_MEMCPY_OPER", "CUDA_MEMCPY_KIND_", _COPY_KIND_FALLBACK)
         direction = {i: _COPY_DIRECTION.get(s) for i, s in copy.items()}
-        raw = db.select(MEMCPY_TABLE, _columns(cols, schema, "copyKind", "srcKind", "dstKind"))
+        raw = db.select(MEMCPY_TABLE, _columns(cols, schema, "copyKind", "srcKind", "dstKind"),
+                        where)
         memcpy = raw.with_columns(
             kind=pl.lit("memcpy"),
             direction=pl.col("copy_kind").replace_strict(
@@ -257,7 +260,7 @@ def read_transfers(db: NsysDb, offset_ns: int) -> pl.DataFrame:
         parts.append(memcpy.with_columns(name=_memcpy_name()))
     cols = db.columns(MEMSET_TABLE)
     if cols:
-        raw = db.select(MEMSET_TABLE, _columns(cols, schema, None, None, "memKind"))
+        raw = db.select(MEMSET_TABLE, _columns(cols, schema, None, None, "memKind"), where)
         memset = raw.with_columns(kind=pl.lit("memset"), dst_memory=_kind_expr("dst_kind", kinds))
         label = pl.col("dst_memory").replace_strict(_KIND_LABEL, default=pl.col("dst_memory"))
         parts.append(memset.with_columns(name=pl.format("Memset ({})", label.fill_null("?"))))

@@ -88,7 +88,7 @@ def _times(offset_ns: int) -> list[pl.Expr]:
     ]
 
 
-def read_runtime(db: NsysDb, offset_ns: int) -> pl.DataFrame:
+def read_runtime(db: NsysDb, offset_ns: int, where: str | None = None) -> pl.DataFrame:
     """CUDA runtime and driver calls; ``api`` is "runtime" for ``cuda*`` names, else "driver"."""
     cols = db.columns(RUNTIME_TABLE)
     if not cols:
@@ -100,7 +100,7 @@ def read_runtime(db: NsysDb, offset_ns: int) -> pl.DataFrame:
         (col(cols, "nameId"), "name_id", pl.Int64()),
         (col(cols, "correlationId"), "correlation", pl.Int64()),
         (col(cols, "eventClass"), "event_class", pl.Int64()),
-    ])
+    ], where)
     # Drop the duplicate (non-CUPTI class) copy of a call that also has a CUPTI row.
     cupti = pl.col("event_class").is_in(_CUPTI_API_CLASSES) | pl.col("event_class").is_null()
     others = raw.filter(~cupti)

@@ -31,6 +31,11 @@ class ReadOptions:
     step_range: str | None = None  # nsys: NVTX range name that marks a step
     timezone: str | None = None  # nvidia-smi logs: the zone of their local timestamps
     lean: bool = False  # Kineto: only what the analyzers read (kineto.read_kineto)
+    # Kineto and nsys: only the steps first..last (step numbers, both included), read over
+    # their time window (traces/window.py); None: every step, unless the trace is too big for
+    # memory_budget_bytes, then a window of steps that fits (traces/budget.py)
+    steps: tuple[int, int] | None = None
+    memory_budget_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +51,12 @@ class Read:
 
     @classmethod
     def of_trace(cls, trace: Trace) -> Read:
-        """A trace's contribution; its entry says its rank and event count."""
-        return cls(entry={"rank": trace.meta.rank, "events": trace.meta.event_count}, trace=trace)
+        """A trace's contribution; its entry says its rank and event count (and the window
+        of steps it was read over, when not all of them)."""
+        entry: dict[str, Any] = {"rank": trace.meta.rank, "events": trace.meta.event_count}
+        if trace.meta.window is not None:
+            entry["window"] = trace.meta.window.entry()
+        return cls(entry=entry, trace=trace)
 
 
 class Refused(Exception):

@@ -17,9 +17,12 @@ Columns that a format does not record are present and null.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from rightsize.traces.window import StepWindow
 
 # GPU kernels. One row per kernel execution.
 KERNELS: dict[str, pl.DataType] = {
@@ -218,6 +221,7 @@ class TraceMeta:
     legacy_names: bool = False  # 2021 category names (Kernel/Runtime/Operator/...)
     profiler: dict[str, Any] = field(default_factory=dict)  # settings and versions recorded
     event_count: int = 0
+    window: StepWindow | None = None  # read over a window of steps (traces/window.py)
 
 
 @dataclass(frozen=True, slots=True)

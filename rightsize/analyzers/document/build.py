@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rightsize import __version__
@@ -21,6 +22,8 @@ from rightsize.analyzers.document import metrics as dm
 from rightsize.analyzers.document.codec import decode
 from rightsize.analyzers.document.definitions import definitions_for
 from rightsize.analyzers.document.diagnosis import Diagnosis, Recommendation
+from rightsize.analyzers.document.job import Job
+from rightsize.analyzers.document.sizing import HostTimeline, PrecisionMix, Sizing, Timeline
 from rightsize.analyzers.job import advice as job_advice
 from rightsize.analyzers.metrics.precision import workload_precision
 from rightsize.vocab import DeviceKind
@@ -46,40 +49,107 @@ def document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
     """The document of ``analysis``, as its JSON reads back: the analyzers' nodes hold full
     precision, and what every consumer (reports, compare, serve, the API) sees is the rounded
     value the JSON publishes, so a document read from a file equals the one made here."""
-    return Document.from_json(_document(analysis, inputs, definitions).to_json())
+    return rounded(_document(analysis, inputs, definitions))
 
 
 def _document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
               definitions: str) -> Document:
     p = analysis.primary
-    diagnosis = _diagnosis(p) if p else analysis.counters
-    job = analysis.job
+    return assemble([rank_doc(r, primary=False) for r in analysis.ranks],
+                    primary_doc(p) if p else None, inputs, definitions,
+                    counters=analysis.counters, host=analysis.host, job=analysis.job)
+
+
+@dataclass(frozen=True, slots=True)
+class PrimaryDoc:
+    """What the document takes from its primary rank alone (the headline sections)."""
+
+    steps: dm.StepStats
+    metrics: dm.Metrics
+    diagnosis: Diagnosis | None
+    recommendations: tuple[Recommendation, ...]
+    sizing: Sizing | None
+    precision: PrecisionMix | None
+    timeline: Timeline | None
+    top_kernels: tuple[dm.TopKernel, ...]
+    top_ops: tuple[dm.TopOp, ...]
+    sections: Mapping[str, Any]
+    step_mean_ms: float | None  # unrounded: the step the job's advice is weighed against
+    window_ns: tuple[int, int] | None  # the steps' span: a run's host samples are cut to it
+
+
+@dataclass(frozen=True, slots=True)
+class RankDoc:
+    """One rank's share of the document, small enough to send from the worker that analyzed
+    the rank: its ``ranks`` entry, devices and notes, its kernel time (which rank is the
+    primary) and, when asked for, its :class:`PrimaryDoc`."""
+
+    rank: dm.Rank
+    devices: tuple[dm.Device, ...]
+    notes: tuple[str, ...]
+    kernel_ns: int
+    primary: PrimaryDoc | None = None
+
+
+def rank_doc(r: RankAnalysis, primary: bool = True) -> RankDoc:
+    return RankDoc(_rank(r), tuple(_devices(r)), r.notes, r.kernel_ns,
+                   primary_doc(r) if primary else None)
+
+
+def primary_doc(p: RankAnalysis) -> PrimaryDoc:
+    return PrimaryDoc(
+        steps=_steps(p), metrics=_metrics(p), diagnosis=_diagnosis(p),
+        recommendations=p.recommendations, sizing=p.sizing,
+        precision=workload_precision(p.work, p.device_match), timeline=p.timeline,
+        top_kernels=_top_kernels(p), top_ops=_top_ops(p), sections=p.sections,
+        step_mean_ms=float(p.steps.dur_ns.mean()) / NS_PER_MS if p.steps.count else None,
+        window_ns=(int(p.steps.start_ns[0]), int(p.steps.end_ns[-1])) if p.steps.count
+        else None)
+
+
+def primary_index(ranks: Sequence[RankDoc]) -> int | None:
+    """The rank holding the device with the most kernel time (the first such), as
+    :attr:`Analysis.primary` picks it."""
+    return max(range(len(ranks)), key=lambda i: ranks[i].kernel_ns) if ranks else None
+
+
+def assemble(ranks: Sequence[RankDoc], p: PrimaryDoc | None,
+             inputs: Sequence[Mapping[str, Any]], definitions: str,
+             counters: Diagnosis | None = None, host: HostTimeline | None = None,
+             job: Job | None = None) -> Document:
+    """The document from its ranks' shares (``p``: the primary's), unrounded: the same
+    whether the ranks were analyzed here or by workers."""
+    diagnosis = p.diagnosis if p else counters
     job_recs: tuple[Recommendation, ...] = ()
     if job is not None:  # the ranks together: stragglers as rules, the verdict's evidence
         diagnosis = job_advice.with_job_evidence(diagnosis, job)
-        job_recs = job_advice.recommendations(  # against the step the report shows
-            job, float(p.steps.dur_ns.mean()) / NS_PER_MS if p and p.steps.count else None)
+        job_recs = job_advice.recommendations(job, p.step_mean_ms if p else None)
     return Document(
         schema_version=SCHEMA_VERSION,
         tool=dm.Tool("rightsize", __version__),
         inputs=tuple(decode(dm.InputFile, dict(i), "inputs") for i in inputs),
-        devices=tuple(d for r in analysis.ranks for d in _devices(r)),
-        steps=_steps(p) if p else dm.NO_STEPS,
-        metrics=_metrics(p) if p else dm.NO_METRICS,
+        devices=tuple(d for r in ranks for d in r.devices),
+        steps=p.steps if p else dm.NO_STEPS,
+        metrics=p.metrics if p else dm.NO_METRICS,
         diagnosis=diagnosis,
         recommendations=job_recs + (p.recommendations if p else ()),
         sizing=p.sizing if p else None,
-        precision=workload_precision(p.work, p.device_match) if p else None,
+        precision=p.precision if p else None,
         timeline=p.timeline if p else None,
-        top_kernels=_top_kernels(p) if p else (),
-        top_ops=_top_ops(p) if p else (),
-        ranks=tuple(_rank(r) for r in analysis.ranks),
+        top_kernels=p.top_kernels if p else (),
+        top_ops=p.top_ops if p else (),
+        ranks=tuple(r.rank for r in ranks),
         definitions=definitions_for(definitions),
-        notes=tuple(sorted({n for r in analysis.ranks for n in r.notes})),
+        notes=tuple(sorted({n for r in ranks for n in r.notes})),
         sections=p.sections if p else sections.empty(sections.SECTIONS),
-        host_timeline=analysis.host,
+        host_timeline=host,
         job=job,
     )
+
+
+def rounded(doc: Document) -> Document:
+    """The document as its JSON reads back (what :func:`document` returns)."""
+    return Document.from_json(doc.to_json())
 
 
 def _devices(r: RankAnalysis) -> list[dm.Device]:

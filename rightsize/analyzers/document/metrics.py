@@ -25,6 +25,21 @@ class Tool(Node):
 
 
 @node
+class InputWindow(Node):
+    """The steps a trace was analyzed over when not all of it: ``reason`` "asked" (--steps)
+    or "memory budget" (the whole trace needs about ``need_bytes`` to analyze, more than
+    ``budget_bytes``; the window about ``window_need_bytes``: traces/budget.py)."""
+
+    first_step: int
+    last_step: int
+    steps_in_trace: int
+    reason: str
+    need_bytes: int | None = None
+    window_need_bytes: int | None = None
+    budget_bytes: int | None = None
+
+
+@node
 class InputFile(Node):
     """One file read. ``rank``/``events`` exist for traces, ``kernels`` for Nsight Compute
     CSV, ``samples`` for GPU metric logs (each key only for its kind of file)."""
@@ -37,11 +52,12 @@ class InputFile(Node):
     kernels: int | None = None
     samples: int | None = None
     run_status: str | None = None  # "interrupted": its run directory was left mid-run
+    window: InputWindow | None = None  # read over a window of its steps (traces/window.py)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def _present(self, name: str) -> bool:
-        if name == "run_status":
-            return self.run_status is not None
+        if name in ("run_status", "window"):
+            return getattr(self, name) is not None
         if name in ("rank", "events"):
             return self.format in TRACE_FORMATS
         if name == "kernels":

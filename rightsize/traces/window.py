@@ -1,0 +1,193 @@
+"""A window of steps: which steps of a big trace are read, over which span of time.
+
+Role: a trace too big for the memory one worker may use (``traces/budget.py``), or one the user
+cuts with ``--steps A-B``, is read over a window of whole steps instead of all of it. The
+readers find the trace's steps first (Kineto: a first pass over the file that keeps only the
+``ProfilerStep#N`` events and each event's start; Nsight Systems: the NVTX step ranges and the
+start of each row of the activity tables), :func:`choose` picks the steps, and the second read
+keeps only the events that overlap the window's span (:func:`keep`) and only the chosen steps.
+
+The span of steps A..B runs from the start of step A (the earlier of its host range and its GPU
+annotation) to the end of the GPU work step B launched: the end of its GPU annotation where the
+trace has one (Kineto), else the end of step B+1's host range (Nsight: its GPU work runs behind
+the host by less than a step, or the step after shows it), else the end of the trace. Events
+that only partly overlap (a kernel of step A-1 still running) are kept whole, so the
+device-aware step bounds (``analyzers/metrics/steps.py``) are those of the whole trace.
+
+Which steps, when the budget chooses: the most consecutive steps whose events fit, starting
+with the second step (the first is often a warm-up) unless every step fits. A single step that
+does not fit is still read, and the window says so. Pure; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+ASKED = "asked"  # --steps A-B
+BUDGET = "memory budget"
+
+
+@dataclass(frozen=True, slots=True)
+class StepWindow:
+    """The steps a trace was read over and why (``trace.meta.window``; the document's
+    ``inputs[].window`` and a note)."""
+
+    first_step: int  # step numbers (ProfilerStep#N, NVTX "step N"), both included
+    last_step: int
+    steps_in_trace: int
+    lo_ns: int | None  # the span read, on the reader's clock (None: from the start / to the end)
+    hi_ns: int | None
+    reason: str  # ASKED or BUDGET
+    need_bytes: int | None = None  # the whole trace's estimated peak (traces/budget.py)
+    window_need_bytes: int | None = None  # the window's
+    budget_bytes: int | None = None
+    numbers: tuple[int, ...] = ()  # the step numbers read (the steps frame is cut to them)
+
+    @property
+    def count(self) -> int:
+        return self.last_step - self.first_step + 1
+
+    def entry(self) -> dict[str, object]:
+        """The document's ``inputs[].window``."""
+        return {"first_step": self.first_step, "last_step": self.last_step,
+                "steps_in_trace": self.steps_in_trace, "reason": self.reason,
+                "need_bytes": self.need_bytes, "window_need_bytes": self.window_need_bytes,
+                "budget_bytes": self.budget_bytes}
+
+    def note(self, name: str) -> str:
+        steps = f"steps {self.first_step}-{self.last_step}" if self.count > 1 \
+            else f"step {self.first_step}"
+        head = f"{name}: analyzed over {steps} ({self.count} of {self.steps_in_trace} steps)"
+        if self.reason == ASKED:
+            return head + ", as --steps asked"
+        over = "" if (self.window_need_bytes or 0) <= (self.budget_bytes or 0) else \
+            f"; even one step needs about {_gb(self.window_need_bytes)}, more than the budget"
+        return (f"{head}: the whole trace needs about {_gb(self.need_bytes)} of memory to "
+                f"analyze, more than the {_gb(self.budget_bytes)} budget (--memory-budget); "
+                f"the window about {_gb(self.window_need_bytes)}{over}; every metric is of "
+                "these steps")
+
+
+def _gb(n: int | None) -> str:
+    return "?" if n is None else f"{n / 1e9:.2f} GB"
+
+
+@dataclass(frozen=True, slots=True)
+class StepTable:
+    """A trace's steps as the first pass found them: one row per step, sorted by start, and
+    every event's start (sorted: 8 bytes an event, a few % of the trace's own bytes)."""
+
+    step: np.ndarray  # step numbers
+    start_ns: np.ndarray  # host range start (or the GPU annotation's, when earlier)
+    end_ns: np.ndarray  # host range end
+    gpu_end_ns: np.ndarray  # end of the step's GPU annotation (-1: none recorded)
+    starts: np.ndarray  # every event's start, sorted
+
+    @property
+    def count(self) -> int:
+        return len(self.step)
+
+    @property
+    def events_total(self) -> int:
+        return len(self.starts)
+
+
+def step_table(steps: pl.DataFrame, gpu: pl.DataFrame, starts: np.ndarray) -> StepTable:
+    """The table from host step ranges (``ts_ns``, ``dur_ns``, ``step``), GPU annotations of
+    steps (``ts_ns``, ``dur_ns``, ``step``; may be empty) and every event's start."""
+    host = steps.group_by("step").agg(pl.col("ts_ns").min(),
+                                      (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end"))
+    if gpu.height:
+        dev = gpu.group_by("step").agg(pl.col("ts_ns").min().alias("g_start"),
+                                       (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("g_end"))
+        host = host.join(dev, on="step", how="left")
+    else:
+        host = host.with_columns(g_start=pl.lit(None, pl.Int64), g_end=pl.lit(None, pl.Int64))
+    host = host.with_columns(start=pl.min_horizontal("ts_ns", "g_start")).sort("start", "step")
+    return StepTable(host["step"].to_numpy().astype(np.int64),
+                     host["start"].to_numpy().astype(np.int64),
+                     host["end"].to_numpy().astype(np.int64),
+                     host["g_end"].fill_null(-1).to_numpy().astype(np.int64),
+                     np.sort(np.asarray(starts, dtype=np.int64)))
+
+
+def bounds(t: StepTable, i: int, j: int) -> tuple[int | None, int | None]:
+    """The span of steps ``i..j`` (indices; see the module docstring): None at either end
+    means unbounded there (from the first step on, the trace's start is read too)."""
+    lo = int(t.start_ns[i]) if i > 0 else None
+    if j + 1 >= t.count:
+        return lo, None
+    gpu_end = int(t.gpu_end_ns[j])
+    hi = max(gpu_end, int(t.end_ns[j])) if gpu_end >= 0 else int(t.end_ns[j + 1])
+    return lo, hi
+
+
+def window_events(t: StepTable, i: int, j: int) -> int:
+    """Events starting within the span of steps ``i..j`` (indices)."""
+    lo, hi = bounds(t, i, j)
+    a = 0 if lo is None else int(np.searchsorted(t.starts, lo, side="left"))
+    b = len(t.starts) if hi is None else int(np.searchsorted(t.starts, hi, side="left"))
+    return b - a
+
+
+def asked(t: StepTable, first: int, last: int, path: object) -> tuple[int, int]:
+    """Indices (into ``t``) of the steps ``first..last`` (numbers), or an error naming the
+    steps the trace has."""
+    from rightsize.errors import InputError
+
+    inside = np.nonzero((t.step >= first) & (t.step <= last))[0]
+    if not len(inside):
+        have = f"{int(t.step.min())}-{int(t.step.max())}" if t.count else "none"
+        raise InputError(path, f"no step numbered {first}-{last} (--steps); its steps: {have}")
+    return int(inside[0]), int(inside[-1])
+
+
+def choose(t: StepTable, need_of: Callable[[int], int], budget: int) -> tuple[int, int]:
+    """Indices of the most consecutive steps whose events fit ``budget`` (``need_of``: the
+    estimated peak for a number of events), from the second step unless all of them fit; one
+    step at least."""
+    if t.count <= 1 or need_of(t.events_total) <= budget:
+        return 0, t.count - 1
+    end = 1
+    while end + 1 < t.count and need_of(window_events(t, 1, end + 1)) <= budget:
+        end += 1
+    return 1, end
+
+
+def plan(t: StepTable, path: object, steps: tuple[int, int] | None,
+         need_of: Callable[[int], int], budget: int | None) -> StepWindow | None:
+    """The window to read: the asked steps, else the steps the budget holds (None: the whole
+    trace fits, or it has no steps to cut it by)."""
+    if steps is not None:
+        i, j = asked(t, steps[0], steps[1], path)
+        reason = ASKED
+    else:
+        if budget is None or t.count == 0:
+            return None
+        i, j = choose(t, need_of, budget)
+        if (i, j) == (0, t.count - 1):
+            return None
+        reason = BUDGET
+    lo, hi = bounds(t, i, j)
+    return StepWindow(int(t.step[i]), int(t.step[j]), t.count, lo, hi, reason,
+                      need_of(t.events_total), need_of(window_events(t, i, j)), budget,
+                      tuple(int(n) for n in t.step[i:j + 1]))
+
+
+def keep(df: pl.DataFrame, lo: int | None, hi: int | None) -> pl.DataFrame:
+    """The rows of ``df`` that overlap ``[lo, hi)``: ``ts_ns + dur_ns > lo`` and ``ts_ns < hi``
+    (instants, without ``dur_ns``: ``lo <= ts_ns < hi``); a frame without times is kept."""
+    if "ts_ns" not in df.columns or (lo is None and hi is None) or df.height == 0:
+        return df
+    ts = pl.col("ts_ns")
+    cond = pl.lit(True)
+    if lo is not None:
+        cond = cond & ((ts + pl.col("dur_ns").fill_null(0) > lo) | (ts >= lo)
+                       if "dur_ns" in df.columns else ts >= lo)
+    if hi is not None:
+        cond = cond & (ts < hi)
+    return df.filter(cond)
