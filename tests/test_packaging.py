@@ -18,11 +18,14 @@ from tests.conftest import REPO
 # What the tests read besides the package and themselves, and what runs them.
 SDIST_NEEDS = ("samples/runs/train_dataloader-cpu/manifest.json", "samples/configs/gpt2.json",
                "docs/json-contract.md", "benchmarks/projection_accuracy.py",
+               "benchmarks/fit_comm.py",
                "tests/conftest.py", "LICENSE", "README.md", "dev", ".ci/run", "hatch_build.py",
                "rightsize/traces/_kscan.c")
 WHEEL_NEEDS = ("rightsize/py.typed", "rightsize/catalog/data/gpus.csv",
                "rightsize/catalog/data/prices.csv", "rightsize/catalog/data/rates.json",
                "rightsize/catalog/data/mig_profiles.csv", "rightsize/catalog/data/aliases.csv",
+               "rightsize/catalog/data/links.csv", "rightsize/catalog/data/systems.csv",
+               "rightsize/catalog/data/comm_model.json",
                "rightsize/analyzers/diagnosis/data/recommendations.json",
                "rightsize/analyzers/diagnosis/data/kernel_taxonomy.csv",
                "rightsize/reports/templates/report.html.j2",
