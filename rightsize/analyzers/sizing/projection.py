@@ -179,7 +179,8 @@ def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
         spread = bound * workload.gpus / gpus * table.error_for(current or gpu, gpu) / 100 \
             if gpu is not current else 0.0
         gpu_high = step + spread + comm_high
-        spread += _host_ms(workload) * THRESHOLDS.host_move_fraction  # another machine's CPU
+        if gpu is not current:  # another machine's CPU
+            spread += _host_ms(workload) * THRESHOLDS.host_move_fraction
         low, high = step - spread - comm_low, step + spread + comm_high
     # the whole job pays: every rank runs on ``gpus`` of them (one trace is one rank of N)
     ranks = workload.ranks if workload.gpus == 1 else 1
