@@ -218,12 +218,29 @@ def _ray_init(options: EngineOptions) -> Any:
     except ImportError:
         raise RightsizeError("the Ray engine needs Ray: pip install 'rightsize[ray]'") from None
     if not ray.is_initialized():
+        _check_reachable(options.address)
         try:
             ray.init(address=options.address, ignore_reinit_error=True, log_to_driver=False)
         except ConnectionError as exc:
             raise RightsizeError(f"cannot join the Ray cluster at {options.address or 'auto'}: "
                                  f"{' '.join(str(exc).split())[:300]}") from None
     return ray
+
+
+def _check_reachable(address: str | None) -> None:
+    """A ``HOST:PORT`` that nothing answers at is one line now (``ray.init`` would retry for
+    minutes)."""
+    import socket
+
+    if address is None or address == "auto" or ":" not in address:
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
+            pass
+    except (OSError, ValueError) as exc:
+        raise RightsizeError(f"cannot join the Ray cluster at {address}: "
+                             f"{getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _ray_node_memory(options: EngineOptions) -> list[int]:

@@ -49,3 +49,10 @@ def test_tasks_not_started_when_a_pool_breaks_run_in_a_fresh_one():
     out = map_ordered(die, list(range(9)), EngineOptions(workers=2))
     assert [r for i, r in enumerate(out) if i != 1] == [0, 2, 3, 4, 5, 6, 7, 8]
     assert isinstance(out[1], Failed) and out[1].error == "WorkerDied"
+
+
+def assigned_memory(x: int) -> float:
+    """The memory Ray gave the task that runs this (bytes)."""
+    import ray
+
+    return float(ray.get_runtime_context().get_assigned_resources().get("memory", 0.0))

@@ -174,7 +174,8 @@ def plan(t: StepTable, path: object, steps: tuple[int, int] | None,
         reason = BUDGET
     lo, hi = bounds(t, i, j)
     return StepWindow(int(t.step[i]), int(t.step[j]), t.count, lo, hi, reason,
-                      need_of(t.events_total), need_of(window_events(t, i, j)), budget,
+                      need_of(t.events_total), need_of(window_events(t, i, j)),
+                      budget if reason == BUDGET else None,  # asked steps ignore the budget
                       tuple(int(n) for n in t.step[i:j + 1]))
 
 
