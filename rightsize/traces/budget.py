@@ -6,14 +6,15 @@ reading, :func:`estimate` says what a whole trace needs; a reader given a budget
 exceeds reads a window of steps that fits instead (``traces/window.py``), sized by the events
 each step holds. Ray asks each task's memory from the same estimate.
 
-The model is linear, measured (``benchmarks/worker_memory.py``, figures in benchmarks/README.md):
-peak RSS of a fresh worker process that reads one trace (lean) and analyzes it as one rank =
-:data:`BASE_BYTES` (Python, polars, numpy and rightsize imported, the catalog loaded) + the
-trace's bytes (uncompressed JSON; an export's file size) x ``per_byte``, or its events (Kineto
-events; Nsight rows of the kernel, runtime, memcpy, memset and NVTX tables) x ``per_event`` when
-they are counted. The factors are the largest ratios measured over traces of 0.2-5 GB, so the
-estimate is an upper bound on those traces; a trace unlike them (far more args per event, say)
-may need more.
+The model is linear, measured (``benchmarks/memory_budget.py factors``, figures in
+benchmarks/README.md): peak RSS of a fresh worker process that reads one trace (lean) and
+analyzes it as one rank = :data:`BASE_BYTES` (the floor: Python, polars, rightsize and a small
+trace's analysis) + the trace's bytes (uncompressed JSON; an export's file size) x ``per_byte``
+before it is read, or its events (Kineto events; Nsight rows of the kernel, runtime, memcpy,
+memset and NVTX tables) x ``per_event`` once counted (a window's size is chosen by events). The
+factors are the largest ratios measured (traces of 16 MB to 1 GB), so the estimate bounds those
+traces from above (by up to 1.6x on a 1 GB one); a trace unlike them (far more args per event,
+say) may need more.
 
 Inputs: a path. Outputs: an :class:`Estimate`. No analysis; reads at most the file's first
 8 MiB (a gzip's inflation ratio) and its last bytes.
@@ -29,21 +30,26 @@ from pathlib import Path
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
-# Measured (benchmarks/worker_memory.py on this repository's machine, Python 3.11, polars 1.x;
-# see benchmarks/README.md "Memory of one worker"): the floor of a worker, and peak RSS above it
-# per byte of trace and per event.
-BASE_BYTES = 330_000_000
+# Measured with benchmarks/memory_budget.py factors on this repository's 2-core machine
+# (Python 3.11, polars 1.x; benchmarks/README.md "Memory of one worker"): peak RSS of a fresh
+# worker = BASE_BYTES + the larger of bytes x per_byte and events x per_event, each factor the
+# largest ratio (peak - BASE_BYTES) / size seen. Kineto: a make_job.py rank of 155 MB (617k
+# events, compact JSON with collective args: 366 MB peak), make_big_trace.py traces of 175 MB
+# and 1.05 GB (545k / 3.27M events: 288 / 866 MB). Nsight: a kernel-heavy export of 155 MB
+# (nsys_large.py, 2.5M rows: 745 MB) and an NVTX-heavy one of 267 MB with 256 steps
+# (memory_budget.py nsys-steps, 3.7M rows: 880 MB). A 16 MB rank peaks at 165 MB: the floor.
+BASE_BYTES = 200_000_000
 
 
 @dataclass(frozen=True, slots=True)
 class Factor:
     per_byte: float  # peak RSS above BASE_BYTES per byte of the trace (uncompressed JSON)
-    per_event: float  # the same per event
+    per_event: float  # the same per event (Kineto event; Nsight activity or NVTX row)
 
 
 FACTORS = {
-    "kineto": Factor(per_byte=1.0, per_event=400.0),
-    "nsys": Factor(per_byte=1.0, per_event=200.0),
+    "kineto": Factor(per_byte=1.1, per_event=270.0),
+    "nsys": Factor(per_byte=3.6, per_event=220.0),
 }
 SAMPLE_BYTES = 8 << 20  # compressed bytes inflated to learn a gzip trace's ratio
 INFLATED_MAX = 64 << 20  # at most this much of it inflated
