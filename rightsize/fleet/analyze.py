@@ -57,11 +57,26 @@ def one_line(text: object, limit: int = 500) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def base_row(task: Task, status: str, reason: str | None = None) -> dict[str, Any]:
-    """The identity columns (every other column null)."""
+def identity_row(*, key: str, job: str, kind: str, paths: list[str], files: int, size: int,
+                 recorded_at: datetime, recorded_at_source: str, scanned_at: datetime,
+                 status: str, reason: str | None = None, team: str | None = None,
+                 project: str | None = None, labels_source: str | None = None
+                 ) -> dict[str, Any]:
+    """A row with its identity columns filled and every other column null: what a scan's
+    rows and ``rightsize serve``'s rows of uploads (:mod:`rightsize.serve.fleet`) start from."""
     from rightsize.fleet.schema import COLUMNS
 
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row.update(key=key, job=job, kind=kind, paths=paths, files=files, bytes=size,
+               recorded_at=recorded_at, recorded_at_source=recorded_at_source,
+               scanned_at=scanned_at, rightsize_version=__version__,
+               schema_version=SCHEMA_VERSION, status=status, reason=reason, team=team,
+               project=project, labels_source=labels_source, rules=[])
+    return row
+
+
+def base_row(task: Task, status: str, reason: str | None = None) -> dict[str, Any]:
+    """The identity columns of a scanned job (every other column null)."""
     job = task.job
     size = 0
     for f in job.files:
@@ -69,13 +84,12 @@ def base_row(task: Task, status: str, reason: str | None = None) -> dict[str, An
             size += os.stat(f).st_size
         except OSError:
             pass
-    row.update(key=task.key, job=job.name, kind=job.kind, paths=list(job.paths),
-               files=len(job.files), bytes=size, recorded_at=_mtime(job),
-               recorded_at_source="mtime", scanned_at=task.scanned_at or datetime.now(UTC),
-               rightsize_version=__version__, schema_version=SCHEMA_VERSION, status=status,
-               reason=reason, team=task.team, project=task.project,
-               labels_source=task.labels_source, rules=[])
-    return row
+    return identity_row(key=task.key, job=job.name, kind=job.kind, paths=list(job.paths),
+                        files=len(job.files), size=size, recorded_at=_mtime(job),
+                        recorded_at_source="mtime",
+                        scanned_at=task.scanned_at or datetime.now(UTC), status=status,
+                        reason=reason, team=task.team, project=task.project,
+                        labels_source=task.labels_source)
 
 
 def _mtime(job: Job) -> datetime:
@@ -135,6 +149,15 @@ def _recorded(job: Job, manifest: dict[str, Any] | None,
                     "recorded_at_source": "manifest"}
         except ValueError:
             pass
+    first = wall_clock_start(analysis)
+    if first is not None:
+        return {"recorded_at": first, "recorded_at_source": "trace"}
+    return {"recorded_at": _mtime(job), "recorded_at_source": "mtime"}
+
+
+def wall_clock_start(analysis: Analysis) -> datetime | None:
+    """The traces' first event when their clock is the wall clock (Kineto's epoch
+    timestamps, between 2000 and tomorrow), else None (``rightsize serve`` records it too)."""
     first = None
     for r in analysis.ranks:
         for f in (r.trace.cpu_ops, r.trace.kernels):
@@ -143,9 +166,8 @@ def _recorded(job: Job, manifest: dict[str, Any] | None,
                 if isinstance(v, int) and (first is None or v < first):
                     first = v
     if first is not None and _EPOCH_MIN_NS <= first <= (time.time() + 86400) * 1e9:
-        return {"recorded_at": datetime.fromtimestamp(first / 1e9, UTC),
-                "recorded_at_source": "trace"}
-    return {"recorded_at": _mtime(job), "recorded_at_source": "mtime"}
+        return datetime.fromtimestamp(first / 1e9, UTC)
+    return None
 
 
 def document_columns(doc: Document) -> dict[str, Any]:

@@ -102,6 +102,12 @@ def probe(path: Path) -> Probe:
                  devices=", ".join(names) or None, start_us=_first_ts_us(head))
 
 
+def first_wall_clock_us(path: Path) -> float | None:
+    """The first wall-clock event time (epoch us) in a Kineto trace's head, or None (another
+    format, a relative clock, an unreadable file)."""
+    return _first_ts_us(_head(path))
+
+
 def _int(v: object) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import polars as pl
@@ -122,7 +123,15 @@ def job_key(job: Job, digest: FileCache) -> str:
         root = job.paths[0]
         for f in sorted(job.files):
             h.update(f"{os.path.relpath(f, root)}\0{digest.digest(f)}\n".encode())
-    else:
-        for d in sorted(digest.digest(f) for f in job.files):
-            h.update(f"{d}\n".encode())
+        return h.hexdigest()
+    return content_key(job.kind, (digest.digest(f) for f in job.files))
+
+
+def content_key(kind: str, digests: Iterable[str]) -> str:
+    """The key of a job of ``kind`` that is its files' content alone (not a run directory):
+    the same files' SHA-256s, in any order, give the same key wherever they are found or
+    uploaded (``rightsize serve`` keys its uploads this way)."""
+    h = hashlib.sha256(f"rightsize-fleet-job\0{kind}\0".encode())
+    for d in sorted(digests):
+        h.update(f"{d}\n".encode())
     return h.hexdigest()

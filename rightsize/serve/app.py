@@ -6,17 +6,20 @@ request). The HTTP API is documented in docs/serve.md; JSON errors are ``{"error
 an unexpected one included (500, its traceback in the rate-limited log). Beyond the limits on
 concurrent uploads and queued analyses the answer is 503 with ``Retry-After``; a full disk is
 507. Start-up checks the index (``PRAGMA integrity_check``), empties ``tmp/`` and adopts or
-requeues the runs a stopped server left unfinished.
+requeues the runs a stopped server left unfinished, and adds to the data directory's fleet
+table the finished runs it lacks (:mod:`.fleet`, in the background).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import shutil
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import date
 from typing import Any
 from urllib.parse import urlencode
 
@@ -28,6 +31,7 @@ from starlette.routing import Route
 from rightsize.serve import pages, security, upload
 from rightsize.serve.compare import compare_rows
 from rightsize.serve.config import TOKEN_COOKIE, ServeConfig
+from rightsize.serve.fleet import ServeFleet
 from rightsize.serve.jobs import JobRunner
 from rightsize.serve.store import RUN_ID, Store, blob_path
 from rightsize.serve.worker import ANALYSIS_JSON, REPORT_HTML
@@ -36,6 +40,8 @@ log = logging.getLogger("rightsize.serve")
 _SLACK_BYTES = 1024 * 1024  # multipart headers and boundaries around the files
 PAGE_RUNS = 100  # runs per page of GET /api/runs and /runs, unless ?limit= says
 MAX_PAGE_RUNS = 500
+MAX_LABEL_CHARS = 100  # an upload's team or project label
+MAX_FILTER_VALUES = 50  # team or project values one /fleet request may name
 
 
 class Server:
@@ -48,7 +54,8 @@ class Server:
         swept = upload.sweep_tmp(config.tmp_dir)
         if swept:
             log.info("start-up: removed %d partial uploads from tmp/", swept)
-        self.jobs = JobRunner(config, self.store)
+        self.fleet = ServeFleet(config, self.store)
+        self.jobs = JobRunner(config, self.store, self.fleet)
         self.uploads = 0
 
     # -- API -------------------------------------------------------------------------------
@@ -62,6 +69,9 @@ class Server:
             return self._busy(f"{cfg.max_concurrent_uploads} uploads are in progress")
         if self.store.count_active() >= cfg.max_queued_runs:
             return self._busy(f"{cfg.max_queued_runs} analyses are queued or running")
+        labels = _labels(request)
+        if isinstance(labels, Response):
+            return labels
         length = request.headers.get("content-length", "")
         declared = int(length) if length.isdigit() else 0
         max_body = cfg.max_upload_bytes * cfg.max_files_per_run + _SLACK_BYTES
@@ -83,7 +93,7 @@ class Server:
         finally:
             self.uploads -= 1
         try:
-            return self._record(received)
+            return self._record(received, *labels)
         except sqlite3.OperationalError as exc:  # the index's disk is full
             log.warning("cannot record an upload: %s", exc)
             return _error(507, "the run index cannot be written (no space left on the "
@@ -92,14 +102,15 @@ class Server:
             for r in received:
                 upload.release(r)
 
-    def _record(self, received: list[upload.Received]) -> Response:
+    def _record(self, received: list[upload.Received], team: str | None,
+                project: str | None) -> Response:
         key = upload.input_key(received)
         existing = self.store.find_reusable(key)
         if existing is not None:  # the same inputs again: one stored copy, one analysis
             return JSONResponse({"id": existing["id"], "url": f"/r/{existing['id']}",
                                  "existing": True}, status_code=200)
         files = [{"name": r.name, "sha256": r.sha256, "bytes": r.bytes} for r in received]
-        run_id = self.store.create(files, key)
+        run_id = self.store.create(files, key, team, project)
         self.jobs.submit(run_id)
         return JSONResponse({"id": run_id, "url": f"/r/{run_id}", "existing": False},
                             status_code=201)
@@ -146,7 +157,8 @@ class Server:
                              "analysis": analysis, "url": f"/r/{run['id']}",
                              **{k: run[k] for k in ("files", "created_at", "started_at",
                                                     "finished_at", "analysis_s", "verdict",
-                                                    "sizing", "device", "step_ms")}})
+                                                    "sizing", "device", "step_ms", "team",
+                                                    "project")}})
 
     async def delete_run(self, request: Request) -> Response:
         run = self._run_or_none(request)
@@ -154,8 +166,11 @@ class Server:
             return _error(404, "no such run")
         if run["status"] == "running":
             return _error(409, "the run is being analyzed; delete it when it is done")
+        fleet_key = self.store.fleet_key(run["id"])
         self.store.delete(run["id"])
         shutil.rmtree(self._dir(run), ignore_errors=True)
+        if fleet_key is not None and fleet_key not in self.store.fleet_links():
+            self.fleet.forget(fleet_key)  # no run has those files now
         for f in run["files"]:
             if not self.store.blob_in_use(f["sha256"]) and not upload.in_flight(f["sha256"]):
                 blob_path(self.config.blobs_dir, f["sha256"]).unlink(missing_ok=True)
@@ -230,6 +245,32 @@ class Server:
                            b_name=b["files"][0]["name"])
         return _page("compare.html.j2", **context)
 
+    async def fleet_page(self, request: Request) -> Response:
+        """The fleet report of every finished upload (filters: ``team``, ``project``, repeated
+        or comma-separated; ``since``, ``until``: recorded UTC days, YYYY-MM-DD)."""
+        from rightsize.fleet.report import Filters
+
+        params = request.query_params
+        values = {}
+        for name in ("team", "project"):
+            given = [v.strip() for item in params.getlist(name) for v in item.split(",")]
+            values[name] = tuple(dict.fromkeys(v for v in given if v))
+            if len(values[name]) > MAX_FILTER_VALUES:
+                return _error(400, f"at most {MAX_FILTER_VALUES} {name} values")
+        days: dict[str, date | None] = {}
+        for name in ("since", "until"):
+            text = params.get(name, "").strip()
+            try:
+                days[name] = date.fromisoformat(text) if text else None
+            except ValueError:
+                return _error(400, f"{name} must be a day, YYYY-MM-DD")
+        if days["since"] and days["until"] and days["since"] > days["until"]:
+            return _error(400, "since is after until")
+        filters = Filters(values["team"], values["project"], days["since"], days["until"])
+        html = await asyncio.get_running_loop().run_in_executor(None, self.fleet.page, filters)
+        page = pages.with_fleet_bar(html, filters)
+        return HTMLResponse(page, headers={"Content-Security-Policy": pages.fleet_csp(page)})
+
     async def static(self, request: Request) -> Response:
         found = pages.asset(request.path_params["name"])
         if found is None:
@@ -252,6 +293,17 @@ class Server:
                       headers={"Retry-After": str(self.config.retry_after_s)})
 
 
+def _labels(request: Request) -> tuple[str | None, str | None] | Response:
+    """An upload's ``team`` and ``project`` (query parameters), checked."""
+    out: list[str | None] = []
+    for name in ("team", "project"):
+        value = request.query_params.get(name, "").strip()
+        if len(value) > MAX_LABEL_CHARS or not value.isprintable():
+            return _error(400, f"{name} must be at most {MAX_LABEL_CHARS} printable characters")
+        out.append(value or None)
+    return out[0], out[1]
+
+
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
@@ -267,8 +319,13 @@ def create_app(config: ServeConfig) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         server.jobs.resume()
+        loop = asyncio.get_running_loop()
+        catch_up = loop.run_in_executor(None, _catch_up, server.fleet)
         yield
+        server.fleet.stop()
         await server.jobs.close()
+        await catch_up
+        server.fleet.close()
 
     routes = [
         Route("/healthz", server.healthz),
@@ -281,6 +338,7 @@ def create_app(config: ServeConfig) -> Starlette:
         Route("/runs/{run_id}", server.run_page),
         Route("/r/{run_id}", server.report),
         Route("/compare", server.compare),
+        Route("/fleet", server.fleet_page),
         Route("/static/{name}", server.static),
         Route("/favicon.ico", lambda request: Response(status_code=204)),  # no icon, no 404
     ]
@@ -288,6 +346,18 @@ def create_app(config: ServeConfig) -> Starlette:
     app.state.server = server
     app.add_middleware(Gate, config=config)
     return app
+
+
+def _catch_up(fleet: ServeFleet) -> None:
+    """Start-up: the finished runs the fleet table lacks (runs analyzed before it existed)."""
+    try:
+        added = fleet.catch_up()
+    except Exception as exc:  # noqa: BLE001 - the server serves on; the page tries again
+        log.warning("start-up: the fleet table was not brought up to date (%s: %s)",
+                    type(exc).__name__, exc)
+        return
+    if added:
+        log.info("start-up: %d finished runs added to the fleet table", added)
 
 
 class Gate:

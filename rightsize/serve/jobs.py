@@ -8,6 +8,9 @@ process accumulated is given back. A worker that dies (killed, out of memory, a 
 its own run with one line and only that run: the others keep their workers. Workers die with
 the server (see the worker module).
 
+A finished run's row goes into the data directory's fleet table (:mod:`.fleet`) before the
+index records the run as finished.
+
 Start-up reconciles the index with the disk: a queued or running run whose ``analysis.json``
 was written completely (a server killed after its worker finished) is adopted as done, not
 analyzed again; the others are queued again. A run's result that cannot be recorded (the
@@ -23,9 +26,10 @@ import multiprocessing
 import os
 import signal
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rightsize.serve.config import ServeConfig
 from rightsize.serve.store import Store, blob_path
@@ -36,6 +40,9 @@ from rightsize.serve.worker import (
     summarize,
     worker_main,
 )
+
+if TYPE_CHECKING:
+    from rightsize.serve.fleet import ServeFleet
 
 log = logging.getLogger("rightsize.serve")
 RECORD_RETRY_S = 2.0  # how often a result the index refused (disk full) is tried again
@@ -69,9 +76,11 @@ class _Worker:
 class JobRunner:
     """Runs analyses in worker processes and records their outcome in the index."""
 
-    def __init__(self, config: ServeConfig, store: Store) -> None:
+    def __init__(self, config: ServeConfig, store: Store,
+                 fleet: ServeFleet | None = None) -> None:
         self.config = config
         self.store = store
+        self.fleet = fleet  # each finished run's row goes there before the index says finished
         self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -129,8 +138,16 @@ class JobRunner:
             except Exception as exc:
                 log.error("run %s: internal error", run_id, exc_info=exc)
                 summary = {"error": f"internal error: {type(exc).__name__}: {exc}"}
+            finished = time.time()
+            key = None
+            if self.fleet is not None:
+                key = await asyncio.get_running_loop().run_in_executor(
+                    None, self.fleet.add_finished,
+                    {**run, "finished_at": finished, "analysis_s": summary.get("analysis_s"),
+                     "recorded_at": summary.get("recorded_at")},
+                    summary)
             await self._write(run_id, "record its result",
-                              lambda i: self.store.finish(i, summary))
+                              lambda i: self.store.finish(i, summary, key, finished))
         log.info("run %s: %s", run_id, summary.get("error") or "done")
 
     async def _write(self, run_id: str, what: str, write: Callable[[str], object]) -> None:

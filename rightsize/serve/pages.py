@@ -1,4 +1,5 @@
-"""The server's own HTML pages (upload, run list, run status, compare) and their assets.
+"""The server's own HTML pages (upload, run list, run status, compare, the fleet page's bar)
+and their assets.
 
 Templates are package data under ``templates/``, rendered by Jinja2 with autoescape on and
 ``StrictUndefined``; data reaches JavaScript only through ``|tojson`` or ``data-`` attributes.
@@ -8,8 +9,11 @@ rules in ``serve.css``; every asset is served by this server: the pages work off
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import functools
+import hashlib
+import re
 from importlib import resources
 from typing import Any
 
@@ -33,6 +37,51 @@ _WAY_BACK = ('<nav id="rightsize-serve-nav" style="font:14px system-ui,sans-seri
              '<a href="/runs">&larr; Runs</a> &middot; <a href="/runs/{id}">this run</a> '
              '&middot; <a href="/compare?b={id}">compare</a> &middot; '
              '<a href="/api/runs/{id}">analysis JSON</a></nav>')
+# The fleet page (``/fleet``) is the fleet report's self-contained page, served on this
+# server's origin (not sandboxed like a stored report: from an opaque origin, a click on a job's
+# link would be sent without the SameSite=Strict token cookie and answered 401). Its two
+# inline scripts run by their SHA-256 (Chart.js and the chart script whose data comes through
+# |tojson), nothing else: no 'unsafe-inline' script, no event handler attribute, no eval.
+FLEET_SCRIPTS = 2
+_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
+_SCRIPT_OPEN = re.compile(r"<script\b", re.IGNORECASE)
+
+
+class PageError(Exception):
+    """A page that is not what its template makes (never served)."""
+
+
+def fleet_csp(page: str) -> str:
+    """The fleet page's policy: its own :data:`FLEET_SCRIPTS` scripts by hash. A page with any
+    other ``<script`` (which autoescape makes impossible from data) is refused, so a hash is
+    never given to a script the template did not write."""
+    bodies = _SCRIPT.findall(page)
+    if len(bodies) != FLEET_SCRIPTS or len(_SCRIPT_OPEN.findall(page)) != FLEET_SCRIPTS:
+        raise PageError(f"the fleet page has {len(_SCRIPT_OPEN.findall(page))} script tags, "
+                        f"not the template's {FLEET_SCRIPTS}")
+    hashes = " ".join(f"'sha256-{_sha256_b64(b)}'" for b in bodies)
+    return (f"default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; "
+            "img-src data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+
+
+def _sha256_b64(script: str) -> str:
+    # what the browser hashes: the element's text after HTML's newline normalization
+    text = script.replace("\r\n", "\n").replace("\r", "\n")
+    return base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode()
+
+
+def with_fleet_bar(fleet_html: str, filters: Any) -> str:
+    """The fleet page with the server's bar after its ``<body>`` tag: the way to the other
+    pages and the filter form (team, project, recorded days)."""
+    bar = render_page("fleet_bar.html.j2", teams=", ".join(filters.teams),
+                      projects=", ".join(filters.projects),
+                      since=filters.since.isoformat() if filters.since else "",
+                      until=filters.until.isoformat() if filters.until else "",
+                      filtered=bool(filters.teams or filters.projects or filters.since
+                                    or filters.until))
+    return _after_body(fleet_html, bar)
+
+
 ASSETS = {  # URL name -> (package, resource path, media type)
     "style.css": ("rightsize.reports", "templates/style.css", "text/css"),
     "serve.css": ("rightsize.serve", "templates/serve.css", "text/css"),
@@ -67,12 +116,15 @@ def with_way_back(report_html: str, run_id: str) -> str:
     """The stored report with :data:`_WAY_BACK` right after its ``<body>`` tag (the file on
     disk stays the self-contained page ``rightsize analyze`` writes). ``run_id`` is a checked
     hex id."""
-    bar = _WAY_BACK.format(id=run_id)
-    at = report_html.find("<body")
-    end = report_html.find(">", at) if at >= 0 else -1
+    return _after_body(report_html, _WAY_BACK.format(id=run_id))
+
+
+def _after_body(html: str, bar: str) -> str:
+    at = html.find("<body")
+    end = html.find(">", at) if at >= 0 else -1
     if end < 0:
-        return bar + report_html
-    return report_html[: end + 1] + bar + report_html[end + 1:]
+        return bar + html
+    return html[: end + 1] + bar + html[end + 1:]
 
 
 def _when(ts: float | None) -> str:

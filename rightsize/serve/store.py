@@ -51,8 +51,17 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at);
 CREATE INDEX IF NOT EXISTS runs_input_key ON runs (input_key);
 """
+# Columns added since the first index: (name, SQL type), added to an older index at start-up.
+_ADDED = (
+    ("team", "TEXT"),                # labels the upload gave (POST /api/runs?team=&project=)
+    ("project", "TEXT"),
+    ("fleet_key", "TEXT"),           # the run's row in the fleet table (serve/fleet.py), once
+                                     # written
+    ("recorded_at", "REAL"),         # unix seconds: the trace's first event on its wall clock
+)
 _COLUMNS = ("id", "created_at", "status", "error", "files", "input_key", "started_at",
-            "finished_at", "analysis_s", "verdict", "sizing", "device", "step_ms")
+            "finished_at", "analysis_s", "verdict", "sizing", "device", "step_ms", "team",
+            "project")
 
 
 class IndexDamaged(RightsizeError):
@@ -69,6 +78,10 @@ class Store:
             with self._connect() as db:
                 db.execute("PRAGMA journal_mode=DELETE")  # leaves WAL if an older server did
                 db.executescript(_SCHEMA)
+                have = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
+                for name, kind in _ADDED:
+                    if name not in have:
+                        db.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
         except sqlite3.OperationalError:
             raise  # locked, read-only, a full disk: not damage
         except sqlite3.DatabaseError as exc:
@@ -101,12 +114,13 @@ class Store:
         finally:
             db.close()
 
-    def create(self, files: list[dict[str, Any]], input_key: str) -> str:
+    def create(self, files: list[dict[str, Any]], input_key: str, team: str | None = None,
+               project: str | None = None) -> str:
         run_id = secrets.token_hex(8)
         with self._connect() as db:
-            db.execute("INSERT INTO runs (id, created_at, status, files, input_key) "
-                       "VALUES (?, ?, 'queued', ?, ?)",
-                       (run_id, time.time(), json.dumps(files), input_key))
+            db.execute("INSERT INTO runs (id, created_at, status, files, input_key, team, "
+                       "project) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+                       (run_id, time.time(), json.dumps(files), input_key, team, project))
         return run_id
 
     def get(self, run_id: str) -> dict[str, Any] | None:
@@ -169,16 +183,47 @@ class Store:
             db.execute("UPDATE runs SET status = 'queued', started_at = NULL WHERE id = ?",
                        (run_id,))
 
-    def finish(self, run_id: str, summary: dict[str, Any]) -> None:
-        """Record a worker's result: ``summary`` has ``error`` (failed) or the verdict keys."""
+    def finish(self, run_id: str, summary: dict[str, Any], fleet_key: str | None = None,
+               finished_at: float | None = None) -> None:
+        """Record a worker's result: ``summary`` has ``error`` (failed) or the verdict keys;
+        ``fleet_key`` the key of its fleet row when that is written."""
         error = summary.get("error")
         with self._connect() as db:
             db.execute("UPDATE runs SET status = ?, error = ?, finished_at = ?, analysis_s = ?, "
-                       "verdict = ?, sizing = ?, device = ?, step_ms = ? WHERE id = ?",
-                       ("failed" if error else "done", error, time.time(),
+                       "verdict = ?, sizing = ?, device = ?, step_ms = ?, fleet_key = ?, "
+                       "recorded_at = ? WHERE id = ?",
+                       ("failed" if error else "done", error, finished_at or time.time(),
                         summary.get("analysis_s"), summary.get("verdict"),
                         summary.get("sizing"), summary.get("device"), summary.get("step_ms"),
-                        run_id))
+                        fleet_key, summary.get("recorded_at"), run_id))
+
+    # -- the fleet table's bookkeeping (serve/fleet.py) -------------------------------------
+
+    def finished_runs(self) -> list[dict[str, Any]]:
+        """Every done or failed run, oldest first, with its ``fleet_key`` and ``recorded_at``."""
+        with self._connect() as db:
+            rows = db.execute(f"SELECT {', '.join(_COLUMNS)}, fleet_key, recorded_at FROM runs "
+                              "WHERE status IN ('done', 'failed') ORDER BY created_at, id"
+                              ).fetchall()
+        return [{**_row(r[:-2]), "fleet_key": r[-2], "recorded_at": r[-1]} for r in rows]
+
+    def set_fleet_key(self, run_id: str, key: str) -> None:
+        with self._connect() as db:
+            db.execute("UPDATE runs SET fleet_key = ? WHERE id = ?", (key, run_id))
+
+    def fleet_key(self, run_id: str) -> str | None:
+        with self._connect() as db:
+            row = db.execute("SELECT fleet_key FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return row[0] if row else None
+
+    def fleet_links(self) -> dict[str, tuple[str, str]]:
+        """Fleet key -> (run id, status) of the run its row links to: the newest done run of
+        those files, else the newest failed one."""
+        with self._connect() as db:
+            rows = db.execute("SELECT fleet_key, id, status FROM runs WHERE fleet_key IS NOT "
+                              "NULL AND status IN ('done', 'failed') ORDER BY "
+                              "status = 'done', created_at, id").fetchall()
+        return {key: (run_id, status) for key, run_id, status in rows}  # the last one wins
 
     def delete(self, run_id: str) -> bool:
         with self._connect() as db:

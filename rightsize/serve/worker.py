@@ -11,7 +11,8 @@ a thread that watches the parent's pid everywhere), so a server killed with SIGK
 analysis running behind it. The analysis is
 :func:`rightsize.pipeline.analyze_paths` and the page :func:`rightsize.reports.render.write_report`,
 the same calls as ``rightsize analyze`` (the page from the typed document read back from the
-JSON form, as ``rightsize report`` does). The document's ``path`` values are the uploaded file
+JSON form, as ``rightsize report`` does); the summary also says when the trace was recorded,
+by its own wall clock (:func:`rightsize.fleet.analyze.wall_clock_start`), for the fleet row. The document's ``path`` values are the uploaded file
 names, not the server's blob paths.
 """
 
@@ -101,10 +102,14 @@ def analyze_run(run_dir: str, inputs: list[tuple[str, str]]) -> dict[str, Any]:
     start = time.perf_counter()
     try:
         from rightsize.analyzers.document import Document
-        from rightsize.pipeline import analyze_paths
+        from rightsize.fleet.analyze import wall_clock_start
+        from rightsize.pipeline import run as analyze
         from rightsize.reports.render import render
 
-        doc = analyze_paths(list(names))
+        analysis, document = analyze(list(names))
+        recorded = wall_clock_start(analysis)  # the fleet row's day (serve/fleet.py)
+        del analysis
+        doc = document.to_json()
         _rename_paths(doc, names)
         page = render(Document.from_json(doc), "html")
         write_atomic(run / REPORT_HTML, page)
@@ -125,7 +130,8 @@ def analyze_run(run_dir: str, inputs: list[tuple[str, str]]) -> dict[str, Any]:
             Path(link).unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             (run / "inputs").rmdir()  # the links were only for the readers
-    return {**summarize(doc), "analysis_s": round(time.perf_counter() - start, 3)}
+    return {**summarize(doc), "analysis_s": round(time.perf_counter() - start, 3),
+            "recorded_at": recorded.timestamp() if recorded is not None else None}
 
 
 def summarize(doc: dict[str, Any]) -> dict[str, Any]:

@@ -131,9 +131,10 @@ class Server:
         finally:
             conn.close()
 
-    def upload(self, *files: tuple[str, bytes], headers: dict[str, str] | None = None) -> Reply:
+    def upload(self, *files: tuple[str, bytes], headers: dict[str, str] | None = None,
+               path: str = "/api/runs") -> Reply:
         body, content_type = multipart(files)
-        return self.request("POST", "/api/runs", body,
+        return self.request("POST", path, body,
                             {"Content-Type": content_type, **(headers or {})})
 
     def wait(self, run_id: str, timeout_s: float = ANALYSIS_TIMEOUT_S) -> dict[str, Any]:

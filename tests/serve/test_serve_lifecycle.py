@@ -31,7 +31,7 @@ def test_token_rule(tmp_path: Path) -> None:
     try:
         assert "Authorization: Bearer Zq8-xY2_pL5vR9tW" in server.log.read_text()
         assert server.request("GET", "/healthz").status == 200
-        for path in ("/", "/runs", "/api/runs", "/static/serve.js", "/compare"):
+        for path in ("/", "/runs", "/api/runs", "/static/serve.js", "/compare", "/fleet"):
             assert server.request("GET", path).status == 401, path
         assert server.request("GET", "/api/runs",
                               headers={"Authorization": "Bearer wrong"}).status == 401

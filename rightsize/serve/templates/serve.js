@@ -30,8 +30,13 @@ function setupUpload() {
     if (!files.length) { message.textContent = "Choose or drop at least one file."; return; }
     const body = new FormData();
     for (const f of files) body.append("file", f, f.name);
+    const labels = new URLSearchParams();
+    for (const name of ["team", "project"]) {
+      const field = document.getElementById(name);
+      if (field && field.value.trim()) labels.set(name, field.value.trim());
+    }
     const xhr = new XMLHttpRequest();
-    xhr.open("POST", "/api/runs");
+    xhr.open("POST", labels.toString() ? `/api/runs?${labels}` : "/api/runs");
     bar.hidden = false;
     bar.value = 0;
     xhr.upload.addEventListener("progress", ev => {

@@ -1,0 +1,234 @@
+"""The fleet view of everything uploaded: each finished run is a row of a fleet table kept in
+the data directory, and ``/fleet`` is the fleet report over it.
+
+Input: the run index (:class:`~rightsize.serve.store.Store`) and each finished run's stored
+results (``runs/<id>/analysis.json``, its blobs). Output: rows of ``DATA/fleet/``, a fleet table
+of schema v1 (:class:`rightsize.fleet.table.FleetTable`, the one ``fleet scan`` writes: rows from
+the same builder, :func:`~rightsize.fleet.analyze.identity_row` and
+:func:`~rightsize.fleet.analyze.document_columns`, appended by the same writer), and the fleet
+report page (:func:`rightsize.reports.fleet_html.render_fleet_html`) linking each job to its run.
+
+A run's row is keyed by the content of its files (:func:`rightsize.fleet.keys.content_key`: one
+uploaded trace has the key ``fleet scan`` gives the same file) and written once per key: the
+server appends it when the run finishes, before the index says so, and at start-up (and before
+each ``/fleet`` page) adds every finished run whose key the table lacks, from its stored
+``analysis.json`` (runs analyzed before the table existed, a row whose write failed). A key
+the table holds as not ok gets a new row when a later run of the same files succeeds (the
+latest row of a key wins, as after ``fleet scan --retry-failed``). The server holds the
+table's writer lock while it runs: a ``fleet scan`` into ``DATA/fleet`` waits for it to stop.
+
+The page lists only keys some run in the index still has (a deleted run's row stays in the
+table's history, its stored document copy is removed). Runs the server analyzed here have no
+team or project unless the upload named them (``POST /api/runs?team=&project=``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rightsize.errors import RightsizeError
+from rightsize.serve.config import ServeConfig
+from rightsize.serve.store import Store, blob_path
+from rightsize.serve.worker import ANALYSIS_JSON, NO_SPACE_ERROR
+
+log = logging.getLogger("rightsize.serve")
+FLEET_DIR = "fleet"
+PAGE_TABLE_NAME = "uploads to this server"  # the page's "table" line: no server path shown
+# A failed run's error that is the server's failure, not the input's (a ``failed`` row):
+# what worker.py and jobs.py write for a crash, a dead worker, memory or disk.
+SERVER_FAILURES = ("internal error", "the analysis worker", "out of memory in the analysis",
+                   "cannot write the results", NO_SPACE_ERROR)
+_TOMORROW_S = 86_400
+
+
+def run_kind(files: list[dict[str, Any]], doc: dict[str, Any] | None) -> str:
+    """``file`` (one file, keyed as ``fleet scan`` keys a file), ``ranks`` (Kineto traces the
+    analysis read as the ranks of one job), or ``upload`` (files analyzed together: a trace
+    with its ncu CSV or metrics log)."""
+    if len(files) == 1:
+        return "file"
+    inputs = (doc or {}).get("inputs") or []
+    if (doc or {}).get("job") and inputs and all(
+            isinstance(i, dict) and i.get("format") == "kineto" for i in inputs):
+        return "ranks"
+    return "upload"
+
+
+def run_key(files: list[dict[str, Any]], doc: dict[str, Any] | None) -> str:
+    from rightsize.fleet.keys import content_key
+
+    return content_key(run_kind(files, doc), (f["sha256"] for f in files))
+
+
+def _recorded(run: dict[str, Any], blobs: list[Path]) -> tuple[datetime, str]:
+    """When the run's job was recorded: the trace's first event on its wall clock as the worker
+    found it (``trace``); for a run analyzed before the server recorded that, the first
+    wall-clock event in its traces' heads (older Kineto traces carry epoch timestamps; newer
+    ones a base time at the end); else the upload's time (``upload``)."""
+    from rightsize.fleet.discover import first_wall_clock_us
+
+    if run.get("recorded_at") is not None:
+        return datetime.fromtimestamp(run["recorded_at"], UTC), "trace"
+    firsts = [us for us in (first_wall_clock_us(b) for b in blobs) if us is not None]
+    if firsts and min(firsts) <= (time.time() + _TOMORROW_S) * 1e6:
+        return datetime.fromtimestamp(min(firsts) / 1e6, UTC), "trace"
+    return datetime.fromtimestamp(run["created_at"], UTC), "upload"
+
+
+def build_row(run: dict[str, Any], doc: dict[str, Any] | None, error: str | None,
+              blobs_dir: Path, labels: tuple[str | None, str | None] = (None, None)
+              ) -> dict[str, Any]:
+    """The fleet row of a finished run: ``doc`` its analysis document when it is done, else
+    ``error`` its one-line error (status ``bad-input``, or ``failed`` for the server's own
+    failures: :data:`SERVER_FAILURES`)."""
+    from rightsize.fleet.analyze import document_columns, identity_row, one_line
+    from rightsize.fleet.schema import STATUS_BAD_INPUT, STATUS_FAILED, STATUS_OK
+
+    files = run["files"]
+    names = [str(f["name"]) for f in files]
+    blobs = [blob_path(blobs_dir, f["sha256"]) for f in files]
+    recorded_at, source = _recorded(run, [b for b in blobs if b.is_file()])
+    finished = run.get("finished_at")
+    columns: dict[str, Any] = {}
+    if doc is not None:
+        from rightsize.analyzers.document import Document
+
+        try:
+            columns = document_columns(Document.from_json(doc))
+            status, reason = STATUS_OK, None
+        except (RightsizeError, ValueError, TypeError, KeyError) as exc:
+            status, reason = STATUS_FAILED, one_line(f"the stored analysis cannot be read: {exc}")
+    else:
+        reason = one_line(error or "the analysis failed")
+        status = STATUS_FAILED if reason.startswith(SERVER_FAILURES) else STATUS_BAD_INPUT
+    team, project = labels
+    row = identity_row(
+        key=run_key(files, doc), job=" + ".join(names)[:300], kind=run_kind(files, doc),
+        paths=[f"{run['id']}/{n}" for n in names], files=len(files),
+        size=sum(int(f["bytes"]) for f in files), recorded_at=recorded_at,
+        recorded_at_source=source,
+        scanned_at=datetime.fromtimestamp(finished if finished else time.time(), UTC),
+        status=status, reason=reason, team=team, project=project,
+        labels_source="upload" if team or project else None)
+    row.update(columns)
+    row["analysis_s"] = run.get("analysis_s")
+    return row
+
+
+class ServeFleet:
+    """The data directory's fleet table, written by this server alone (it holds the lock)."""
+
+    def __init__(self, config: ServeConfig, store: Store) -> None:
+        from rightsize.fleet.table import FleetTable, TableError
+
+        self.config = config
+        self.store = store
+        self.table = FleetTable.open(config.data_dir / FLEET_DIR, create=True)
+        self._stack = contextlib.ExitStack()
+        try:
+            self._stack.enter_context(self.table.writer())
+        except TableError as exc:  # a fleet scan into it, or another server on this data
+            raise TableError(f"{exc} (a fleet scan, or another rightsize serve on "
+                             f"{config.data_dir})") from None
+        self._known = self.table.known()  # key -> status; only this process writes the table
+        self._lock = threading.Lock()
+        self._stopping = False
+
+    def stop(self) -> None:
+        """Ask a catch-up in progress to end after its current run (shutdown)."""
+        self._stopping = True
+
+    def close(self) -> None:
+        """Release the table (after the last write)."""
+        self._stopping = True
+        with self._lock:
+            self._stack.close()
+
+    # -- rows ------------------------------------------------------------------------------
+
+    def add(self, run: dict[str, Any], error: str | None) -> str:
+        """Write the row of ``run`` (finished: ``error`` None when done) unless the table holds
+        its key already; returns the key. Raises what the table's disk raises."""
+        doc = None
+        if error is None:
+            doc = json.loads((self.config.runs_dir / run["id"] / ANALYSIS_JSON)
+                             .read_text("utf-8"))
+        row = build_row(run, doc, error, self.config.blobs_dir,
+                        (run.get("team"), run.get("project")))
+        key = str(row["key"])
+        with self._lock:
+            known = self._known.get(key)
+            if doc is not None and not self.table.document_path(key).is_file():
+                data = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+                row["document"] = self.table.write_document(
+                    key, gzip.compress(data, compresslevel=6, mtime=0))
+            elif doc is not None:
+                row["document"] = self.table.document_path(key).relative_to(
+                    self.table.root).as_posix()
+            if known is None or (known != "ok" and row["status"] == "ok"):
+                self.table.append([row])
+                self._known[key] = str(row["status"])
+                self.table.compact()
+        return key
+
+    def add_finished(self, run: dict[str, Any], summary: dict[str, Any]) -> str | None:
+        """:meth:`add` for a run a worker just finished; None (logged) when the row could not
+        be written: the next start or ``/fleet`` page adds it."""
+        try:
+            return self.add(run, summary.get("error"))
+        except Exception as exc:  # noqa: BLE001 - the run's own result must still be recorded
+            log.warning("run %s: its fleet row was not written (%s: %s); it is added at the "
+                        "next start or /fleet page", run["id"], type(exc).__name__, exc)
+            return None
+
+    def catch_up(self) -> int:
+        """Add every finished run whose key the table lacks; returns how many were added."""
+        added = 0
+        for run in self.store.finished_runs():
+            if self._stopping:
+                break
+            if run["fleet_key"] is not None and run["fleet_key"] in self._known:
+                continue
+            try:
+                key = self.add(run, run["error"] if run["status"] == "failed" else None)
+            except (OSError, ValueError) as exc:  # results gone or damaged: no row, said once
+                log.warning("run %s: no fleet row (%s)", run["id"], exc)
+                continue
+            self.store.set_fleet_key(run["id"], key)
+            added += 1
+        return added
+
+    def forget(self, key: str) -> None:
+        """A key no run has any more: its stored document and job page go (the row stays in
+        the table's history; the page lists only keys of existing runs)."""
+        from rightsize.fleet.table import REPORTS_DIR
+
+        with self._lock:
+            self.table.document_path(key).unlink(missing_ok=True)
+            (self.table.root / REPORTS_DIR / f"{key}.html").unlink(missing_ok=True)
+
+    # -- the page --------------------------------------------------------------------------
+
+    def page(self, filters: Any) -> str:
+        """The fleet report page of the runs in the index, filtered (``Filters``)."""
+        import polars as pl
+
+        from rightsize.fleet.report import build
+        from rightsize.reports.fleet_html import render_fleet_html
+
+        self.catch_up()
+        links = self.store.fleet_links()
+        with self._lock:
+            rows = self.table.rows().filter(pl.col("key").is_in(list(links)))
+            model = build(rows, PAGE_TABLE_NAME, filters)
+        hrefs = {key: (f"/r/{run_id}" if status == "done" else f"/runs/{run_id}")
+                 for key, (run_id, status) in links.items()}
+        return render_fleet_html(model, hrefs)
