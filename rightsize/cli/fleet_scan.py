@@ -79,19 +79,25 @@ class ScanProgress:
               help="ray engine: the cluster to join (default: RAY_ADDRESS, else a local one).")
 @click.option("--retry-failed", is_flag=True,
               help="Analyze again the jobs whose row says failed (a crash, a killed worker).")
+@click.option("--max-download-mb", type=click.IntRange(min=1), default=4096, show_default=True,
+              help="Object-store URLs: the most one job's files may weigh; each worker "
+                   "downloads one job at a time into a temporary folder it then removes.")
 @click.option("--batch-rows", type=click.IntRange(min=1), default=64, hidden=True,
               help="Rows written together at most (tests write each row alone).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on stderr.")
 @no_color_option
 def scan(paths: tuple[str, ...], table_dir: Path, labels_path: Path | None, engine: str,
-         workers: int | None, ray_address: str | None, retry_failed: bool, batch_rows: int,
-         quiet: bool) -> None:
+         workers: int | None, ray_address: str | None, retry_failed: bool,
+         max_download_mb: int, batch_rows: int, quiet: bool) -> None:
     """Analyze every job under PATHS into the fleet table: one row per job.
 
     PATHS are folders (walked), files and glob patterns (quote them; ** crosses folders). Jobs
     are run directories, the ranks of one distributed job (Kineto traces in one folder whose
     distributedInfo agree) and single files: Kineto traces, Nsight Systems SQLite, Nsight
-    Compute CSV, nvidia-smi/DCGM logs. Each job is keyed by the content of its files: a
+    Compute CSV, nvidia-smi/DCGM logs. Object-store URLs (s3://, gs://, memory://, file://...)
+    are read through fsspec (pip install 'rightsize[fsspec]', plus s3fs or gcsfs for those
+    stores), each job's files downloaded by the worker that analyzes it. Each job is keyed by
+    the content of its files (an object's ETag, else its size and time in the store): a
     second scan analyzes only what is new or changed. A scan that is killed resumes where it
     stopped. An input that cannot be analyzed is a row too, with its reason.
 
@@ -100,6 +106,7 @@ def scan(paths: tuple[str, ...], table_dir: Path, labels_path: Path | None, engi
       rightsize fleet scan /data/traces --labels teams.csv
       rightsize fleet scan '/data/**/rank*.pt.trace.json.gz' --table /srv/fleet
       rightsize fleet scan /data/traces --engine ray --ray-address 10.0.0.1:6379
+      rightsize fleet scan s3://ml-traces/2026/ 'gs://bucket/**/*.pt.trace.json.gz'
     """
     from rightsize.engine import EngineOptions
     from rightsize.fleet.labels import read_rules
@@ -115,7 +122,8 @@ def scan(paths: tuple[str, ...], table_dir: Path, labels_path: Path | None, engi
     table = FleetTable.open(table_dir, create=True)
     options = ScanOptions(engine=EngineOptions(engine=engine, workers=workers,
                                                address=ray_address),
-                          rules=rules, retry_failed=retry_failed, batch_rows=batch_rows)
+                          rules=rules, retry_failed=retry_failed, batch_rows=batch_rows,
+                          max_download_bytes=max_download_mb * 1024 * 1024)
     progress = ScanProgress(not quiet)
     try:
         summary = run_scan(table, list(paths), options, progress)

@@ -32,6 +32,7 @@ from rightsize.fleet.schema import SCHEMA_VERSION, SHARES, STATUS_BAD_INPUT, STA
 if TYPE_CHECKING:
     from rightsize.analyzers.analysis import Analysis
     from rightsize.analyzers.document import Document
+    from rightsize.fleet.remote import RemoteJob
 
 _EPOCH_MIN_NS = 946_684_800 * 10**9  # 2000-01-01: earlier "timestamps" are not wall-clock
 
@@ -44,6 +45,7 @@ class Task:
     project: str | None = None
     labels_source: str | None = None
     scanned_at: datetime | None = None
+    remote: RemoteJob | None = None  # the job's files are object-store URLs (fleet/remote.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,39 +81,77 @@ def base_row(task: Task, status: str, reason: str | None = None) -> dict[str, An
     """The identity columns of a scanned job (every other column null)."""
     job = task.job
     size = 0
-    for f in job.files:
+    if task.remote is not None:
+        size = sum(task.remote.sizes)
+    for f in job.files if task.remote is None else ():
         try:
             size += os.stat(f).st_size
         except OSError:
             pass
+    recorded_at, source = _modified(task)
     return identity_row(key=task.key, job=job.name, kind=job.kind, paths=list(job.paths),
-                        files=len(job.files), size=size, recorded_at=_mtime(job),
-                        recorded_at_source="mtime",
+                        files=len(job.files), size=size, recorded_at=recorded_at,
+                        recorded_at_source=source,
                         scanned_at=task.scanned_at or datetime.now(UTC), status=status,
                         reason=reason, team=task.team, project=task.project,
                         labels_source=task.labels_source)
 
 
-def _mtime(job: Job) -> datetime:
+def _modified(task: Task) -> tuple[datetime, str]:
+    """The newest file's modification time (``mtime``); an object-store job's is the store's,
+    or the scan's time when the store gives none (``scanned``)."""
+    if task.remote is not None:
+        if task.remote.mtime_ns is not None:
+            return datetime.fromtimestamp(task.remote.mtime_ns / 1e9, UTC), "mtime"
+        return task.scanned_at or datetime.now(UTC), "scanned"
     stamps = []
-    for f in job.files:
+    for f in task.job.files:
         try:
             stamps.append(os.stat(f).st_mtime)
         except OSError:
             pass
-    return datetime.fromtimestamp(max(stamps) if stamps else time.time(), UTC)
+    return datetime.fromtimestamp(max(stamps) if stamps else time.time(), UTC), "mtime"
 
 
 def analyze_job(task: Task) -> Result:
     """Analyze one job (see the module docstring)."""
+    if task.remote is not None:
+        return _analyze_remote(task)
+    return _analyze(task, task.job)
+
+
+def _analyze_remote(task: Task) -> Result:
+    """An object-store job: its files downloaded to a temporary folder of this worker
+    (removed after), analyzed there, the row and document naming the URLs."""
+    from rightsize.fleet.remote import RemoteError, fetch, tmp_folder
+
+    assert task.remote is not None
+    start = time.perf_counter()
+    with tmp_folder() as tmp:
+        try:
+            local, renames = fetch(task.job, task.remote, Path(tmp))
+        except RemoteError as exc:
+            row = base_row(task, STATUS_BAD_INPUT, one_line(exc))
+            row["analysis_s"] = time.perf_counter() - start
+            return Result(row, None)
+        result = _analyze(task, local, renames)
+    result.row["analysis_s"] = time.perf_counter() - start  # the download included
+    return result
+
+
+def _analyze(task: Task, job: Job, renames: list[tuple[str, str]] | None = None) -> Result:
+    """Analyze ``job`` (the task's own, or its files downloaded: ``renames`` maps their local
+    paths back to the URLs in what the row and the document say)."""
+    from rightsize.fleet.remote import relabel
     from rightsize.pipeline import run
 
     start = time.perf_counter()
     try:
-        analysis, doc = run(list(task.job.paths))
-        manifest = _manifest(task.job)
+        analysis, doc = run(list(job.paths))
+        manifest = _manifest(job)
     except RightsizeError as exc:
-        row = base_row(task, STATUS_BAD_INPUT, one_line(exc))
+        reason = relabel(str(exc), renames) if renames else str(exc)
+        row = base_row(task, STATUS_BAD_INPUT, one_line(reason))
         row["analysis_s"] = time.perf_counter() - start
         return Result(row, None)
     row = base_row(task, STATUS_OK, task.job.note)
@@ -120,13 +160,16 @@ def analyze_job(task: Task) -> Result:
 
         lab = from_manifest(manifest)
         row.update(team=lab.team, project=lab.project, labels_source=lab.source)
-    row.update(_recorded(task.job, manifest, analysis))
+    row.update(_recorded(task, manifest, analysis))
     row.update(document_columns(doc))
     if manifest is not None and row["gpus"]:
         duration = manifest.get("duration_s")
         if isinstance(duration, int | float) and duration > 0:
             row["run_gpu_hours"] = duration * row["gpus"] / 3600
-    data = gzip.compress(doc.dumps(indent=None).encode(), compresslevel=6, mtime=0)
+    text = doc.dumps(indent=None)
+    if renames:
+        text = relabel(text, renames, json_text=True)
+    data = gzip.compress(text.encode(), compresslevel=6, mtime=0)
     row["analysis_s"] = time.perf_counter() - start
     return Result(row, data)
 
@@ -139,7 +182,7 @@ def _manifest(job: Job) -> dict[str, Any] | None:
     return read_manifest(job.paths[0])
 
 
-def _recorded(job: Job, manifest: dict[str, Any] | None,
+def _recorded(task: Task, manifest: dict[str, Any] | None,
               analysis: Analysis) -> dict[str, Any]:
     started = manifest.get("started_at") if manifest else None
     if isinstance(started, str):
@@ -152,7 +195,8 @@ def _recorded(job: Job, manifest: dict[str, Any] | None,
     first = wall_clock_start(analysis)
     if first is not None:
         return {"recorded_at": first, "recorded_at_source": "trace"}
-    return {"recorded_at": _mtime(job), "recorded_at_source": "mtime"}
+    at, source = _modified(task)
+    return {"recorded_at": at, "recorded_at_source": source}
 
 
 def wall_clock_start(analysis: Analysis) -> datetime | None:

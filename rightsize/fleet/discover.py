@@ -25,12 +25,14 @@ import glob
 import gzip
 import json
 import os
+import posixpath
 import re
 import zlib
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from rightsize import rundir
 from rightsize.errors import RightsizeError
@@ -88,16 +90,20 @@ def probe(path: Path) -> Probe:
         return Probe(None, problem=str(exc))
     if reader.name != "kineto":
         return Probe(reader.name)
-    head = _head(path)
+    return probe_head(reader.name, _head(path))
+
+
+def probe_head(reader: str | None, head: bytes) -> Probe:
+    """What a Kineto trace's head says: its rank, world size, backend, devices and start."""
     info = _object_after(_DIST, head)
     if not isinstance(info, dict):
-        return Probe(reader.name)
+        return Probe(reader)
     rank, world = _int(info.get("rank")), _int(info.get("world_size"))
     backend = info.get("backend")
     props = _object_after(_PROPS, head)
     names = sorted({str(d.get("name")) for d in props if isinstance(d, dict) and d.get("name")}
                    ) if isinstance(props, list) else []
-    return Probe(reader.name, rank=rank, world_size=world,
+    return Probe(reader, rank=rank, world_size=world,
                  backend=backend if isinstance(backend, str) else None,
                  devices=", ".join(names) or None, start_us=_first_ts_us(head))
 
@@ -117,12 +123,21 @@ def _head(path: Path) -> bytes:
     analysis reports the file's problem in its own words)."""
     try:
         with path.open("rb") as fh:
-            magic = fh.read(2)
-            fh.seek(0)
-            if magic == b"\x1f\x8b":
-                with gzip.GzipFile(fileobj=fh) as gz:
-                    return gz.read(HEAD_BYTES)
-            return fh.read(HEAD_BYTES)
+            return head_of(fh)
+    except OSError:
+        return b""
+
+
+def head_of(fh: BinaryIO) -> bytes:
+    """The first :data:`HEAD_BYTES` of an open binary file, inflated when it is gzip (empty
+    when it cannot be read)."""
+    try:
+        magic = fh.read(2)
+        fh.seek(0)
+        if magic == b"\x1f\x8b":
+            with gzip.GzipFile(fileobj=fh) as gz:
+                return gz.read(HEAD_BYTES)
+        return fh.read(HEAD_BYTES)
     except (OSError, EOFError, zlib.error, gzip.BadGzipFile):
         return b""
 
@@ -222,21 +237,31 @@ def walk(paths: Iterable[str]) -> tuple[list[Path], list[Path], int]:
     return list(runs.values()), list(files.values()), left_out
 
 
-def file_job(f: Path, note: str | None = None) -> Job:
+def file_job(f: str | Path, note: str | None = None) -> Job:
     """A job of one file, named ``folder/file`` (a fleet's files often share a name)."""
-    return Job(f"{f.parent.name}/{f.name}", "file", (str(f),), (str(f),), note)
+    name = str(f)
+    return Job(f"{posixpath.basename(posixpath.dirname(name))}/{posixpath.basename(name)}",
+               "file", (name,), (name,), note)
 
 
-def group(runs: list[Path], files: list[Path],
-          probe_of: Callable[[Path], Probe]) -> list[Job]:
+def group(runs: list[Path], files: Sequence[str | Path],
+          probe_of: Callable[[str], Probe]) -> list[Job]:
     """Jobs: each run directory, the ranks of one job per folder, each other file."""
     jobs = [Job(r.name, "run", (str(r),), run_files(r)) for r in runs]
-    ranked: dict[tuple[str, int, str | None, str | None], list[tuple[Probe, Path]]] = \
+    return jobs + group_files([str(f) for f in files], probe_of)
+
+
+def group_files(files: list[str], probe_of: Callable[[str], Probe]) -> list[Job]:
+    """The ranks of one job per folder, and each other file alone. ``files`` are local paths
+    or object-store URLs (``scheme://bucket/folder/file``): folders are what precedes the last
+    ``/`` either way."""
+    jobs = []
+    ranked: dict[tuple[str, int, str | None, str | None], list[tuple[Probe, str]]] = \
         defaultdict(list)
     for f in files:
         pr = probe_of(f)
         if pr.rank is not None and pr.world_size is not None and pr.world_size > 1:
-            ranked[(str(f.parent), pr.world_size, pr.backend, pr.devices)].append((pr, f))
+            ranked[(posixpath.dirname(f), pr.world_size, pr.backend, pr.devices)].append((pr, f))
         else:
             jobs.append(file_job(f))
     for (folder, world, _, _), members in ranked.items():
@@ -245,13 +270,13 @@ def group(runs: list[Path], files: list[Path],
     return jobs
 
 
-def _by_time(members: list[tuple[Probe, Path]]) -> list[list[tuple[Probe, Path]]]:
+def _by_time(members: list[tuple[Probe, str]]) -> list[list[tuple[Probe, str]]]:
     """Traces of one folder, world size, backend and device split into recordings: ranks of
     one job start within :data:`SAME_JOB_S` of the first one (a trace without a wall-clock
     start joins the others without one)."""
     timed = sorted((m for m in members if m[0].start_us is not None),
                    key=lambda m: (m[0].start_us or 0.0, str(m[1])))
-    clusters: list[list[tuple[Probe, Path]]] = []
+    clusters: list[list[tuple[Probe, str]]] = []
     for m in timed:
         if clusters and (m[0].start_us or 0.0) - (clusters[-1][0][0].start_us or 0.0) \
                 <= SAME_JOB_S * 1e6:
@@ -262,7 +287,7 @@ def _by_time(members: list[tuple[Probe, Path]]) -> list[list[tuple[Probe, Path]]
     return clusters + ([untimed] if untimed else [])
 
 
-def _rank_job(folder: str, world: int, members: list[tuple[Probe, Path]]) -> list[Job]:
+def _rank_job(folder: str, world: int, members: list[tuple[Probe, str]]) -> list[Job]:
     members = sorted(members, key=lambda m: (m[0].rank or 0, str(m[1])))
     ranks = [pr.rank for pr, _ in members]
     if len(members) == 1:
@@ -274,4 +299,4 @@ def _rank_job(folder: str, world: int, members: list[tuple[Probe, Path]]) -> lis
                 "its traces are analyzed one at a time")
         return [file_job(f, note) for _, f in members]
     paths = tuple(str(f) for _, f in members)
-    return [Job(Path(folder).name, "ranks", paths, paths)]
+    return [Job(posixpath.basename(folder), "ranks", paths, paths)]

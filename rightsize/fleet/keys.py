@@ -17,6 +17,7 @@ import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Protocol
 
 import polars as pl
 
@@ -91,21 +92,24 @@ class FileCache:
     def digest(self, f: str | Path) -> str:
         return str(self._entry(f)["sha256"])
 
+    def get(self, key: str) -> dict[str, object] | None:
+        """The cached row of ``key`` (an object-store URL: :mod:`rightsize.fleet.remote`
+        decides whether it still holds)."""
+        return self._rows.get(key)
+
+    def put(self, row: dict[str, object]) -> None:
+        self._rows[str(row["path"])] = row
+
+    @staticmethod
+    def row(path: str, size: int, mtime_ns: int, sha256: str, pr: Probe) -> dict[str, object]:
+        """A cache row of a file other than a local one (its probe as read elsewhere)."""
+        return {"path": path, "size": size, "mtime_ns": mtime_ns, "ino": 0, "sha256": sha256,
+                "reader": pr.reader, "problem": pr.problem, "rank": pr.rank,
+                "world_size": pr.world_size, "backend": pr.backend, "devices": pr.devices,
+                "start_us": pr.start_us}
+
     def probe(self, f: str | Path) -> Probe:
-        row = self._entry(f)
-
-        def opt_int(k: str) -> int | None:
-            v = row[k]
-            return v if isinstance(v, int) else None
-
-        def opt_str(k: str) -> str | None:
-            v = row.get(k)
-            return v if isinstance(v, str) else None
-
-        start = row.get("start_us")
-        return Probe(opt_str("reader"), opt_str("problem"), opt_int("rank"),
-                     opt_int("world_size"), opt_str("backend"), opt_str("devices"),
-                     start if isinstance(start, float) else None)
+        return probe_of_row(self._entry(f))
 
     def save(self) -> None:
         if self.path is None:
@@ -116,15 +120,46 @@ class FileCache:
         write_parquet_atomic(frame, self.path)
 
 
-def job_key(job: Job, digest: FileCache) -> str:
+def probe_of_row(row: dict[str, object]) -> Probe:
+    """The :class:`Probe` a cache row holds."""
+
+    def opt_int(k: str) -> int | None:
+        v = row[k]
+        return v if isinstance(v, int) else None
+
+    def opt_str(k: str) -> str | None:
+        v = row.get(k)
+        return v if isinstance(v, str) else None
+
+    start = row.get("start_us")
+    return Probe(opt_str("reader"), opt_str("problem"), opt_int("rank"),
+                 opt_int("world_size"), opt_str("backend"), opt_str("devices"),
+                 start if isinstance(start, float) else None)
+
+
+class Digests(Protocol):
+    """What keys a job's files: :class:`FileCache` (local files), or
+    :class:`rightsize.fleet.remote.RemoteFiles` (object-store URLs)."""
+
+    def digest(self, f: str) -> str: ...
+
+
+def job_key(job: Job, digest: Digests) -> str:
     """The job's content key (see the module docstring)."""
     h = hashlib.sha256(f"rightsize-fleet-job\0{job.kind}\0".encode())
     if job.kind == "run":
         root = job.paths[0]
         for f in sorted(job.files):
-            h.update(f"{os.path.relpath(f, root)}\0{digest.digest(f)}\n".encode())
+            h.update(f"{_inside(f, root)}\0{digest.digest(f)}\n".encode())
         return h.hexdigest()
     return content_key(job.kind, (digest.digest(f) for f in job.files))
+
+
+def _inside(f: str, root: str) -> str:
+    """``f``'s path inside the run directory ``root`` (a URL's: what follows ``root/``)."""
+    if "://" in root and f.startswith(root.rstrip("/") + "/"):
+        return f[len(root.rstrip("/")) + 1:]
+    return os.path.relpath(f, root)
 
 
 def content_key(kind: str, digests: Iterable[str]) -> str:

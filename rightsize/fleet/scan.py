@@ -1,6 +1,7 @@
 """A fleet scan: paths -> jobs -> rows in the fleet table, only for what the table lacks.
 
-Input: paths and globs, a :class:`~rightsize.fleet.table.FleetTable`, :class:`ScanOptions`.
+Input: paths and globs (object-store URLs too, :mod:`.remote`), a
+:class:`~rightsize.fleet.table.FleetTable`, :class:`ScanOptions`.
 Output: :class:`ScanSummary`; the rows are in the table. Steps, under the table's writer lock:
 find the jobs (:mod:`.discover`), key them by content (:mod:`.keys`, reading only files that
 changed since the last scan), leave out keys the table holds, analyze the rest on the engine
@@ -20,8 +21,9 @@ from typing import Any
 from rightsize.engine import EngineOptions, Failed, map_unordered
 from rightsize.fleet import labels as lab
 from rightsize.fleet.analyze import Result, Task, analyze_job, base_row, one_line
-from rightsize.fleet.discover import Job, group, walk
-from rightsize.fleet.keys import FileCache, job_key
+from rightsize.fleet.discover import Job, group, group_files, walk
+from rightsize.fleet.keys import Digests, FileCache, job_key
+from rightsize.fleet.remote import RemoteJob, is_url
 from rightsize.fleet.schema import STATUS_BAD_INPUT, STATUS_FAILED, STATUS_OK
 from rightsize.fleet.table import FleetTable
 
@@ -33,6 +35,7 @@ class ScanOptions:
     retry_failed: bool = False  # analyze again the jobs whose row says ``failed``
     batch_rows: int = 64  # rows written together at most...
     batch_s: float = 2.0  # ...or after this long, whichever comes first
+    max_download_bytes: int = 4096 * 1024 * 1024  # an object-store job's files, in a worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +75,27 @@ def plan(table: FleetTable, paths: Sequence[str], options: ScanOptions,
          summary: ScanSummary, scanned_at: datetime) -> list[Task]:
     """The jobs under ``paths`` that the table lacks, as tasks (keys read, cache saved)."""
     cache = FileCache(table.root / "cache" / "files.parquet")
-    runs, files, summary.not_inputs = walk(paths)
-    jobs = group(runs, files, cache.probe)
+    urls = [p for p in paths if is_url(p)]
+    runs, files, summary.not_inputs = walk([p for p in paths if not is_url(p)])
+    jobs: list[tuple[Job, Digests, RemoteJob | None]] = [
+        (job, cache, None) for job in group(runs, files, cache.probe)]
+    remote_read = 0
+    if urls:
+        from rightsize.fleet import remote
+
+        listed = remote.listing(urls)
+        summary.not_inputs += listed.not_inputs
+        every = [*listed.files, *(f for _, run_files in listed.runs for f in run_files)]
+        store = remote.RemoteFiles(every, cache)
+        remote_jobs = [remote.run_job(url, run_files) for url, run_files in listed.runs]
+        remote_jobs += group_files([f.url for f in listed.files], store.probe)
+        jobs += [(job, store, remote.remote_job(job, store.files, options.max_download_bytes))
+                 for job in remote_jobs]
     known = table.known()
     tasks: list[Task] = []
     seen: set[str] = set()
-    for job in jobs:
-        key = job_key(job, cache)
+    for job, digests, where in jobs:
+        key = job_key(job, digests)
         if key in seen:
             continue  # the same content reached twice (a copy, a link): one job
         seen.add(key)
@@ -86,18 +103,21 @@ def plan(table: FleetTable, paths: Sequence[str], options: ScanOptions,
         if status is not None and not (options.retry_failed and status == STATUS_FAILED):
             summary.known += 1
             continue
-        tasks.append(_task(key, job, options.rules, scanned_at))
+        tasks.append(_task(key, job, options.rules, scanned_at, where))
+    if urls:
+        remote_read = store.read
     summary.jobs = len(seen)
-    summary.files_read = cache.read
+    summary.files_read = cache.read + remote_read
     cache.save()
     return tasks
 
 
-def _task(key: str, job: Job, rules: tuple[lab.Rule, ...], scanned_at: datetime) -> Task:
+def _task(key: str, job: Job, rules: tuple[lab.Rule, ...], scanned_at: datetime,
+          where: RemoteJob | None) -> Task:
     found = lab.match(job.paths[0], rules)
     if found is None:
-        return Task(key, job, scanned_at=scanned_at)
-    return Task(key, job, found.team, found.project, found.source, scanned_at)
+        return Task(key, job, scanned_at=scanned_at, remote=where)
+    return Task(key, job, found.team, found.project, found.source, scanned_at, where)
 
 
 def scan(table: FleetTable, paths: Sequence[str], options: ScanOptions = ScanOptions(),
