@@ -125,6 +125,10 @@ def test_uploads_are_rows_of_the_fleet_table_and_the_fleet_page(tmp_path: Path,
             ["&lt;img src=x onerror=alert(1)&gt;.json"]
         assert jobs_listed(server.request("GET", "/fleet?until=2023-11-14").text) == \
             ["h100.pt.trace.json"]
+        hostile = server.request("GET", "/fleet?team=" + quote("</script><script>alert(1)"))
+        assert hostile.status == 200 and jobs_listed(hostile.text) == []
+        assert hostile.text.count("<script>") == 2  # the template's own, nothing reflected
+        assert 'value="&lt;/script&gt;&lt;script&gt;alert(1)"' in hostile.text
         for query, error in (("since=11/14/2023", "since must be a day, YYYY-MM-DD"),
                              ("since=2023-11-15&until=2023-11-14", "since is after until")):
             reply = server.request("GET", f"/fleet?{query}")
