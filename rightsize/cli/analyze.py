@@ -79,7 +79,8 @@ if TYPE_CHECKING:
                    "(pip install 'rightsize[ray]'); the document is the same.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="local engine: processes, one trace each at a time (default: the CPUs, "
-                   "at most one per trace, fewer when --memory-budget allows fewer).")
+                   "at most one per trace, fewer when --memory-budget allows fewer; traces "
+                   "under 100 MB in all are analyzed in this process).")
 @click.option("--ray-address", metavar="auto|HOST:PORT", default=None,
               help="ray engine: the cluster to join (default: RAY_ADDRESS, else a new local "
                    "one). Every node must reach the traces at the same paths.")

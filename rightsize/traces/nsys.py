@@ -150,22 +150,30 @@ def _kernels_apart(path: Path, offset: int, devices: pl.DataFrame,
 
 
 _ACTIVITY_TABLES = (nsys_gpu.KERNEL_TABLE, nsys_host.RUNTIME_TABLE, nsys_gpu.MEMCPY_TABLE,
-                    nsys_gpu.MEMSET_TABLE)
+                    nsys_gpu.MEMSET_TABLE, nsys_host.NVTX_TABLE)
+BUCKETS = 1 << 16  # time buckets the rows are counted in, to size a window by
 
 
-def _window(db: NsysDb, offset: int, nvtx: pl.DataFrame, steps: pl.DataFrame,
-            asked: tuple[int, int] | None,
+def _window(db: NsysDb, offset: int, steps: pl.DataFrame, asked: tuple[int, int] | None,
             budget_bytes: int | None) -> window.StepWindow | None:
     """The window of steps to read: the steps are the NVTX step ranges, the events the rows
-    of the activity tables and the NVTX ranges (their starts only are read here)."""
-    starts = [nvtx["ts_ns"].to_numpy()]
-    for name in _ACTIVITY_TABLES:
-        if db.columns(name):
-            rows = db.select(name, [('"start"', "start", pl.Int64())], '"start" IS NOT NULL')
-            starts.append((rows["start"] + offset).to_numpy())
+    of the activity tables and NVTX, counted in time buckets by SQLite (nothing per row
+    comes back: a 4 GB export holds 60 million rows)."""
+    spans = [db.conn.execute(f'SELECT min("start"), max("start") FROM "{t}"').fetchone()
+             for t in _ACTIVITY_TABLES if db.columns(t)]
+    spans = [(a, b) for a, b in spans if a is not None]
+    edges, counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if spans:
+        lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
+        width = max(1, (hi - lo) // BUCKETS + 1)
+        got = [db.frame(f'SELECT ("start" - {lo}) / {width}, count(*) FROM "{t}" '
+                        'WHERE "start" IS NOT NULL GROUP BY 1', {"b": pl.Int64(), "n": pl.Int64()})
+               for t in _ACTIVITY_TABLES if db.columns(t)]
+        hist = pl.concat(got).group_by("b").agg(pl.col("n").sum()).sort("b")
+        edges = (hist["b"] * width + lo + offset).to_numpy()
+        counts = hist["n"].to_numpy()
     table = window.step_table(steps.select("ts_ns", "dur_ns", "step"),
-                              steps.clear().select("ts_ns", "dur_ns", "step"),
-                              np.concatenate(starts))
+                              steps.clear().select("ts_ns", "dur_ns", "step"), edges, counts)
     return window.plan(table, db.path, asked, lambda n: budget.need_for_events("nsys", n),
                        budget_bytes)
 
@@ -187,15 +195,16 @@ def _build(db: NsysDb, step_range: str | None, asked: tuple[int, int] | None = N
     start_ns = _session_start_ns(db)
     offset = start_ns or 0
     devices, dropped = nsys_gpu.read_devices(db)
-    plan = where = first_nvtx = first_steps = None
+    plan = where = first_steps = None
     if asked is not None or (budget_bytes and budget.estimate(db.path).need_bytes > budget_bytes):
-        # A window: the NVTX ranges first (they hold the steps), then only the window's rows.
-        first_nvtx = nsys_host.read_nvtx_ranges(db, offset)
-        first_steps = nsys_host.select_steps(first_nvtx, step_range, db.path)
-        plan = _window(db, offset, first_nvtx, first_steps, asked, budget_bytes)
-        if plan is not None:
+        # A window: the NVTX step ranges first, then only the window's rows of every table.
+        first_steps = nsys_host.select_steps(nsys_host.step_ranges(db, offset, step_range),
+                                             step_range, db.path)
+        plan = _window(db, offset, first_steps, asked, budget_bytes)
+        if plan is None:
+            first_steps = None  # the whole export after all: its steps as usual
+        else:
             where = _where(plan, offset)
-            first_nvtx = window.keep(first_nvtx, plan.lo_ns, plan.hi_ns)
             first_steps = first_steps.filter(pl.col("step").is_in(plan.numbers))
     # With ADBC and two or more CPUs the kernel table (the biggest) is read on a second thread
     # while this one reads the rest: SQLite, the ADBC driver and polars run without the GIL
@@ -204,12 +213,10 @@ def _build(db: NsysDb, step_range: str | None, asked: tuple[int, int] | None = N
     pool = ThreadPoolExecutor(max_workers=1) if db.fast is not None and _cpus() > 1 else None
     try:
         pending = pool.submit(_kernels_apart, db.path, offset, devices, where) if pool else None
-        nvtx = first_nvtx
         readers: dict[str, Callable[[], pl.DataFrame]] = {
             "kernels": lambda: nsys_gpu.read_kernels(db, offset, devices, where),
             "runtime": lambda: nsys_host.read_runtime(db, offset, where),
-            "cpu_ops": (lambda: nvtx) if nvtx is not None  # type: ignore[return-value]
-            else lambda: nsys_host.read_nvtx_ranges(db, offset),
+            "cpu_ops": lambda: nsys_host.read_nvtx_ranges(db, offset, where),
             "transfers": lambda: nsys_gpu.read_transfers(db, offset, where),
         }
         # On one thread the biggest tables go first: the memory their reads freed is reused by

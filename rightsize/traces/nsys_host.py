@@ -130,8 +130,9 @@ def read_runtime(db: NsysDb, offset_ns: int, where: str | None = None) -> pl.Dat
     return conform("runtime", _constant(out, "pid", "tid"))
 
 
-def read_nvtx_ranges(db: NsysDb, offset_ns: int) -> pl.DataFrame:
-    """NVTX push/pop and start/end ranges as cpu_ops rows with cat "user_annotation"."""
+def read_nvtx_ranges(db: NsysDb, offset_ns: int, only: str | None = None) -> pl.DataFrame:
+    """NVTX push/pop and start/end ranges as cpu_ops rows with cat "user_annotation"
+    (``only``: an SQL condition more, e.g. a window of time)."""
     cols = db.columns(NVTX_TABLE)
     if not cols:
         return empty("cpu_ops")
@@ -139,6 +140,8 @@ def read_nvtx_ranges(db: NsysDb, offset_ns: int) -> pl.DataFrame:
     where = f"end IS NOT NULL AND end >= start AND eventType IN ({types})"
     if "eventType" not in cols:
         where = "end IS NOT NULL AND end >= start"
+    if only:
+        where = f"{where} AND ({only})"
     raw = db.select(NVTX_TABLE, [
         (col(cols, "globalTid"), "gtid", pl.Int64()),
         ('"start"', "start", pl.Int64()),
@@ -175,6 +178,32 @@ def _outermost(ranges: pl.DataFrame) -> pl.DataFrame:
     end = pl.col("ts_ns") + pl.col("dur_ns")
     prev_max_end = end.cum_max().shift(1).over("tid")
     return ranges.filter(prev_max_end.is_null() | (end > prev_max_end))
+
+
+def step_ranges(db: NsysDb, offset_ns: int, step_range: str | None) -> pl.DataFrame:
+    """The NVTX ranges whose name may mark a step (a superset of what :func:`select_steps`
+    takes from them), read without the others: the distinct names first, then only the rows
+    of those names (an export of 50 million NVTX ranges holds a few thousand steps)."""
+    cols = db.columns(NVTX_TABLE)
+    if not cols:
+        return empty("cpu_ops")
+    names = db.frame(f'SELECT DISTINCT {col(cols, "text")}, {col(cols, "textId")} '
+                     f"FROM {NVTX_TABLE}", {"text": pl.String(), "text_id": pl.Int64()})
+    ids = db.strings(names["text_id"])
+    by_id = names.join(ids, left_on="text_id", right_on="id", how="inner")
+
+    def may_step(column: pl.Expr) -> pl.Expr:
+        return column.str.contains(DEFAULT_STEP_PATTERN) if step_range is None \
+            else column.str.starts_with(step_range)
+
+    texts = names.filter(may_step(pl.col("text")))["text"].unique().to_list()
+    text_ids = by_id.filter(may_step(pl.col("value")))["text_id"].unique().to_list()
+    if not texts and not text_ids:
+        return empty("cpu_ops")
+    quoted = ",".join("'" + t.replace("'", "''") + "'" for t in texts)
+    parts = ([f'"text" IN ({quoted})'] if texts else []) + (
+        [f'"textId" IN ({",".join(str(int(i)) for i in text_ids)})'] if text_ids else [])
+    return read_nvtx_ranges(db, offset_ns, " OR ".join(parts))
 
 
 def select_steps(nvtx: pl.DataFrame, step_range: str | None, path: object) -> pl.DataFrame:

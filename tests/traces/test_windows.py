@@ -4,6 +4,7 @@ events, what the document says, and the memory model's inputs (sizes, gzip estim
 from __future__ import annotations
 
 import gzip
+import math
 
 import numpy as np
 import polars as pl
@@ -54,11 +55,13 @@ def test_a_window_analyzes_its_steps_as_the_whole_trace_does(tmp_path):
 
 def test_the_budget_chooses_the_most_steps_that_fit_from_the_second(tmp_path):
     path = _trace(tmp_path)
-    fits_3 = budget.need_for_events("kineto", 3 * EVENTS_PER_STEP)
+    need_3 = budget.need_for_events("kineto", 3 * EVENTS_PER_STEP)
+    # a window fills 90% of the budget above the floor
+    fits_3 = budget.BASE_BYTES + math.ceil((need_3 - budget.BASE_BYTES) / window.WINDOW_FILL)
     t = read_kineto(path, budget_bytes=fits_3)
     assert t.steps["step"].to_list() == [1, 2, 3]
     w = t.meta.window
-    assert (w.reason, w.budget_bytes, w.window_need_bytes) == ("memory budget", fits_3, fits_3)
+    assert (w.reason, w.budget_bytes, w.window_need_bytes) == ("memory budget", fits_3, need_3)
     assert w.need_bytes == budget.need_for_events("kineto", 36)
     assert read_kineto(path, budget_bytes=fits_3 - 1).steps["step"].to_list() == [1, 2]
     # the whole trace fits: no window, and no first pass (the estimate from its size fits)
@@ -109,8 +112,8 @@ def test_choose_and_bounds_on_a_table():
     assert window.window_events(t, 1, 2) == 7  # starts in [100, 390)
     assert window.window_events(t, 1, 3) == 7  # the last step: to the end
     assert window.choose(t, lambda n: n, 9) == (0, 3)  # all 9 fit
-    assert window.choose(t, lambda n: n, 7) == (1, 3)  # from the second step
-    assert window.choose(t, lambda n: n, 6) == (1, 1)
+    assert window.choose(t, lambda n: n, 8) == (1, 3)  # from the second step; 0.9 x 8 >= 7
+    assert window.choose(t, lambda n: n, 7) == (1, 1)
     assert window.choose(t, lambda n: n, 1) == (1, 1)  # one step, even over the budget
 
 
