@@ -185,7 +185,7 @@ class Server:
             # (a wrong one reached here on a valid cookie, which it must not replace).
             response: Response = RedirectResponse("/", status_code=303)
             if security.token_in_query(cfg, request):
-                response.set_cookie(TOKEN_COOKIE, cfg.token, httponly=True, samesite="strict",
+                response.set_cookie(TOKEN_COOKIE, cfg.token, httponly=True, samesite="lax",
                                     secure=security.public_scheme(cfg, request) == "https")
             return response
         return _page("upload.html.j2", max_files=cfg.max_files_per_run,

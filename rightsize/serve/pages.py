@@ -39,7 +39,8 @@ _WAY_BACK = ('<nav id="rightsize-serve-nav" style="font:14px system-ui,sans-seri
              '<a href="/api/runs/{id}">analysis JSON</a></nav>')
 # The fleet page (``/fleet``) is the fleet report's self-contained page, served on this
 # server's origin (not sandboxed like a stored report: from an opaque origin, a click on a job's
-# link would be sent without the SameSite=Strict token cookie and answered 401). Its two
+# link is a cross-site navigation: it carries the SameSite=Lax token cookie, but the
+# page's own fetches and form would not). Its two
 # inline scripts run by their SHA-256 (Chart.js and the chart script whose data comes through
 # |tojson), nothing else: no 'unsafe-inline' script, no event handler attribute, no eval.
 FLEET_SCRIPTS = 2

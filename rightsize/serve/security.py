@@ -2,7 +2,9 @@
 
 - With a token (always when bound beyond loopback), every request but ``GET /healthz`` carries
   it: ``Authorization: Bearer TOKEN``, or the cookie that ``/?token=TOKEN`` sets (HttpOnly,
-  SameSite=Strict) so a browser can follow links.
+  SameSite=Lax, so that links out of a sandboxed report, whose origin is opaque,
+  carry it too; POST and DELETE are guarded by the CSRF rule below) so a browser can follow
+  links.
 - Bound to loopback, the ``Host`` header must name loopback: a web page cannot reach the
   server through a DNS name rebound to 127.0.0.1.
 - A state-changing request (POST, DELETE) from a browser must be same-origin: its ``Origin``

@@ -118,6 +118,12 @@ def test_a_job_link_opens_its_report_with_the_token_cookie(
     assert nav.value.status == 200 and page.url == f"{server.url}/r/{ids['h100.pt.trace.json']}"
     assert page.title().startswith("rightsize")
     assert page.locator("#headline").count() == 1
+    # the served report is sandboxed (an opaque origin): its way back must still carry the
+    # token cookie (SameSite=Lax: top-level GET navigations do; Strict ones answered 401)
+    with page.expect_navigation() as back:
+        page.click("nav a[href='/runs']")
+    assert back.value.status == 200 and page.url == f"{server.url}/runs"
+    page.go_back()
     page.go_back()
     failed = page.locator("#jobs-table a.job", has_text="onerror")
     assert failed.get_attribute("href") == f"/runs/{ids[HOSTILE]}"  # its status and error
