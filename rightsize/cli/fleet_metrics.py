@@ -25,6 +25,7 @@ from rightsize.cli.common import catalog_option, load_catalog_for_cli
 
 if TYPE_CHECKING:
     from rightsize.analyzers.fleet_metrics import FleetMetrics
+    from rightsize.fleet.table import FleetTable
     from rightsize.reports.fleet_metrics_patches import Patch
     from rightsize.traces.fleet_series import SeriesSet
 
@@ -99,6 +100,11 @@ def when(text: str, option: str) -> float:
 @click.option("--patches", "patches_dir", type=click.Path(path_type=Path), default=None,
               help="Write Kubernetes patches (and HPA/KEDA objects) for the changes here.")
 @click.option("--force", is_flag=True, help="Overwrite --output, --save and existing patches.")
+@click.option("--table", "table_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=None,
+              help="Also write each workload as a row (source metrics) of this fleet table "
+                   "(the same workload and window again replaces its row); fleet report "
+                   "shows them beside the traced jobs.")
 @catalog_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress or messages on stderr.")
 def metrics(url: str | None, files: tuple[Path, ...], since: str, start: str | None,
@@ -106,7 +112,7 @@ def metrics(url: str | None, files: tuple[Path, ...], since: str, start: str | N
             save_path: Path | None, group_by: str | None, gpu: str | None,
             provider: str | None, headroom: float, min_window: str, fmt: str,
             output: Path | None, patches_dir: Path | None, force: bool,
-            catalog_path: Path | None, quiet: bool) -> None:
+            table_dir: Path | None, catalog_path: Path | None, quiet: bool) -> None:
     """Right-size every GPU workload from cluster metrics (dcgm-exporter, cAdvisor)."""
     from rightsize.analyzers.fleet_metrics import Thresholds, analyze
     from rightsize.cli.output import Progress, write_output
@@ -122,6 +128,8 @@ def metrics(url: str | None, files: tuple[Path, ...], since: str, start: str | N
         catalog.gpu(gpu)  # a name the catalog does not know: one line now, not a row later
     progress = Progress(enabled=not quiet)
     t0 = time.monotonic()
+    started = datetime.now(UTC)
+    table = _table(table_dir) if table_dir is not None else None
     if url is not None:
         data = _from_prometheus(url, since, start, end, step, selector, token_env, timeout_s,
                                 save_path, force, progress)
@@ -138,13 +146,38 @@ def metrics(url: str | None, files: tuple[Path, ...], since: str, start: str | N
            "Kubernetes changes)")
     text = _render(result, fmt, nxt)
     write_output(text, output, force, files)
+    if table is not None:
+        _write_rows(table, result, url, files, started)
     if not quiet:
         took = time.monotonic() - t0
         click.echo(f"rightsize: {len(result.rows)} workloads from {len(data.series)} series, "
                    f"{data.points.height:,} points in {took:.1f} s"
                    + (f"; wrote {output}" if output else "")
                    + (f"; {len(written)} patch files in {patches_dir} ({checked})"
-                      if patches_dir else ""), err=True)
+                      if patches_dir else "")
+                   + (f"; {len(result.rows)} rows in the fleet table {table_dir} (see them: "
+                      f"rightsize fleet report --table {table_dir})" if table_dir else ""),
+                   err=True)
+
+
+def _table(table_dir: Path) -> FleetTable:
+    """The table, opened (or made) before anything is read: a folder that is not a fleet
+    table is one line now, not after minutes of queries."""
+    from rightsize.fleet.table import FleetTable
+
+    return FleetTable.open(table_dir, create=True)
+
+
+def _write_rows(table: FleetTable, result: FleetMetrics, url: str | None,
+                files: tuple[Path, ...], started: datetime) -> None:
+    """The workloads as rows (source ``metrics``), under the table's one-writer lock, each
+    file whole or absent (:meth:`~rightsize.fleet.table.FleetTable.replace`)."""
+    from rightsize.fleet.metrics_rows import public_url, rows
+
+    paths = [public_url(url)] if url is not None else [str(f.absolute()) for f in files]
+    with table.writer():
+        table.replace(rows(result, paths, started))
+        table.compact()
 
 
 def _render(result: FleetMetrics, fmt: str, nxt: str) -> str:

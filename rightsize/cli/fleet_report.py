@@ -36,6 +36,9 @@ def _day(v: datetime | None) -> date | None:
 @click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
 @click.option("--team", "teams", multiple=True, help="Only these teams (repeatable).")
 @click.option("--project", "projects", multiple=True, help="Only these projects (repeatable).")
+@click.option("--source", "sources", multiple=True, type=click.Choice(["trace", "metrics"]),
+              help="Only jobs of traces (fleet scan, serve) or workloads of cluster metrics "
+                   "(fleet metrics --table); repeatable; default both.")
 @click.option("--since", type=DAY, default=None, help="Jobs recorded on or after this day (UTC).")
 @click.option("--until", type=DAY, default=None,
               help="Jobs recorded on or before this day (UTC); 'this week' ends here "
@@ -46,17 +49,19 @@ def _day(v: datetime | None) -> date | None:
 @click.option("-q", "--quiet", is_flag=True, help="No messages on stderr.")
 @no_color_option
 def report(table_dir: Path, fmt: str, output: Path | None, force: bool, teams: tuple[str, ...],
-           projects: tuple[str, ...], since: datetime | None, until: datetime | None,
-           usage_path: Path | None, quiet: bool) -> None:
-    """Where the fleet's GPU-hours and money go: by sizing verdict, bottleneck and team, the
-    over-provisioned jobs ranked by what moving them saves, the most common bottlenecks with
-    their fixes, and what changed since the previous week.
+           projects: tuple[str, ...], sources: tuple[str, ...], since: datetime | None,
+           until: datetime | None, usage_path: Path | None, quiet: bool) -> None:
+    """Where the fleet's GPU-hours and money go: by sizing verdict, bottleneck, team and
+    source, the over-provisioned jobs (traced, or workloads of cluster metrics) ranked by what
+    moving them saves, the most common bottlenecks with their fixes, and what changed since the
+    previous week.
 
     \b
     Examples:
       rightsize fleet report
       rightsize fleet report --usage gpu-hours.csv --team vision --since 2026-11-01
       rightsize fleet report --format html -o fleet.html
+      rightsize fleet report --source metrics
     """
     from rightsize.fleet.report import Filters, read_usage
     from rightsize.fleet.table import FleetTable
@@ -66,7 +71,7 @@ def report(table_dir: Path, fmt: str, output: Path | None, force: bool, teams: t
         raise click.UsageError("--since is after --until")
     table = FleetTable.open(table_dir, create=False)
     usage = read_usage(usage_path) if usage_path is not None else None
-    filters = Filters(teams, projects, _day(since), _day(until))
+    filters = Filters(teams, projects, _day(since), _day(until), tuple(dict.fromkeys(sources)))
     model = _build(table, filters, usage)
     if fmt == "html":
         page = _write_html(table, model, output, force)

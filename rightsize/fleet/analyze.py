@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING, Any
 from rightsize import __version__
 from rightsize.errors import RightsizeError
 from rightsize.fleet.discover import Job
-from rightsize.fleet.schema import SCHEMA_VERSION, SHARES, STATUS_BAD_INPUT, STATUS_OK
+from rightsize.fleet.schema import (
+    SCHEMA_VERSION,
+    SHARES,
+    SOURCE_TRACE,
+    STATUS_BAD_INPUT,
+    STATUS_OK,
+    level,
+)
 
 if TYPE_CHECKING:
     from rightsize.analyzers.analysis import Analysis
@@ -69,7 +76,8 @@ def identity_row(*, key: str, job: str, kind: str, paths: list[str], files: int,
     from rightsize.fleet.schema import COLUMNS
 
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
-    row.update(key=key, job=job, kind=kind, paths=paths, files=files, bytes=size,
+    row.update(key=key, job=job, kind=kind, source=SOURCE_TRACE, paths=paths, files=files,
+               bytes=size,
                recorded_at=recorded_at, recorded_at_source=recorded_at_source,
                scanned_at=scanned_at, rightsize_version=__version__,
                schema_version=SCHEMA_VERSION, status=status, reason=reason, team=team,
@@ -231,6 +239,7 @@ def document_columns(doc: Document) -> dict[str, Any]:
         "steps": doc.steps.count, "step_ms": doc.steps.mean_ms,
         "bound": str(dg.bound) if dg is not None and dg.bound is not None else None,
         "confidence": dg.confidence if dg is not None else None,
+        "confidence_level": level(dg.confidence) if dg is not None else None,
         "gpu_util_pct": doc.metrics.gpu_util_pct,
         "sm_efficiency_pct": doc.metrics.sm_efficiency_pct,
         "peak_memory_bytes": doc.metrics.peak_memory_bytes,
@@ -250,6 +259,7 @@ def document_columns(doc: Document) -> dict[str, Any]:
         sizing_verdict=str(sz.verdict) if sz.verdict is not None else None,
         recommended_gpu=sz.recommended,
         recommended_gpus=sz.recommended_gpus if sz.recommended else None,
+        recommended=f"{sz.recommended_gpus} x {sz.recommended}" if sz.recommended else None,
         sizing_reason=one_line(sz.reason, 1000),
         objective=str(sz.objective) if sz.objective is not None else None,
         savings_pct=sz.savings_pct,

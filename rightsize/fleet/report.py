@@ -1,39 +1,54 @@
-"""The fleet report model: where a fleet's GPU-hours and money go, and what fixing it saves.
+"""The fleet report: where a fleet's GPU-hours and money go, and what fixing it saves.
 
-Input: the table's rows (one per key, :meth:`FleetTable.rows`), :class:`Filters` (team,
-project, recorded days) and optional :class:`Usage` (GPU-hours per month by job label).
-Output: :class:`FleetReport`, frozen dataclasses that the text, JSON and HTML renderers all take.
-Pure polars over the rows; no I/O but reading the usage CSV in :func:`read_usage`.
+Input: the table's rows (one per key, :meth:`FleetTable.rows`; jobs of traces, source
+``trace``, and workloads of cluster metrics, source ``metrics``), :class:`Filters` (team,
+project, recorded days, source) and optional :class:`Usage` (GPU-hours per month by job label).
+Output: :class:`FleetReport` (:mod:`rightsize.fleet.report_model`), which the text, JSON and
+HTML renderers all take. Pure polars over the rows.
 
 Definitions (docs/fleet.md):
 
 * Jobs are read at their latest recording: a path set recorded again (new content at the same
-  paths) counts once, by its newest row; ``changes`` compares each week's own latest rows.
-* GPU-hours: with ``--usage``, each label's GPU-hours per month go to the newest ok row whose
-  ``job`` (else ``project``) is that label; without it, a run directory's own wall time times
-  its GPUs (``run_gpu_hours``); other jobs have none and are counted as such. Cost is
-  GPU-hours times the current GPU's price per GPU-hour (``usd_per_gpu_hour``).
-* Savings of an over-provisioned job: ``savings_pct`` of the cost per 1k steps now, i.e.
-  per month ``gpu_hours x usd_per_gpu_hour x savings_pct / 100`` when its GPU-hours are known,
-  else per 1k steps ``usd_per_1k_steps - recommended_usd_per_1k_steps``.
-* Bottlenecks: the tuning rules that fired, by jobs; a rule's gain is the median over those
-  jobs of ``1 - what_if.step_ms / step_ms`` (the predicted step if the fix is applied).
+  paths), or a metrics workload over a newer window, counts once, by its newest row;
+  ``changes`` compares each week's own latest rows.
+* GPU-hours: with ``--usage``, each label's GPU-hours per month go to the newest ok trace row
+  whose ``job`` (else ``project``) is that label, and a metrics workload's are its GPUs held x
+  730 h; without it, a run directory's own wall time times its GPUs and a metrics workload's
+  window times its GPUs held (``run_gpu_hours``); other jobs have none and are counted as such.
+  Cost is GPU-hours times the current GPU's price per GPU-hour (``usd_per_gpu_hour``).
+* Savings of an over-provisioned job: a metrics workload's own cost per month now less
+  recommended; a trace job's ``savings_pct`` of its cost per 1k steps, i.e. per month
+  ``gpu_hours x usd_per_gpu_hour x savings_pct / 100`` when its GPU-hours per month are known
+  (``--usage``), else per 1k steps ``usd_per_1k_steps - recommended_usd_per_1k_steps``.
+* Bottlenecks: the tuning rules that fired, by trace jobs; a rule's gain is the median over
+  those jobs of ``1 - what_if.step_ms / step_ms`` (the predicted step if the fix is applied).
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import math
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from rightsize import __version__
-from rightsize.errors import RightsizeError
+from rightsize.fleet.report_model import (
+    Bottleneck,
+    Change,
+    Filters,
+    FleetReport,
+    Group,
+    JobLine,
+    Saving,
+    Usage,
+    UsageError,
+    Week,
+    read_usage,
+)
+from rightsize.fleet.schema import HOURS_PER_MONTH, SOURCE_METRICS
+
+__all__ = ["Bottleneck", "Change", "Filters", "FleetReport", "Group", "JobLine", "Saving",
+           "Usage", "UsageError", "Week", "build", "read_usage"]
 
 WEEK = timedelta(days=7)
 SHOWN = 50  # rows listed per section (the JSON says how many there are in all)
@@ -41,168 +56,13 @@ JOBS_SHOWN = 200
 NEWEST = ["recorded_at", "job"]  # newest first, then by name
 
 
-class UsageError(RightsizeError):
-    """A usage CSV that cannot be read."""
-
-
-@dataclass(frozen=True, slots=True)
-class Filters:
-    teams: tuple[str, ...] = ()
-    projects: tuple[str, ...] = ()
-    since: date | None = None  # recorded on or after (UTC day)
-    until: date | None = None  # recorded on or before
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    hours_per_month: dict[str, float]
-    source: str
-
-
-def read_usage(path: Path) -> Usage:
-    """``label,gpu_hours`` per line (a header first): GPU-hours per month of each job label."""
-    try:
-        text = path.read_text("utf-8").lstrip("\ufeff")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read the usage file ({exc})") from None
-    rows = csv.reader(io.StringIO(text))
-    header = [h.strip().lower() for h in next(rows, [])]
-    if header != ["label", "gpu_hours"]:
-        raise UsageError(f"{path}: the first line must be the header label,gpu_hours "
-                         f"(got {','.join(header)!r})")
-    hours: dict[str, float] = {}
-    for n, row in enumerate(rows, 2):
-        if not row or not "".join(row).strip():
-            continue
-        try:
-            label, value = row[0].strip(), float(row[1])
-        except (IndexError, ValueError):
-            raise UsageError(f"{path}, line {n}: expected label,gpu_hours with a number") from None
-        if not label or not math.isfinite(value) or value < 0:
-            raise UsageError(f"{path}, line {n}: a label and finite GPU-hours >= 0 are needed")
-        hours[label] = hours.get(label, 0.0) + value
-    return Usage(hours, str(path))
-
-
-@dataclass(frozen=True, slots=True)
-class Group:
-    name: str
-    jobs: int
-    jobs_with_hours: int
-    gpu_hours: float | None
-    cost_usd: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Saving:
-    key: str
-    job: str
-    team: str | None
-    project: str | None
-    recorded_at: str
-    gpu: str | None
-    gpus: int | None
-    recommended_gpu: str | None
-    recommended_gpus: int | None
-    bound: str | None
-    savings_pct: float | None
-    usd_per_1k_steps: float | None
-    recommended_usd_per_1k_steps: float | None
-    savings_per_1k_steps_usd: float | None
-    gpu_hours_per_month: float | None
-    savings_per_month_usd: float | None
-    reason: str | None
-    document: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Bottleneck:
-    id: str
-    title: str
-    jobs: int
-    jobs_pct: float
-    median_gain_pct: float | None  # what-if: the step that much shorter, median over jobs
-
-
-@dataclass(frozen=True, slots=True)
-class Week:
-    start: str
-    end: str
-    jobs: int
-    by_verdict: dict[str, int]
-    by_bound: dict[str, int]
-    savings_per_month_usd: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    job: str
-    key: str
-    before: str
-    after: str
-    document: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class JobLine:
-    key: str
-    job: str
-    team: str | None
-    project: str | None
-    recorded_at: str
-    status: str
-    reason: str | None
-    gpu: str | None
-    gpus: int | None
-    bound: str | None
-    sizing_verdict: str | None
-    recommended_gpu: str | None
-    savings_pct: float | None
-    document: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class FleetReport:
-    table: str
-    generated_at: str
-    version: str
-    filters: dict[str, Any]
-    first_day: str | None
-    last_day: str | None
-    jobs: int
-    ok: int
-    bad_input: int
-    failed: int
-    hours_source: str  # usage | run | none
-    hours_note: str
-    usage_unmatched: tuple[str, ...]
-    gpu_hours: float | None
-    cost_usd: float | None
-    by_verdict: tuple[Group, ...]
-    by_bound: tuple[Group, ...]
-    by_team: tuple[Group, ...]
-    over_provisioned: tuple[Saving, ...]
-    over_provisioned_total: int
-    savings_per_month_usd: float | None
-    bottlenecks: tuple[Bottleneck, ...]
-    this_week: Week | None
-    previous_week: Week | None
-    changed: tuple[Change, ...]
-    errors: tuple[JobLine, ...]
-    job_lines: tuple[JobLine, ...]
-    notes: tuple[str, ...] = field(default=())
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["schema_version"] = 1
-        return out
-
-
 def _filtered(rows: pl.LazyFrame, f: Filters) -> pl.LazyFrame:
     if f.teams:
         rows = rows.filter(pl.col("team").is_in(list(f.teams)))
     if f.projects:
         rows = rows.filter(pl.col("project").is_in(list(f.projects)))
+    if f.sources:
+        rows = rows.filter(pl.col("source").is_in(list(f.sources)))
     day = pl.col("recorded_at").dt.date()
     if f.since is not None:
         rows = rows.filter(day >= f.since)
@@ -211,17 +71,32 @@ def _filtered(rows: pl.LazyFrame, f: Filters) -> pl.LazyFrame:
     return rows
 
 
+METRICS = pl.col("source") == SOURCE_METRICS
+# What one job is across recordings: a trace job's path set; a metrics workload's name (its
+# labels), whatever its window or the source it was read from
+IDENTITY = (pl.when(METRICS).then(pl.lit("metrics\n") + pl.col("job"))
+            .otherwise(pl.col("paths").list.join("\n")))
+NOT_DIAGNOSED = "not diagnosed (metrics)"  # a metrics workload's bottleneck: no trace to say
+WINDOW_H = (pl.col("recorded_at") - pl.col("window_start")).dt.total_seconds() / 3600
+
+
 def _latest_per_paths(df: pl.DataFrame) -> pl.DataFrame:
-    return (df.with_columns(pl.col("paths").list.join("\n").alias("_pathset"))
+    return (df.with_columns(IDENTITY.alias("_pathset"))
             .sort("recorded_at").unique("_pathset", keep="last", maintain_order=True)
             .drop("_pathset"))
+
+
+def _month_hours() -> pl.Expr:
+    """A metrics workload's GPU-hours per month: its window's GPU-hours at the same rate for
+    730 h (its GPUs held x 730)."""
+    return pl.col("run_gpu_hours") * HOURS_PER_MONTH / WINDOW_H
 
 
 def _with_hours(df: pl.DataFrame, usage: Usage | None) -> tuple[pl.DataFrame, list[str]]:
     """``gpu_hours`` per row (see the module docstring) and the usage labels left unmatched."""
     if usage is None:
         return df.with_columns(pl.col("run_gpu_hours").alias("gpu_hours")), []
-    ok = df.filter(pl.col("status") == "ok").sort("recorded_at", descending=True)
+    ok = df.filter((pl.col("status") == "ok") & ~METRICS).sort("recorded_at", descending=True)
     newest_job = dict(zip(*ok.unique("job", keep="first").select("job", "key"), strict=True))
     newest_project = dict(zip(*ok.filter(pl.col("project").is_not_null())
                               .unique("project", keep="first").select("project", "key"),
@@ -236,7 +111,9 @@ def _with_hours(df: pl.DataFrame, usage: Usage | None) -> tuple[pl.DataFrame, li
             hours[key] = hours.get(key, 0.0) + h
     mapped = pl.DataFrame({"key": list(hours), "gpu_hours": list(hours.values())},
                           schema={"key": pl.String, "gpu_hours": pl.Float64})
-    return df.join(mapped, on="key", how="left"), sorted(unmatched)
+    df = df.join(mapped, on="key", how="left").with_columns(
+        pl.when(METRICS).then(_month_hours()).otherwise(pl.col("gpu_hours")).alias("gpu_hours"))
+    return df, sorted(unmatched)
 
 
 def _groups(df: pl.DataFrame, by: pl.Expr) -> tuple[Group, ...]:
@@ -254,29 +131,36 @@ def _iso(v: datetime | None) -> str:
 
 
 def _savings(df: pl.DataFrame, monthly: bool) -> pl.DataFrame:
-    """Over-provisioned jobs with their savings; per month only when ``gpu_hours`` are
-    GPU-hours per month (``--usage``), never from a run's own hours."""
+    """Over-provisioned jobs with their savings. A trace job's per month only when
+    ``gpu_hours`` are GPU-hours per month (``--usage``), never from a run's own hours; a
+    metrics workload's from its own cost per month, now less recommended."""
     over = df.filter((pl.col("status") == "ok")
                      & (pl.col("sizing_verdict") == "over-provisioned"))
     hours = pl.col("gpu_hours") if monthly else pl.lit(None, pl.Float64)
     over = _latest_per_paths(over).with_columns(
         (pl.col("usd_per_1k_steps") - pl.col("recommended_usd_per_1k_steps"))
-        .alias("per_1k"), hours.alias("month_h"),
-        (hours * pl.col("usd_per_gpu_hour") * pl.col("savings_pct") / 100)
+        .alias("per_1k"),
+        pl.when(METRICS).then(_month_hours()).otherwise(hours).alias("month_h"),
+        pl.when(METRICS)
+        .then(pl.col("usd_per_month") - pl.col("recommended_usd_per_month"))
+        .otherwise(hours * pl.col("usd_per_gpu_hour") * pl.col("savings_pct") / 100)
         .alias("per_month"))
     return over.sort(["per_month", "per_1k", "job"], descending=[True, True, False],
                      nulls_last=True)
 
 
 def _saving(r: dict[str, Any]) -> Saving:
-    return Saving(r["key"], r["job"], r["team"], r["project"], _iso(r["recorded_at"]), r["gpu"],
-                  r["gpus"], r["recommended_gpu"], r["recommended_gpus"], r["bound"],
+    return Saving(r["key"], r["job"], r["source"], r["team"], r["project"],
+                  _iso(r["recorded_at"]), r["gpu"], r["gpus"], r["recommended_gpu"],
+                  r["recommended_gpus"], r["recommended"], r["confidence_level"], r["bound"],
                   r["savings_pct"], r["usd_per_1k_steps"], r["recommended_usd_per_1k_steps"],
                   r["per_1k"], r["month_h"], r["per_month"], r["sizing_reason"],
                   r["document"])
 
 
 def _bottlenecks(ok: pl.DataFrame) -> tuple[Bottleneck, ...]:
+    """Over the ok trace jobs (a metrics workload has no tuning rules to fire)."""
+    ok = ok.filter(~METRICS)
     if ok.height == 0:
         return ()
     rules = (ok.select("key", "step_ms", "rules").explode("rules").drop_nulls("rules")
@@ -292,7 +176,8 @@ def _bottlenecks(ok: pl.DataFrame) -> tuple[Bottleneck, ...]:
 
 def _week(df: pl.DataFrame, start: date, end: date, monthly: bool) -> Week:
     w = _latest_per_paths(df.filter(pl.col("recorded_at").dt.date().is_between(start, end)))
-    ok = w.filter(pl.col("status") == "ok")
+    ok = w.filter(pl.col("status") == "ok").with_columns(
+        pl.when(METRICS).then(pl.lit(NOT_DIAGNOSED)).otherwise(pl.col("bound")).alias("bound"))
     over = _savings(w, monthly)["per_month"].drop_nulls()
 
     def counts(col: str, none: str) -> dict[str, int]:
@@ -305,14 +190,16 @@ def _week(df: pl.DataFrame, start: date, end: date, monthly: bool) -> Week:
 
 
 def _line(r: dict[str, Any]) -> JobLine:
-    return JobLine(r["key"], r["job"], r["team"], r["project"], _iso(r["recorded_at"]),
-                   r["status"], r["reason"], r["gpu"], r["gpus"], r["bound"],
-                   r["sizing_verdict"], r["recommended_gpu"], r["savings_pct"], r["document"])
+    return JobLine(r["key"], r["job"], r["source"], r["team"], r["project"],
+                   _iso(r["recorded_at"]), r["status"], r["reason"], r["gpu"], r["gpus"],
+                   r["bound"], r["sizing_verdict"], r["recommended_gpu"], r["recommended"],
+                   r["confidence_level"], r["savings_pct"], r["document"])
 
 
-def build(rows: pl.LazyFrame, table: str, filters: Filters = Filters(),
+def build(rows: pl.LazyFrame, table: str, filters: Filters | None = None,
           usage: Usage | None = None) -> FleetReport:
     """The report over ``rows`` (see the module docstring for every definition)."""
+    filters = filters or Filters()
     df = _filtered(rows, filters).collect()
     df = df.with_columns(pl.col("rules").list.eval(
         pl.element().struct.rename_fields(["id", "title", "what_if_ms", "low", "high"])))
@@ -325,15 +212,19 @@ def build(rows: pl.LazyFrame, table: str, filters: Filters = Filters(),
     hours = ok["gpu_hours"].drop_nulls()
     cost = ok["cost"].drop_nulls()
     with_hours = hours.len()
+    metrics = int(ok.select(METRICS.sum()).item())
     if usage is not None:
         source = "usage"
         matched = len(usage.hours_per_month) - len(unmatched)
         note = (f"GPU-hours per month from {usage.source}: {matched} of "
-                f"{len(usage.hours_per_month)} labels matched a job")
+                f"{len(usage.hours_per_month)} labels matched a job"
+                + (f"; {metrics} metrics workloads: their GPUs held x {HOURS_PER_MONTH:g} h"
+                   if metrics else ""))
     elif with_hours:
         source = "run"
         note = (f"GPU-hours of {with_hours} of {ok.height} jobs: run directories' wall time x "
-                "GPUs; the others have none (pass --usage for GPU-hours per month)")
+                "GPUs" + (" and metrics workloads' window x GPUs held" if metrics else "")
+                + "; the others have none (pass --usage for GPU-hours per month)")
     else:
         source = "none"
         note = ("no GPU-hours: no job is a run directory and no --usage was given; costs are "
@@ -353,7 +244,8 @@ def build(rows: pl.LazyFrame, table: str, filters: Filters = Filters(),
         version=__version__,
         filters={"teams": list(filters.teams), "projects": list(filters.projects),
                  "since": filters.since.isoformat() if filters.since else None,
-                 "until": filters.until.isoformat() if filters.until else None},
+                 "until": filters.until.isoformat() if filters.until else None,
+                 "sources": list(filters.sources)},
         first_day=str(days.min()) if days.len() else None,
         last_day=str(days.max()) if days.len() else None,
         jobs=latest.height, ok=ok.height, bad_input=int((status == "bad-input").sum()),
@@ -362,8 +254,10 @@ def build(rows: pl.LazyFrame, table: str, filters: Filters = Filters(),
         gpu_hours=float(hours.sum()) if with_hours else None,
         cost_usd=float(cost.sum()) if cost.len() else None,
         by_verdict=_groups(ok, pl.col("sizing_verdict").fill_null("not sized")),
-        by_bound=_groups(ok, pl.col("bound").fill_null("none")),
+        by_bound=_groups(ok, pl.when(METRICS).then(pl.lit(NOT_DIAGNOSED))
+                         .otherwise(pl.col("bound").fill_null("none"))),
         by_team=_groups(ok, pl.col("team").fill_null("unlabelled")),
+        by_source=_groups(ok, pl.col("source")),
         over_provisioned=tuple(_saving(r) for r in over.head(SHOWN).iter_rows(named=True)),
         over_provisioned_total=over.height,
         savings_per_month_usd=float(per_month.sum()) if per_month.len() else None,
@@ -384,7 +278,7 @@ def _changes(df: pl.DataFrame, until: date) -> list[Change]:
 
     def week(start: date, end: date) -> pl.DataFrame:
         w = _latest_per_paths(ok.filter(day.is_between(start, end)))
-        return w.with_columns(pl.col("paths").list.join("\n").alias("_p"),
+        return w.with_columns(IDENTITY.alias("_p"),
                               (pl.col("bound").fill_null("none") + " / "
                                + pl.col("sizing_verdict").fill_null("not sized")).alias("_v"))
 

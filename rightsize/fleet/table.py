@@ -18,7 +18,15 @@ holds an exclusive lock on ``.lock`` (released by the kernel when the process di
 Small files are merged per day (:meth:`FleetTable.compact`) through a journal: the merged file
 is renamed in, then the parts it replaces are removed; a scan that dies between the two leaves
 the journal, and the next one finishes the removal. Readers drop a key seen twice (the latest
-scan wins), so even that instant reads right.
+scan wins), so even that instant reads right. :meth:`FleetTable.replace` writes rows whose keys
+may be there already (``fleet metrics``: a workload over the same window again) and merges
+the days that then hold a key twice, so the old row is gone, not only hidden.
+
+Schema versions: rows of every version read as the current one
+(:func:`rightsize.fleet.schema.compatible`). The first writer of a newer rightsize migrates an
+older table: each day's files are merged into one file of the current columns (the journaled
+merge above), then ``FLEET.json`` says the new version; a migration killed midway is finished
+by the next writer, and reads right at any instant.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ from typing import Any
 import polars as pl
 
 from rightsize.errors import RightsizeError
-from rightsize.fleet.schema import SCHEMA, SCHEMA_VERSION, frame
+from rightsize.fleet.schema import SCHEMA, SCHEMA_VERSION, compatible, frame
 
 MARK = "FLEET.json"
 FORMAT = "rightsize-fleet"
@@ -111,12 +119,15 @@ class FleetTable:
             raise TableError(f"{root} is not empty and not a fleet table (no {MARK}): "
                              "pick another --table folder")
         root.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(json.dumps({"format": FORMAT, "schema_version": SCHEMA_VERSION},
-                                      indent=2).encode() + b"\n", mark)
+        _write_mark(mark, SCHEMA_VERSION)
         return cls(root)
 
+    def version(self) -> int:
+        """The schema version ``FLEET.json`` states (checked: never newer than this code)."""
+        return self._check_mark(self.root / MARK)
+
     @staticmethod
-    def _check_mark(mark: Path) -> None:
+    def _check_mark(mark: Path) -> int:
         try:
             data = json.loads(mark.read_text("utf-8"))
         except (OSError, ValueError) as exc:
@@ -127,6 +138,7 @@ class FleetTable:
         if not isinstance(version, int) or version > SCHEMA_VERSION:
             raise TableError(f"{mark.parent}: fleet table schema_version {version} is newer than "
                              f"this rightsize reads ({SCHEMA_VERSION}): upgrade rightsize")
+        return version
 
     # --- the writer's lock and recovery ------------------------------------------------------
     @contextlib.contextmanager
@@ -149,6 +161,8 @@ class FleetTable:
         self._lock_fd = fd
         try:
             self.recover()
+            if (self.root / MARK).is_file() and self.version() < SCHEMA_VERSION:
+                self.migrate()
             yield self
         finally:
             self._lock_fd = None
@@ -202,14 +216,38 @@ class FleetTable:
             written.append(path)
         return written
 
-    def compact(self, at_files: int = COMPACT_AT_FILES) -> int:
-        """Merge each day holding ``at_files`` or more files into one; returns days merged."""
+    def replace(self, rows: list[dict[str, Any]]) -> list[Path]:
+        """:meth:`append` rows whose keys the table may hold already, then merge the days that
+        hold such a key twice: the new row replaces the old one on disk (each step whole)."""
+        written = self.append(rows)
+        if not written:
+            return written
+        keys = [str(r["key"]) for r in rows]
+        twice = (self.raw().filter(pl.col("key").is_in(keys)).group_by("key").len()
+                 .filter(pl.col("len") > 1).select("key").collect()["key"].to_list())
+        if twice:
+            days = (self.raw().filter(pl.col("key").is_in(twice))
+                    .select(pl.col("recorded_at").dt.date().unique()).collect())
+            self.compact(days={str(d) for d in days["recorded_at"]})
+        return written
+
+    def migrate(self) -> int:
+        """Rewrite an older table's rows as the current columns, day by day (journaled), then
+        mark it the current version; returns the days rewritten. Needs the writer's lock."""
+        days = self.compact(days={d.name.removeprefix("day=") for d in self.rows_dir.glob("day=*")})
+        _write_mark(self.root / MARK, SCHEMA_VERSION)
+        return days
+
+    def compact(self, at_files: int = COMPACT_AT_FILES, days: set[str] | None = None) -> int:
+        """Merge each day holding ``at_files`` or more files (and each of ``days``, whatever
+        its files) into one; returns days merged."""
         merged = 0
         for day in sorted(self.rows_dir.glob("day=*")):
             parts = sorted(day.glob("*.parquet"))
-            if len(parts) < at_files:
+            if not parts or (len(parts) < at_files
+                             and (days is None or day.name.removeprefix("day=") not in days)):
                 continue
-            rows = latest(pl.read_parquet(parts, schema=SCHEMA).lazy()).collect()
+            rows = latest(_scan(parts)).collect()
             name = f"compact-{time.time_ns()}-{os.getpid()}.parquet"
             tmp = _tmp(day / name)
             rows.write_parquet(tmp, compression="zstd", statistics=True)
@@ -235,8 +273,7 @@ class FleetTable:
         files = self.files()
         if not files:
             return pl.LazyFrame(schema=SCHEMA)
-        return pl.scan_parquet(files, schema=SCHEMA, hive_partitioning=False,
-                               missing_columns="insert", extra_columns="ignore")
+        return _scan(files)
 
     def rows(self) -> pl.LazyFrame:
         """One row per key (the latest scan's)."""
@@ -247,6 +284,18 @@ class FleetTable:
         df = self.raw().select("key", "status", "scanned_at").collect()
         df = df.sort("scanned_at").unique("key", keep="last")
         return dict(zip(df["key"].to_list(), df["status"].to_list(), strict=True))
+
+
+def _write_mark(mark: Path, version: int) -> None:
+    write_bytes_atomic(json.dumps({"format": FORMAT, "schema_version": version},
+                                  indent=2).encode() + b"\n", mark)
+
+
+def _scan(files: list[Path]) -> pl.LazyFrame:
+    """Row files of any schema version, read as the current one (a column an older version
+    lacks is null, then :func:`~rightsize.fleet.schema.compatible` fills what it implies)."""
+    return compatible(pl.scan_parquet(files, schema=SCHEMA, hive_partitioning=False,
+                                      missing_columns="insert", extra_columns="ignore"))
 
 
 def latest(rows: pl.LazyFrame) -> pl.LazyFrame:

@@ -34,7 +34,10 @@ def _bars(groups: tuple[Group, ...], hours: bool, color: Any) -> dict[str, Any]:
 def chart_data(r: FleetReport) -> dict[str, Any]:
     hours = r.gpu_hours is not None
     monthly = r.savings_per_month_usd is not None
-    top = r.over_provisioned[:SAVINGS_BARS]
+    # one unit per chart: with a month known for some jobs (metrics workloads, --usage),
+    # only those; else every job per 1k steps
+    top = [s for s in r.over_provisioned
+           if (s.savings_per_month_usd is not None) == monthly][:SAVINGS_BARS]
     verdicts = sorted(set(r.this_week.by_verdict if r.this_week else {})
                       | set(r.previous_week.by_verdict if r.previous_week else {}))
     return {

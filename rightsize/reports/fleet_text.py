@@ -67,17 +67,22 @@ def render_text(r: FleetReport) -> str:
     out += _groups("By sizing verdict", r.by_verdict)
     out += _groups("By bottleneck", r.by_bound)
     out += _groups("By team", r.by_team)
+    out += _groups("By source (trace, metrics)", r.by_source)
     monthly = r.hours_source == "usage"
-    head = "savings per month" if monthly else "savings per 1k steps (no --usage: per month unknown)"
+    mixed = any(s.source == "metrics" for s in r.over_provisioned)
+    head = ("savings per month" if monthly else
+            "savings per month (metrics workloads, their own), then per 1k steps (trace jobs: "
+            "no --usage)" if mixed else "savings per 1k steps (no --usage: per month unknown)")
     out.append(f"Over-provisioned jobs, by {head}: {r.over_provisioned_total}"
                + (f", {_usd(r.savings_per_month_usd)} a month in all"
                   if r.savings_per_month_usd is not None else ""))
     for s in r.over_provisioned[:20]:
         per = (f"{_usd(s.savings_per_month_usd)}/month" if s.savings_per_month_usd is not None
                else f"{_usd(s.savings_per_1k_steps_usd)}/1k steps")
-        move = f"{s.gpus or 1} x {s.gpu} -> {s.recommended_gpus or 1} x {s.recommended_gpu}"
-        out.append(f"  {_cut(s.job, 34):<34} {_cut(s.team or '-', 12):<12} "
-                   f"{_cut(move, 36):<36} saves {s.savings_pct or 0:.0f}%, {per}")
+        move = (f"{s.gpus or 1} x {s.gpu} -> {s.recommended}" if s.source == "metrics" else
+                f"{s.gpus or 1} x {s.gpu} -> {s.recommended_gpus or 1} x {s.recommended_gpu}")
+        out.append(f"  {_cut(s.job, 28):<28} {_cut(s.team or '-', 10):<10} saves "
+                   f"{s.savings_pct or 0:>3.0f}% {per:>17}  {_cut(move, 72)}")
     if r.over_provisioned_total > 20:
         out.append(f"  ... {r.over_provisioned_total - 20} more (--format json lists "
                    f"{len(r.over_provisioned)})")

@@ -20,7 +20,7 @@ supersedes the first everywhere but in the week before; ``e``'s project is ``p1`
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rightsize.fleet.schema import COLUMNS
@@ -30,7 +30,8 @@ SCANNED = datetime(2026, 11, 21, tzinfo=UTC)
 
 def row(key: str, job: str, day: int, **kw: Any) -> dict[str, Any]:
     r: dict[str, Any] = dict.fromkeys(COLUMNS)
-    r.update(key=key, job=job, kind="file", paths=[f"/data/{job}.json"], files=1, bytes=1,
+    r.update(key=key, job=job, kind="file", source="trace", paths=[f"/data/{job}.json"], files=1,
+             bytes=1,
              recorded_at=datetime(2026, 11, day, 12, tzinfo=UTC), recorded_at_source="trace",
              scanned_at=SCANNED, rightsize_version="0", schema_version=1, status="ok",
              rules=[], gpus=1, nodes=1, steps=10, document=f"documents/{key}.json.gz")
@@ -69,3 +70,49 @@ ROWS = [
 ]
 
 USAGE = "label,gpu_hours\na,100\np1,10\nzzz,5\n"
+
+
+# Workloads of cluster metrics (source ``metrics``, as fleet metrics --table writes them):
+#
+# ========  ======  ==========  =====  ======  =======  =========  ===========  ==========
+# workload  day     window      GPUs   $/GPUh  $/month  rec/month  outcome      confidence
+# ========  ======  ==========  =====  ======  =======  =========  ===========  ==========
+# ml/web    20      7 d (168h)  4      2.0     5840     1460       1 x A100     high
+# ml/small  19      1 d         1      3.5     2555     365        MIG 1g.10gb  medium
+# ml/nosm   18      1 d         1      2.0     1460     -          inconclusive -
+# ========  ======  ==========  =====  ======  =======  =========  ===========  ==========
+#
+# GPU-hours over the window (run_gpu_hours): web 4 x 168 = 672, small 24, nosm 24; a month's:
+# web 4 x 730 = 2,920, small 730, nosm 730. Savings per month: web 4,380, small 2,190.
+
+
+def metrics_row(key: str, workload: str, day: int, window_h: float, gpus: float,
+                **kw: Any) -> dict[str, Any]:
+    end = datetime(2026, 11, day, 12, tzinfo=UTC)
+    ns, owner = workload.split("/")
+    r: dict[str, Any] = dict.fromkeys(COLUMNS)
+    r.update(key=key, job=workload, kind="workload", source="metrics",
+             paths=["http://127.0.0.1:9090"], recorded_at=end, recorded_at_source="metrics",
+             window_start=end - timedelta(hours=window_h), scanned_at=SCANNED,
+             rightsize_version="0", schema_version=2, status="ok", team=ns, project=owner,
+             labels_source="metrics", device="gpu", gpu="A100 80GB SXM",
+             gpu_reported="NVIDIA A100-SXM4-80GB", gpus=int(gpus), nodes=int(gpus),
+             run_gpu_hours=gpus * window_h, rules=[])
+    r.update(kw)
+    return r
+
+
+METRICS = [
+    metrics_row("mw", "ml/web", 20, 168, 4, sizing_verdict="over-provisioned",
+                confidence_level="high", recommended_gpu="A100 80GB SXM", recommended_gpus=1,
+                recommended="1 x A100 80GB SXM", savings_pct=75.0, usd_per_gpu_hour=2.0,
+                usd_per_month=5840.0, recommended_usd_per_month=1460.0,
+                sizing_reason="summed activity p95 60.0% needs 1 GPU(s) at 80% busy"),
+    metrics_row("ms", "ml/small", 19, 24, 1, sizing_verdict="over-provisioned",
+                confidence_level="medium", recommended_gpu="A100 80GB SXM",
+                recommended="1 x MIG 1g.10gb on A100 80GB SXM", savings_pct=600 / 7,
+                usd_per_gpu_hour=3.5, usd_per_month=2555.0, recommended_usd_per_month=365.0,
+                sizing_reason="1g.10gb: 10 GB for 9.02 GB; 1/7 of the SMs for summed p95 8.0%"),
+    metrics_row("mn", "ml/nosm", 18, 24, 1, usd_per_gpu_hour=2.0, usd_per_month=1460.0,
+                sizing_reason="the duty cycle alone cannot decide"),
+]

@@ -166,6 +166,8 @@ def row(data: SeriesSet, a: Assignment, x: Measured, cat: Catalog, th: Threshold
         "mig_profile_now": profile_now.profile if profile_now else None,
         "replicas_now": x.replicas_now, "replicas_max": x.replicas_max,
         "gpus_per_replica": x.gpus_per_replica, "nodes": wl.nodes, "pods": x.pods,
+        "gpus_now": x.replicas_now * (1.0 / profile_now.max_instances if profile_now
+                                      else float(x.gpus_per_replica)),
         "mem_used_peak_bytes": (int(x.metrics["mem_used_bytes"].max)
                                 if "mem_used_bytes" in x.metrics else None),
         "activity_metric": am, "summed_activity_p95_pct": x.summed_p95.get(am) if am else None,
@@ -173,6 +175,7 @@ def row(data: SeriesSet, a: Assignment, x: Measured, cat: Catalog, th: Threshold
         "util_by_hour_pct": x.by_hour,
         "price": (f"{price.provider} {price.instance_type} ${price.usd_per_gpu_hour:g}/GPU-h "
                   f"({price.date_seen or 'undated'})" if price else None),
+        "usd_per_gpu_hour": price.usd_per_gpu_hour if price else None,
         "evidence": tuple(_evidence(x, wl.metrics, th))}
     for m, pre in (("gpu_util_pct", "gpu_util"), ("sm_active_pct", "sm_active")):
         if m in x.metrics:

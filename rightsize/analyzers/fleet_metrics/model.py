@@ -75,6 +75,8 @@ class WorkloadRow(Node):
     gpus_per_replica: int = 1
     nodes: int = 0
     pods: int = 0
+    # GPUs held now: replicas x GPUs per replica, a MIG slice its share (1g.10gb of 7: 1/7)
+    gpus_now: float = num(6, default=0.0)
     mem_used_peak_bytes: int | None = None
     gpu_util_mean_pct: float | None = num(2, default=None)
     gpu_util_p95_pct: float | None = num(2, default=None)
@@ -102,6 +104,7 @@ class WorkloadRow(Node):
     cost_per_month_recommended_usd: float | None = num(2, default=None)
     savings_per_month_usd: float | None = num(2, default=None)
     price: str | None = None  # the price used: provider, instance, $/GPU-h, date seen
+    usd_per_gpu_hour: float | None = num(4, default=None)  # that price, of the whole GPU
     why: str = ""
     evidence: tuple[str, ...] = ()
     needs: str | None = None  # what to record for a conclusive answer
