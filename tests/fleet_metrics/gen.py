@@ -64,6 +64,17 @@ def short() -> list[Series]:
     return pod("brief-8f7d6c5b4-zz9qq", "node-a", (6144, 6144), (10, 10), (0.02, 0.02), n=37)
 
 
+def response(series: Sequence[Series]) -> bytes:
+    """A query_range response (what Prometheus returns for raw selectors) of these series."""
+    import json
+
+    result = [{"metric": {"__name__": n, **lb},
+               "values": [[t, repr(float(v))] for t, v in pts]} for n, lb, pts in series]
+    return json.dumps({"status": "success", "data": {"resultType": "matrix",
+                                                      "result": result}},
+                      separators=(",", ":")).encode()
+
+
 def series_set(series: Sequence[Series], source: str = "generated") -> SeriesSet:
     """The same series read in memory (as the readers would normalize them)."""
     import polars as pl

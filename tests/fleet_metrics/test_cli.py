@@ -17,16 +17,8 @@ import yaml
 from rightsize.traces.prom_json import _slow, parse_range
 from tests.conftest import cli
 from tests.fleet_metrics.gen import STEP_S, T0, scenarios, short
+from tests.fleet_metrics.gen import response as _response
 from tests.fleet_metrics.promserver import free_port
-
-
-def _response(series) -> bytes:
-    """A query_range response (what Prometheus returns for raw selectors) of gen's series."""
-    result = [{"metric": {"__name__": n, **lb},
-               "values": [[t, repr(float(v))] for t, v in pts]} for n, lb, pts in series]
-    return json.dumps({"status": "success", "data": {"resultType": "matrix",
-                                                      "result": result}},
-                      separators=(",", ":")).encode()
 
 
 @pytest.fixture(scope="module")

@@ -67,10 +67,19 @@ def test_from_saved_query_range_json_is_the_same(prom: str, tmp_path: Path) -> N
     saved.write_bytes(b"[" + b",".join(bodies) + b"]")
     one = tmp_path / "one.json"
     one.write_bytes(_raw(prom, "DCGM_FI_DEV_FB_USED"))
+    table = tmp_path / "fleet"
     via_prom = rows_of(cli("fleet", "metrics", "--prometheus", prom, *WINDOW, "--format",
-                           "json"))
-    via_file = rows_of(cli("fleet", "metrics", "--from", saved, "--format", "json"))
+                           "json", "--table", table))
+    via_file = rows_of(cli("fleet", "metrics", "--from", saved, "--format", "json", "--table",
+                           table))
     assert via_file == via_prom
+    # the same workloads over the same window are the same fleet-table rows: the file's
+    # replaced Prometheus' (one row per workload on disk, pointing at the file now)
+    from rightsize.fleet.table import FleetTable
+
+    raw = FleetTable(table).raw().collect()
+    assert sorted(raw["job"]) == sorted(r["workload"] for r in via_prom)
+    assert raw["paths"].to_list() == [[str(saved)]] * raw.height
     mem_only = rows_of(cli("fleet", "metrics", "--from", one, "--format", "json"))
     assert {r["outcome"] for r in mem_only} == {"inconclusive"}
     assert mem_only[0]["why"].startswith("no activity series")
