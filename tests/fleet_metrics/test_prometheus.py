@@ -48,6 +48,7 @@ def test_prometheus_gives_what_the_series_give(prom: str) -> None:
         "3g.40gb", "1 x MIG 1g.10gb on A100 80GB SXM", "mig")
     # on the slice the ratio is of the slice's SMs: 10% of 3/7 is 4.29% of the GPU
     assert sliced["cost_per_month_now_usd"] == round(1.79 * 730 / 2, 2)
+    assert (sliced["gpus_now"], sliced["usd_per_gpu_hour"]) == (0.5, 1.79)  # 3g.40gb: 2 a GPU
 
 
 def _raw(url: str, metric: str) -> bytes:
