@@ -246,8 +246,9 @@ class Server:
         return _page("compare.html.j2", **context)
 
     async def fleet_page(self, request: Request) -> Response:
-        """The fleet report of every finished upload (filters: ``team``, ``project``, repeated
-        or comma-separated; ``since``, ``until``: recorded UTC days, YYYY-MM-DD)."""
+        """The fleet report of every finished upload and the table's metrics workloads
+        (filters: ``team``, ``project``, repeated or comma-separated; ``since``, ``until``:
+        recorded UTC days, YYYY-MM-DD; ``source``: trace or metrics)."""
         from rightsize.fleet.report import Filters
 
         params = request.query_params
@@ -266,7 +267,11 @@ class Server:
                 return _error(400, f"{name} must be a day, YYYY-MM-DD")
         if days["since"] and days["until"] and days["since"] > days["until"]:
             return _error(400, "since is after until")
-        filters = Filters(values["team"], values["project"], days["since"], days["until"])
+        source = params.get("source", "").strip()
+        if source not in ("", "trace", "metrics"):
+            return _error(400, "source must be trace or metrics")
+        filters = Filters(values["team"], values["project"], days["since"], days["until"],
+                          (source,) if source else ())
         html = await asyncio.get_running_loop().run_in_executor(None, self.fleet.page, filters)
         page = pages.with_fleet_bar(html, filters)
         return HTMLResponse(page, headers={"Content-Security-Policy": pages.fleet_csp(page)})

@@ -3,7 +3,7 @@ the data directory, and ``/fleet`` is the fleet report over it.
 
 Input: the run index (:class:`~rightsize.serve.store.Store`) and each finished run's stored
 results (``runs/<id>/analysis.json``, its blobs). Output: rows of ``DATA/fleet/``, a fleet table
-of schema v1 (:class:`rightsize.fleet.table.FleetTable`, the one ``fleet scan`` writes: rows from
+of schema v2 (:class:`rightsize.fleet.table.FleetTable`, the one ``fleet scan`` writes: rows from
 the same builder, :func:`~rightsize.fleet.analyze.identity_row` and
 :func:`~rightsize.fleet.analyze.document_columns`, appended by the same writer), and the fleet
 report page (:func:`rightsize.reports.fleet_html.render_fleet_html`) linking each job to its run.
@@ -17,8 +17,10 @@ the table holds as not ok gets a new row when a later run of the same files succ
 latest row of a key wins, as after ``fleet scan --retry-failed``). The server holds the
 table's writer lock while it runs: a ``fleet scan`` into ``DATA/fleet`` waits for it to stop.
 
-The page lists only keys some run in the index still has (a deleted run's row stays in the
-table's history, its stored document copy is removed). Runs the server analyzed here have no
+The page lists the keys some run in the index still has (a deleted run's row stays in the
+table's history, its stored document copy is removed), and beside them every workload of cluster
+metrics the table holds (source ``metrics``: written by ``rightsize fleet metrics --table
+DATA/fleet`` while the server is stopped, since the server holds the table's one-writer lock). Runs the server analyzed here have no
 team or project unless the upload named them (``POST /api/runs?team=&project=``).
 """
 
@@ -222,12 +224,14 @@ class ServeFleet:
         import polars as pl
 
         from rightsize.fleet.report import build
+        from rightsize.fleet.schema import SOURCE_METRICS
         from rightsize.reports.fleet_html import render_fleet_html
 
         self.catch_up()
         links = self.store.fleet_links()
         with self._lock:
-            rows = self.table.rows().filter(pl.col("key").is_in(list(links)))
+            rows = self.table.rows().filter(pl.col("key").is_in(list(links))
+                                            | (pl.col("source") == SOURCE_METRICS))
             model = build(rows, PAGE_TABLE_NAME, filters)
         hrefs = {key: (f"/r/{run_id}" if status == "done" else f"/runs/{run_id}")
                  for key, (run_id, status) in links.items()}

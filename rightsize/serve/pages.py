@@ -73,13 +73,14 @@ def _sha256_b64(script: str) -> str:
 
 def with_fleet_bar(fleet_html: str, filters: Any) -> str:
     """The fleet page with the server's bar after its ``<body>`` tag: the way to the other
-    pages and the filter form (team, project, recorded days)."""
+    pages and the filter form (team, project, recorded days, source)."""
     bar = render_page("fleet_bar.html.j2", teams=", ".join(filters.teams),
                       projects=", ".join(filters.projects),
                       since=filters.since.isoformat() if filters.since else "",
                       until=filters.until.isoformat() if filters.until else "",
+                      source=filters.sources[0] if filters.sources else "",
                       filtered=bool(filters.teams or filters.projects or filters.since
-                                    or filters.until))
+                                    or filters.until or filters.sources))
     return _after_body(fleet_html, bar)
 
 

@@ -1,8 +1,8 @@
 """The fleet report's HTML page in a real headless Chromium (Debian's, through Playwright).
 
-The table is the hand-made one of tests/fleet/rows.py (its figures worked out there), one job
-named like an injection, and one real job scanned from a trace, whose row links to its own
-report page. Checked in the DOM: no console error, network request or dialog; the five charts
+The table is the hand-made one of tests/fleet/rows.py (its figures worked out there: trace
+jobs and workloads of cluster metrics), one job named like an injection, and one real job
+scanned from a trace, whose row links to its own report page. Checked in the DOM: no console error, network request or dialog; the five charts
 drawn and painted; the ranked table's rows and figures; the hostile name shown as text; the
 link to the job's page opening that page.
 """
@@ -15,7 +15,7 @@ from rightsize.fleet.table import FleetTable
 from tests.browser import chromium, require_chromium
 from tests.conftest import cli
 from tests.fleet.jobs import trace, write
-from tests.fleet.rows import ROWS, USAGE, row
+from tests.fleet.rows import METRICS, ROWS, USAGE, row
 
 PAYLOAD = "</script><img src=x onerror=alert(1)>"
 
@@ -29,7 +29,7 @@ def page_path(tmp_path_factory):
     res = cli("fleet", "scan", tmp / "in", "--table", tmp / "t", "--workers", "1")
     assert res.returncode == 0, res.stderr
     table = FleetTable(tmp / "t")
-    table.append([*ROWS, row("kx", PAYLOAD, 17, team="vision", status="bad-input",
+    table.append([*ROWS, *METRICS, row("kx", PAYLOAD, 17, team="vision", status="bad-input",
                              reason=f"{PAYLOAD}: not a supported format", document=None)])
     (tmp / "usage.csv").write_text(USAGE)
     out = tmp / "out" / "fleet.html"
@@ -71,12 +71,23 @@ def test_ranked_savings_and_summary(page):
     p, _, _ = page
     rows = p.eval_on_selector_all("#over-table tbody tr", """rs => rs.map(r =>
         [...r.querySelectorAll('td')].map(td => td.firstChild.textContent.trim()))""")
-    assert [(r[0], r[1], r[5], r[8]) for r in rows] == [("1", "a", "50%", "$150.00"),
-                                                       ("2", "e", "60%", "$12.00")]
+    # the workloads' own savings a month (5,840 - 1,460; 2,555 - 365), then the usage's
+    assert [(r[0], r[1], r[5], r[8], r[9], r[10]) for r in rows] == [
+        ("1", "ml/web", "75%", "$4,380.00", "metrics", "high"),
+        ("2", "ml/small", "86%", "$2,190.00", "metrics", "medium"),
+        ("3", "a", "50%", "$150.00", "trace", "-"), ("4", "e", "60%", "$12.00", "trace", "-")]
+    assert [(r[3], r[4], r[6], r[7]) for r in rows[:2]] == [
+        ("4 × A100 80GB SXM", "1 x A100 80GB SXM", "n/a (no steps)", "2920"),
+        ("1 × A100 80GB SXM", "1 x MIG 1g.10gb on A100 80GB SXM", "n/a (no steps)", "730")]
     cards = p.eval_on_selector_all(".card .v", "vs => vs.map(v => v.textContent.trim())")
-    assert cards[1:] == ["110", "$320.00", "2 jobs"]
-    assert "2 of 3 labels matched a job; usage labels with no job: zzz" in p.inner_text(
-        "#hours-note")
+    # 110 h of usage + a month of the workloads' GPUs: 2,920 + 730 + 730
+    assert cards[1:] == ["4490", "$10,175.00", "4 jobs"]
+    by_source = p.eval_on_selector_all("#by-source tbody tr", """rs => rs.map(r =>
+        [...r.querySelectorAll('td')].map(td => td.textContent.trim()))""")
+    assert by_source == [["metrics", "3", "3", "4380", "$9,855.00"],
+                         ["trace", "5", "2", "110", "$320.00"]]
+    assert ("2 of 3 labels matched a job; 3 metrics workloads: their GPUs held x 730 h; usage "
+            "labels with no job: zzz") in p.inner_text("#hours-note")
     changed = p.eval_on_selector_all("#changed li", "ls => ls.map(l => l.textContent)")
     assert changed == ["c: host / over-provisioned → compute / right-sized"]
 

@@ -240,3 +240,41 @@ def test_the_fleet_policy_hashes_only_the_templates_two_scripts() -> None:
                 "<body><script>only()</script></body>"):
         with pytest.raises(PageError):
             fleet_csp(bad)
+
+
+def test_metrics_workloads_of_the_table_are_on_the_fleet_page(tmp_path: Path,
+                                                              traces: dict[str, Path]) -> None:
+    """Workloads ``fleet metrics --table DATA/fleet`` wrote (the server stopped: one writer)
+    are listed beside the uploads, filtered by ``source``; a version-1 table is migrated at
+    start-up; while the server runs, ``--table`` is one line."""
+    from tests.fleet_metrics.gen import response, scenarios
+
+    saved = tmp_path / "dcgm.json"
+    saved.write_bytes(response(scenarios()))
+    table = tmp_path / "data" / "fleet"
+    res = cli("fleet", "metrics", "--from", saved, "--table", table, "-q")
+    assert res.returncode == 0, res.stderr
+    mark = table / "FLEET.json"
+    mark.write_text(mark.read_text().replace('"schema_version": 2', '"schema_version": 1'))
+    server = Server(tmp_path / "data").start()
+    try:
+        assert FleetTable(table).version() == 2  # the server, its writer, migrated it
+        server.wait(server.upload(("h100.pt.trace.json", traces["h100"].read_bytes())).json()
+                    ["id"])
+        workloads = ["ml/big", "ml/nosm", "ml/small", "ml/web"]  # recorded 2026-01-08
+        assert jobs_listed(server.request("GET", "/fleet").text) == [
+            *workloads, "h100.pt.trace.json"]
+        page = server.request("GET", "/fleet?source=metrics").text
+        assert jobs_listed(page) == workloads
+        assert '<option value="metrics" selected>' in page
+        assert "1 x MIG 1g.10gb on A100 80GB SXM" in page
+        assert jobs_listed(server.request("GET", "/fleet?source=trace").text) == [
+            "h100.pt.trace.json"]
+        reply = server.request("GET", "/fleet?source=logs")
+        assert (reply.status, reply.json()) == (400, {"error": "source must be trace or metrics"})
+        res = cli("fleet", "metrics", "--from", saved, "--table", table, "-q")
+        assert res.returncode == 1 and res.stderr.count("\n") == 1
+        assert f"another scan (pid {server.proc.pid}) is writing this table" in res.stderr
+    finally:
+        log = server.stop()
+    assert "Traceback" not in log
