@@ -119,3 +119,25 @@ def test_replace_keeps_one_row_per_key_on_disk(tmp_path):
     with t.writer():
         t.replace([metrics_row("mw2", "ml/web", 27, 168, 4, scanned_at=later)])
     assert t.raw().collect().height == 4
+
+
+def test_a_scanned_row_says_its_source_and_level(tmp_path):
+    from tests.conftest import cli
+    from tests.fleet.jobs import trace, write
+
+    write(tmp_path / "in" / "job.json", trace(day=0))
+    res = cli("fleet", "scan", tmp_path / "in", "--table", tmp_path / "t", "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    r = FleetTable(tmp_path / "t").rows().collect().row(0, named=True)
+    assert (r["source"], r["schema_version"], r["window_start"]) == ("trace", 2, None)
+    assert r["confidence_level"] == level(r["confidence"])
+    assert r["recommended"] == (f"{r['recommended_gpus']} x {r['recommended_gpu']}"
+                                if r["recommended_gpu"] else None)
+    assert (r["usd_per_month"], r["recommended_usd_per_month"]) == (None, None)
+
+
+def test_the_month_is_fleet_metrics_month():
+    from rightsize.analyzers.fleet_metrics.thresholds import HOURS_PER_MONTH as METRICS_MONTH
+    from rightsize.fleet.schema import HOURS_PER_MONTH
+
+    assert HOURS_PER_MONTH == METRICS_MONTH == 730.0
