@@ -121,19 +121,21 @@ def test_replace_keeps_one_row_per_key_on_disk(tmp_path):
     assert t.raw().collect().height == 4
 
 
-def test_a_scanned_row_says_its_source_and_level(tmp_path):
-    from tests.conftest import cli
-    from tests.fleet.jobs import trace, write
+def test_scanned_rows_say_their_source_and_level(tmp_path):
+    """Two sample runs of the repository (samples/runs): their diagnosis' numbers in words."""
+    from tests.conftest import REPO, cli
 
-    write(tmp_path / "in" / "job.json", trace(day=0))
-    res = cli("fleet", "scan", tmp_path / "in", "--table", tmp_path / "t", "--workers", "1")
+    runs = [REPO / "samples" / "runs" / n for n in ("train_dataloader-h100", "train_compute-h100")]
+    res = cli("fleet", "scan", *runs, "--table", tmp_path / "t", "--workers", "1")
     assert res.returncode == 0, res.stderr
-    r = FleetTable(tmp_path / "t").rows().collect().row(0, named=True)
-    assert (r["source"], r["schema_version"], r["window_start"]) == ("trace", 2, None)
-    assert r["confidence_level"] == level(r["confidence"])
-    assert r["recommended"] == (f"{r['recommended_gpus']} x {r['recommended_gpu']}"
-                                if r["recommended_gpu"] else None)
-    assert (r["usd_per_month"], r["recommended_usd_per_month"]) == (None, None)
+    df = FleetTable(tmp_path / "t").rows().collect().sort("job")
+    assert df.select("job", "source", "schema_version", "bound", "confidence",
+                     "confidence_level", "sizing_verdict", "recommended").rows() == [
+        ("train_compute-h100", "trace", 2, "compute", 0.69, "medium", "right-sized",
+         "1 x H100 SXM"),
+        ("train_dataloader-h100", "trace", 2, "dataloader", 0.8, "high", "over-provisioned",
+         "1 x L4")]
+    assert df["window_start"].null_count() == df["usd_per_month"].null_count() == 2
 
 
 def test_the_month_is_fleet_metrics_month():
