@@ -18,6 +18,8 @@ steps a rank: 190 steps make ~155 MB a rank), then times in fresh processes:
 Usage::
 
     python benchmarks/ranks_large.py --ranks 16 --steps 190 --job /tmp/bench/job16 --ray
+    python benchmarks/ranks_large.py --ranks 32 --steps 190 --job /tmp/bench/job32 \
+        --clone-to 128 --ray   # 128 ranks of 155 MB (19.8 GB): rank r replays rank r % 32
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -136,6 +140,31 @@ def make(job: Path, ranks: int, steps: int) -> list[Path]:
     return files
 
 
+_DIST = re.compile(rb'"distributedInfo": \{"backend": "nccl", "rank": (\d+), "world_size": (\d+)\}')
+
+
+def clone(files: list[Path], out: Path, ranks: int) -> list[Path]:
+    """``ranks`` ranks in ``out``, rank r a copy of ``files[r % len(files)]`` with its
+    distributedInfo saying rank r of ``ranks`` (make_job.py writes compact JSON: the envelope's
+    distributedInfo is in its first few kB, the events are copied as they are)."""
+    out.mkdir(parents=True, exist_ok=True)
+    made = []
+    for r in range(ranks):
+        dest = out / f"rank{r}.pt.trace.json"
+        made.append(dest)
+        if dest.exists() and dest.stat().st_size:
+            continue
+        with files[r % len(files)].open("rb") as src, dest.open("wb") as dst:
+            head = src.read(1 << 16)
+            head, n = _DIST.subn(b'"distributedInfo": {"backend": "nccl", "rank": %d, '
+                                 b'"world_size": %d}' % (r, ranks), head, count=1)
+            if n != 1:
+                raise SystemExit(f"{src.name}: no distributedInfo in its first 64 kB")
+            dst.write(head)
+            shutil.copyfileobj(src, dst, 16 << 20)
+    return made
+
+
 def gb(n: float) -> str:
     return f"{n / 1e9:.2f} GB"
 
@@ -147,8 +176,16 @@ def main() -> None:
     p.add_argument("--job", type=Path, default=Path("/tmp/rightsize-ranks-large"))
     p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     p.add_argument("--ray", action="store_true")
+    p.add_argument("--clone-to", type=int, default=0, metavar="N",
+                   help="analyze N ranks, rank r a copy of generated rank r %% --ranks with its "
+                        "distributedInfo rewritten (generating is ~15 s a rank, copying ~1 s)")
     a = p.parse_args()
     files = make(a.job, a.ranks, a.steps)
+    if a.clone_to:
+        t = time.perf_counter()
+        files = clone(files, a.job.parent / f"{a.job.name}-x{a.clone_to}", a.clone_to)
+        print(f"{a.clone_to} ranks cloned from {a.ranks} in {time.perf_counter() - t:.0f} s "
+              f"(rank r replays rank r % {a.ranks}: its timeline, straggler and jitter)")
     total = sum(f.stat().st_size for f in files)
     print(f"job: {len(files)} ranks, {gb(total)} ({total / len(files) / 1e6:.0f} MB a rank), "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}", flush=True)
