@@ -461,7 +461,9 @@ def _host_copy_gbs(trace: Trace, device: int | None) -> float | None:
 
 
 def _device_name(trace: Trace, device: int | None) -> str | None:
+    """The primary GPU's name; a GPU without one (no deviceProperties) is still a GPU."""
     if device is None:
         return None
     row = trace.devices.filter(pl.col("device") == device)
-    return row["name"][0] if row.height else None
+    name = row["name"][0] if row.height else None
+    return name if name else sizing.UNNAMED_GPU

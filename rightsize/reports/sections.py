@@ -155,7 +155,7 @@ def headline(doc: Document) -> Headline:
         bound=diagnosis.bound if diagnosis else None,
         confidence=diagnosis.confidence if diagnosis else None,
         verdict=sz.verdict if sz else None,
-        device_name=primary.name if primary else None,
+        device_name=(primary.name or "GPU not named in the trace") if primary else None,
         current_gpu=sz.current if sz else None,
         recommended_gpu=sz.recommended if sz else None,
         recommended_gpus=sz.recommended_gpus if sz else 1,

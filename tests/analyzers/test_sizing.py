@@ -393,3 +393,11 @@ def test_unmet_target_falls_back_to_the_fastest_within_the_price_cap_and_evidenc
     small_fast = gpu("smallfast", mem_gb=24, bw=5000, tf=2000, link=32, price=3.0, tdp=300)
     u = project(unknown, catalog_of(MID, small_fast), Constraints(target_step_ms=1))
     assert u.recommended == "mid"  # smallfast is faster but has half the memory
+
+
+def test_a_gpu_the_trace_does_not_name_is_not_a_cpu_run():
+    from rightsize.analyzers.sizing.projection import UNNAMED_GPU
+    s = project(work({"compute": 80, "memory": 20}, device=UNNAMED_GPU), catalog_of(BIG, MID))
+    assert (s.current, s.recommended) == (None, None)
+    assert s.reason.startswith("the trace names no GPU model (no deviceProperties")
+    assert "CPU-only" not in s.reason and "CPU-only" not in s.current_note

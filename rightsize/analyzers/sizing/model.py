@@ -69,6 +69,11 @@ class CommWork:
     wait_ms: float | None = None  # of kernel_ms, waiting for late ranks; None: not known
 
 
+# The current device of a GPU trace whose device has no name (no deviceProperties: a sampled or
+# filtered trace): a GPU all the same, never "a CPU-only run", but not matchable to the catalog.
+UNNAMED_GPU = "(GPU not named in the trace)"
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     """What one step of the job costs where it ran. ``shares_ms`` keys are :class:`Share`

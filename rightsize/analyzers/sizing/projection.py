@@ -33,6 +33,7 @@ from rightsize.analyzers.sizing.model import (
     FIXED_SHARES,
     NATIVE_PRECISIONS,
     THRESHOLDS,
+    UNNAMED_GPU,
     Candidate,
     Constraints,
     Objective,
@@ -61,6 +62,7 @@ from rightsize.vocab import Bound, Precision, Share
 # The data model lives in ``model``; these names stay importable from here.
 __all__ = [
     "THRESHOLDS",
+    "UNNAMED_GPU",
     "Candidate",
     "Constraints",
     "Objective",
@@ -355,7 +357,10 @@ def project(workload: Workload, catalog: Catalog, constraints: Constraints = _DE
     table = rates or load_rates()
     current: Gpu | None = None
     note = "CPU-only run: sized from op-level FLOPs and bytes"
-    if workload.current_device_name is not None:
+    if workload.current_device_name == UNNAMED_GPU:
+        note = ("the trace names no GPU model (no deviceProperties: a sampled or filtered "
+                "trace), so it cannot be matched to the catalog")
+    elif workload.current_device_name is not None:
         match = catalog.match(workload.current_device_name, workload.current_memory_bytes,
                               workload.current_sm_count)
         current, note = match.gpu, match.note
