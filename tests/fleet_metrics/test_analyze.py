@@ -109,3 +109,29 @@ def test_the_current_gpu_must_be_known() -> None:
 ])
 def test_owner_from_pod_names(pod: str, name: str, kind: str | None) -> None:
     assert owner_kind(pod) == (name, kind) and owner(pod) == name
+
+
+def test_per_step_sums_by_bincount_equal_a_group_by(monkeypatch) -> None:
+    """The dense-bin path (np.bincount) and the hash group-by it falls back to give the same
+    replicas, summed activity, coverage and hours, on replicas whose samples jitter off the
+    step, with a point missing and two points in one step."""
+    import dataclasses
+
+    import polars as pl
+
+    from rightsize.analyzers.fleet_metrics import stats
+    from rightsize.analyzers.fleet_metrics.workloads import assign
+    from rightsize.traces.fleet_series import SeriesSet
+
+    d = series_set(scenarios())
+    jitter = (pl.int_range(pl.len()) % 7 - 3) * 40 * 10**9  # up to 2 minutes off a 5 min step
+    pts = d.points.with_columns(pl.col("t_ns") + jitter)
+    pts = pl.concat([pts.slice(1), pts.head(3).with_columns(pl.col("t_ns") + 10**9)])
+    data = SeriesSet(d.series, pts, "jittered", d.step_s)
+    a = assign([s.labels for s in data.series])
+    dense = stats.measure(data, a)
+    monkeypatch.setattr(stats, "DENSE_BINS_PER_POINT", 0)
+    hashed = stats.measure(data, a)
+    assert [dataclasses.asdict(x) for x in dense] == [dataclasses.asdict(x) for x in hashed]
+    web = next(x for x in dense if a.names[x.index] == "ml/web")
+    assert (web.replicas_now, web.pods) == (4, 4)

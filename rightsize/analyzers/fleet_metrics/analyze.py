@@ -58,8 +58,7 @@ def _lowest(*levels: Confidence) -> Confidence:
 class _Workload:
     """Labels-derived facts about one workload: its GPU, MIG profile, nodes, metrics."""
 
-    def __init__(self, data: SeriesSet, a: Assignment, w: int) -> None:
-        idx = [i for i, x in enumerate(a.workload) if x == w]
+    def __init__(self, data: SeriesSet, idx: list[int]) -> None:
         labels = [data.series[i].labels for i in idx]
         self.models = Counter(lb["model"] for lb in labels if lb.get("model"))
         self.profiles = Counter(lb["mig_profile"] for lb in labels if lb.get("mig_profile"))
@@ -142,8 +141,9 @@ def _current(wl: _Workload, cat: Catalog, gpu: str | None) -> tuple[Gpu | None, 
 
 
 def row(data: SeriesSet, a: Assignment, x: Measured, cat: Catalog, th: Thresholds,
-        gpu: str | None, provider: str | None) -> WorkloadRow:
-    wl = _Workload(data, a, x.index)
+        gpu: str | None, provider: str | None, idx: list[int]) -> WorkloadRow:
+    """The row of workload ``x.index``, whose series are ``idx``."""
+    wl = _Workload(data, idx)
     now, reported, why_unknown = _current(wl, cat, gpu)
     profile_now: MigProfile | None = None
     if now is not None and wl.profiles:
@@ -237,7 +237,10 @@ def analyze(data: SeriesSet, cat: Catalog, th: Thresholds | None = None, *,
     th = th or Thresholds()
     a = assign([s.labels for s in data.series], group_by)
     measured = measure(data, a, th.percentile)
-    rows = [row(data, a, x, cat, th, gpu, provider) for x in measured]
+    series_of: list[list[int]] = [[] for _ in measured]  # each workload's series, in one pass
+    for i, w in enumerate(a.workload):
+        series_of[w].append(i)
+    rows = [row(data, a, x, cat, th, gpu, provider, series_of[x.index]) for x in measured]
     rows.sort(key=lambda r: (-(r.savings_per_month_usd or 0), r.workload))
     notes = []
     if gpu and any(r.gpu_reported == gpu for r in rows):
