@@ -54,6 +54,14 @@ class PrometheusError(RightsizeError):
     """Prometheus could not be asked, or refused (one line)."""
 
 
+class PrometheusRefused(PrometheusError):
+    """Prometheus answered with an HTTP error (``code``): it was reached, and said no."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 @dataclass(frozen=True, slots=True)
 class Query:
     url: str  # the server's base URL (http://host:9090, or with a path prefix)
@@ -105,9 +113,9 @@ def pages(start_s: float, end_s: float, step_s: float,
     return out
 
 
-def _post(q: Query, form: Mapping[str, str]) -> bytes:
+def _post(q: Query, form: Mapping[str, str], api: str = "/api/v1/query_range") -> bytes:
     req = urllib.request.Request(
-        q.url + "/api/v1/query_range", data=urllib.parse.urlencode(form).encode(),
+        q.url + api, data=urllib.parse.urlencode(form).encode(),
         headers={"Content-Type": "application/x-www-form-urlencoded",
                  "Accept": "application/json", "User-Agent": "rightsize"}, method="POST")
     if q.token:
@@ -124,8 +132,8 @@ def _post(q: Query, form: Mapping[str, str]) -> bytes:
         except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
             msg = detail.decode("utf-8", "replace").strip()[:200]
         hint = " (set the bearer token's environment variable)" if exc.code in (401, 403) else ""
-        raise PrometheusError(f"Prometheus at {q.url} answered {exc.code} {exc.reason}"
-                              f"{hint}: {msg}"[:400]) from None
+        raise PrometheusRefused(f"Prometheus at {q.url} answered {exc.code} {exc.reason}"
+                                f"{hint}: {msg}"[:400], exc.code) from None
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise PrometheusError(f"cannot reach Prometheus at {q.url}: {reason}") from None
@@ -157,8 +165,31 @@ def _jobs(q: Query, metrics: tuple[str, ...]) -> Iterator[tuple[str, str, float,
 
 def fetch(q: Query, metrics: tuple[str, ...] | None = None,
           progress: Callable[[str], None] | None = None,
-          save: Callable[[str, bytes], None] | None = None) -> SeriesSet:
-    """Every series of ``metrics`` (default: all of METRICS) over the query's window.
+          save: Callable[[str, bytes], None] | None = None,
+          method: str = "auto") -> SeriesSet:
+    """Every series of ``metrics`` (default: all of METRICS) over the query's window, one point
+    per step with a sample. ``method``: ``"raw"`` (raw samples, reduced per step here),
+    ``"range"`` (Prometheus reduces, ``query_range``) or ``"auto"``: raw, and the range queries
+    where the server refuses a raw query for another reason than its size, or where ``save``
+    is given (``save(metric, body)`` gets each range-query response: ``--save`` files stay
+    range-query JSON that ``--from`` reads as step points)."""
+    if method not in ("auto", "raw", "range"):
+        raise ValueError(method)
+    if method == "raw" or (method == "auto" and save is None):
+        try:
+            return fetch_raw(q, metrics, progress)
+        except PrometheusRefused as exc:
+            if method == "raw" or exc.code in (401, 403) or "too many samples" in str(exc):
+                raise
+            if progress is not None:
+                progress(f"Prometheus refused a raw-sample query ({exc}); using range queries")
+    return fetch_range(q, metrics, progress, save)
+
+
+def fetch_range(q: Query, metrics: tuple[str, ...] | None = None,
+                progress: Callable[[str], None] | None = None,
+                save: Callable[[str, bytes], None] | None = None) -> SeriesSet:
+    """The range-query path: ``max/avg_over_time`` evaluated by Prometheus every step.
     ``save(metric, body)``: called with each raw response (``--save``)."""
     names = metrics or tuple(METRICS)
     ids: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
@@ -198,6 +229,161 @@ def fetch(q: Query, metrics: tuple[str, ...] | None = None,
             done += 1
             if progress is not None:
                 progress(f"Prometheus: {done}/{len(jobs)} pages, {len(infos)} series")
+    points = pl.concat(frames) if frames else empty_points()
+    return SeriesSet(tuple(infos), points, f"Prometheus {q.url}", q.step_s,
+                     int(q.start_s * 1e9), int(q.end_s * 1e9))
+
+
+# --- raw samples, reduced per step here ------------------------------------------------------
+
+RAW_PAGE_SAMPLES = 10_000_000  # raw samples asked for in one query (Prometheus' default
+# query.max-samples is 50,000,000; a page of ~10M samples is ~200 MB of JSON)
+RAW_PAGE_MAX_S = 86_400.0  # and at most a day of the window per query
+PROBE_S = 3600  # the sample rate is measured over the window's last hour
+
+
+def raw_promql(metric: str, selector: str, range_ms: int) -> str:
+    """The raw samples of ``metric`` in the ``range_ms`` before the evaluation time."""
+    return f"{metric}{matchers(selector)}[{range_ms}ms]"
+
+
+def _instant(q: Query, query: str, time_s: float) -> bytes:
+    return _post(q, {"query": query, "time": f"{time_s:.3f}", "timeout": f"{int(q.timeout_s)}s"},
+                 "/api/v1/query")
+
+
+def sample_rate(q: Query, metric: str) -> float:
+    """Raw samples per second of ``metric{selector}`` (all series together) over the last
+    :data:`PROBE_S` of the window; 0 when there were none."""
+    body = _instant(q, f"sum(count_over_time({metric}{matchers(q.selector)}[{PROBE_S}s]))",
+                    q.end_s)
+    try:
+        doc = json.loads(body)
+        result = doc["data"]["result"]
+        return float(result[0]["value"][1]) / PROBE_S if result else 0.0
+    except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError):
+        raise PrometheusError(f"{q.url}: {metric}: an unreadable sample-count answer") from None
+
+
+def raw_pages(n_steps: int, step_s: float, rate_per_s: float) -> list[tuple[int, int]]:
+    """(first, last) step index of each raw page: about :data:`RAW_PAGE_SAMPLES` samples at
+    ``rate_per_s``, at most :data:`RAW_PAGE_MAX_S` of the window, at least one step."""
+    per_day = max(1, int(RAW_PAGE_MAX_S // step_s))
+    by_rate = int(RAW_PAGE_SAMPLES / (rate_per_s * step_s)) if rate_per_s > 0 else per_day
+    size = max(1, min(per_day, by_rate))
+    return [(k, min(k + size, n_steps) - 1) for k in range(0, n_steps, size)]
+
+
+def _fetch_raw_page(q: Query, metric: str, start_ms: int, step_ms: int, k0: int,
+                    k1: int) -> list[tuple[int, int, bytes]]:
+    """The raw samples for steps ``k0..k1`` (``(t_k0 - step, t_k1]``): one response, or several
+    when the server refuses the page as too big (halved, down to one step)."""
+    query = raw_promql(metric, q.selector, (k1 - k0 + 1) * step_ms)
+    try:
+        return [(k0, k1, _instant(q, query, (start_ms + k1 * step_ms) / 1000))]
+    except PrometheusRefused as exc:
+        if "too many samples" not in str(exc):
+            raise
+        if k0 == k1:
+            raise PrometheusRefused(f"{exc} (narrow --selector or shorten --step)",
+                                    exc.code) from None
+        mid = (k0 + k1 + 1) // 2
+        return (_fetch_raw_page(q, metric, start_ms, step_ms, k0, mid - 1)
+                + _fetch_raw_page(q, metric, start_ms, step_ms, mid, k1))
+
+
+def reduce_steps(series: np.ndarray, t_ns: np.ndarray, value: np.ndarray, start_ms: int,
+                 step_ms: int, k0: int, k1: int, how: str) -> tuple[np.ndarray, ...]:
+    """Raw samples -> one point per (series, step) with a sample, as the range queries give:
+    step ``k`` (evaluated at ``t_k = start + k * step``) holds the samples in
+    ``(t_k - step, t_k]``, so each sample counts in exactly one step; ``max_over_time`` is the
+    largest (NaN only when all are NaN, as Prometheus), ``avg_over_time`` the mean (a plain
+    sum over the count: equal to Prometheus' incremental mean within float rounding).
+    Only steps ``k0..k1`` are kept. Returns (series, t_ns of the step, value)."""
+    t_ms = t_ns // 1_000_000
+    k = -((start_ms - t_ms) // step_ms)  # ceil((t - start) / step)
+    keep = (k >= k0) & (k <= k1)
+    s, k, v = series[keep].astype(np.int64), k[keep], value[keep]
+    if not len(v):
+        return (np.empty(0, np.uint32), np.empty(0, np.int64), np.empty(0, np.float64))
+    key = s * (k1 - k0 + 1) + (k - k0)
+    if np.any(key[1:] < key[:-1]):  # Prometheus sends series in order, samples in time order
+        order = np.argsort(key, kind="stable")
+        key, v = key[order], v[order]
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    if how == "max_over_time":
+        out = np.fmax.reduceat(v, first)
+    elif how == "avg_over_time":
+        out = np.add.reduceat(v, first) / np.diff(np.r_[first, len(v)])
+    else:
+        raise ValueError(how)
+    width = k1 - k0 + 1
+    steps = key[first] % width + k0
+    return ((key[first] // width).astype(np.uint32), (start_ms + steps * step_ms) * 1_000_000,
+            out)
+
+
+def fetch_raw(q: Query, metrics: tuple[str, ...] | None = None,
+              progress: Callable[[str], None] | None = None) -> SeriesSet:
+    """The raw-sample path: range-vector instant queries (``M{selector}[Nms]`` at a page's
+    last step), paged by the measured sample rate, each page reduced per step with numpy as
+    :func:`fetch_range`'s queries reduce it. Same series, steps and values (averages within
+    float rounding)."""
+    if q.step_s <= 0 or q.end_s < q.start_s:
+        raise PrometheusError("the window is empty or the step is not positive")
+    names = metrics or tuple(METRICS)
+    start_ms, step_ms = round(q.start_s * 1000), round(q.step_s * 1000)
+    if step_ms < 1:
+        raise PrometheusError("the step is shorter than a millisecond")
+    n_steps = int((q.end_s - q.start_s) // q.step_s) + 1
+    jobs = [(m, k0, k1) for m in names
+            for k0, k1 in raw_pages(n_steps, q.step_s, sample_rate(q, m))]
+    ids: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
+    infos: list[SeriesInfo] = []
+    frames: list[pl.DataFrame] = []
+    with ThreadPoolExecutor(FETCH_THREADS) as pool:
+        pending: list[tuple[str, Future[list[tuple[int, int, bytes]]]]] = []
+        it = iter(jobs)
+        done = answers = 0
+        while True:
+            while len(pending) < IN_FLIGHT_PAGES and (job := next(it, None)) is not None:
+                metric, k0, k1 = job
+                pending.append((metric, pool.submit(_fetch_raw_page, q, metric, start_ms,
+                                                    step_ms, k0, k1)))
+            if not pending:
+                break
+            metric, fut = pending.pop(0)
+            for k0, k1, body in fut.result():
+                answers += 1
+                try:
+                    res = parse_range(body)
+                except PromJsonError as exc:
+                    raise PrometheusError(f"{q.url}: {metric}: {exc}") from None
+                if not res.points.height:
+                    continue
+                s, t, v = reduce_steps(res.points.get_column("series").to_numpy(),
+                                       res.points.get_column("t_ns").to_numpy(),
+                                       res.points.get_column("value").to_numpy(), start_ms,
+                                       step_ms, k0, k1, STEP_REDUCER[METRICS[metric].canonical])
+                # a series enters with its first point (a sample only on the page's open
+                # edge belongs to the page before), in the response's order
+                lut = np.zeros(len(res.labels), dtype=np.uint32)
+                for i in np.unique(s).tolist():
+                    labels = normalize_labels(res.labels[i])
+                    k = (metric, tuple(sorted(labels.items())))
+                    if k not in ids:
+                        ids[k] = len(infos)
+                        infos.append(SeriesInfo(METRICS[metric].canonical, metric, labels))
+                    lut[i] = ids[k]
+                if len(v):
+                    frames.append(pl.DataFrame({
+                        "series": pl.Series(lut[s], dtype=pl.UInt32),
+                        "t_ns": pl.Series(t, dtype=pl.Int64),
+                        "value": pl.Series(v * METRICS[metric].factor, dtype=pl.Float64)}))
+            done += 1
+            if progress is not None:
+                progress(f"Prometheus: {done}/{len(jobs)} raw pages ({answers} queries), "
+                         f"{len(infos)} series")
     points = pl.concat(frames) if frames else empty_points()
     return SeriesSet(tuple(infos), points, f"Prometheus {q.url}", q.step_s,
                      int(q.start_s * 1e9), int(q.end_s * 1e9))

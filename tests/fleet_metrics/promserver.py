@@ -83,7 +83,8 @@ def serve(data_dir: Path, log: Path, extra: Sequence[str] = ()) -> Iterator[str]
         proc = subprocess.Popen(
             [prom, f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
              "--storage.tsdb.retention.time=36500d", f"--web.listen-address=127.0.0.1:{port}",
-             "--query.max-samples=200000000", "--log.level=warn", *extra],
+             *(() if any(f.startswith("--query.max-samples=") for f in extra)
+               else ("--query.max-samples=200000000",)), "--log.level=warn", *extra],
             stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S

@@ -84,7 +84,7 @@ def test_bearer_token_from_the_environment() -> None:
         ok = cli("fleet", "metrics", "--prometheus", url, "--since", "1h", "--step", "60s",
                  env={"RIGHTSIZE_PROMETHEUS_TOKEN": "s3cret"})
         assert ok.returncode == 0, ok.stderr
-        assert set(seen) == {"Bearer s3cret"} and len(seen) == 7  # one page per metric
+        assert set(seen) == {"Bearer s3cret"} and len(seen) == 2 * 7  # rate probe, raw page
         bad = cli("fleet", "metrics", "--prometheus", url, "--since", "1h",
                   env={"RIGHTSIZE_PROMETHEUS_TOKEN": ""})
         assert bad.returncode == 1

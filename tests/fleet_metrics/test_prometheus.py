@@ -130,3 +130,63 @@ def test_group_by_labels(prom: str) -> None:
                        "--group-by", "node", "--selector", 'pod=~"web-.*"'))
     assert sorted(r["workload"] for r in rows) == ["node-c", "node-d", "node-e", "node-f"]
     assert all(r["labels"] == {"node": r["workload"]} for r in rows)
+
+
+def _by_series(data) -> dict[tuple, tuple[list[int], list[float]]]:
+    pts = data.points.sort("series", "t_ns")
+    out = {}
+    for (sid,), g in pts.group_by("series", maintain_order=True):
+        info = data.series[sid]
+        key = (info.source_metric, tuple(sorted(info.labels.items())))
+        out[key] = (g["t_ns"].to_list(), g["value"].to_list())
+    assert len(out) == len(data.series)  # no series without points
+    return out
+
+
+@pytest.mark.parametrize(("offset_s", "step_s"), [(0, 300.0), (0, 30.0), (7, 1000.0),
+                                                   (-5, 3600.0), (150, 300.0)])
+def test_raw_samples_reduced_here_equal_the_range_queries(prom: str, monkeypatch,
+                                                          offset_s: int, step_s: float) -> None:
+    """The raw-sample path (instant queries of M[Nms], reduced per step with numpy) gives the
+    range queries' series, step timestamps and values: maxima exactly, means within float
+    rounding (Prometheus' incremental mean against sum/count); small pages change nothing."""
+    q = prometheus.Query(prom, T0 + offset_s, END, step_s)
+    want = _by_series(prometheus.fetch_range(q))
+    got = _by_series(prometheus.fetch_raw(q))
+    monkeypatch.setattr(prometheus, "RAW_PAGE_MAX_S", 5 * step_s + 1)  # many small pages
+    assert _by_series(prometheus.fetch_raw(q)) == got
+    assert got.keys() == want.keys() and len(got) == 25
+    for key, (t, v) in want.items():
+        assert got[key][0] == t, key
+        if key[0] == "DCGM_FI_DEV_FB_USED":
+            assert got[key][1] == v, key
+        else:
+            assert got[key][1] == pytest.approx(v, rel=1e-12, abs=1e-12), key
+    assert sum(len(t) for t, _ in got.values()) >= (POINTS if step_s == 3600 else 3 * POINTS)
+    assert prometheus.fetch(q).points.height == sum(len(t) for t, _ in got.values())
+
+
+def test_raw_pages_split_when_prometheus_refuses_their_size(prom: str, tmp_path: Path) -> None:
+    """A server whose query.max-samples is below a page's samples (a day: 288 a series) refuses
+    it; the page is halved until it fits, and the result is the range queries' (asked of the
+    module's server, which holds the same series and allows more)."""
+    series = [s for s in scenarios() if s[1]["pod"].startswith("small-")]
+    backfill(openmetrics(series, tmp_path / "s.om"), tmp_path / "data")
+    with serve(tmp_path / "data", tmp_path / "p.log", ("--query.max-samples=100",)) as url:
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(url + "/api/v1/query?" + urllib.parse.urlencode(
+                {"query": "DCGM_FI_DEV_FB_USED[1d]", "time": END}), timeout=60)
+        assert b"too many samples" in exc.value.read()
+        seen: list[str] = []
+        got = _by_series(prometheus.fetch_raw(prometheus.Query(url, T0, END, 300.0),
+                                              progress=seen.append))
+    # 2,017 steps: 7 day pages (288 steps) and a 1-step one for each of the 7 metrics asked;
+    # the 3 present split each day in quarters (72 samples <= 100), the 4 absent answer empty
+    assert seen[-1] == f"Prometheus: 56/56 raw pages ({3 * (7 * 4 + 1) + 4 * 8} queries), " \
+        "3 series"
+    want = _by_series(prometheus.fetch_range(prometheus.Query(prom, T0, END, 300.0,
+                                                              'pod=~"small-.*"')))
+    assert got.keys() == want.keys() and len(got) == len(series) == 3
+    assert all(got[k][0] == want[k][0] for k in want)
+    assert all(got[k][1] == pytest.approx(want[k][1], rel=1e-12) for k in want)
+    assert sum(len(t) for t, _ in got.values()) == 3 * POINTS
