@@ -127,6 +127,33 @@ def analysis_split(data: SeriesSet) -> tuple[float, float, FleetMetrics]:
     return spent[0], total, res
 
 
+def same(a: SeriesSet, b: SeriesSet) -> str:
+    """Whether two fetches hold the same points per series (by metric and labels)."""
+    import polars as pl
+
+    def names(d: SeriesSet) -> list[str]:
+        return [f"{s.source_metric}{sorted(s.labels.items())}" for s in d.series]
+
+    if sorted(names(a)) != sorted(names(b)):
+        return "DIFFERENT series"
+    rank = {k: i for i, k in enumerate(sorted(names(a)))}
+
+    def keyed(d: SeriesSet) -> pl.DataFrame:
+        lut = np.array([rank[k] for k in names(d)], dtype=np.int64)
+        return pl.DataFrame({"key": lut[d.points["series"].to_numpy()],
+                             "t_ns": d.points["t_ns"], "value": d.points["value"]}).sort(
+            "key", "t_ns")
+
+    x, y = keyed(a), keyed(b)
+    if x.height != y.height or not x["key"].equals(y["key"]) or not x["t_ns"].equals(y["t_ns"]):
+        return "DIFFERENT steps"
+    va, vb = x["value"].to_numpy(), y["value"].to_numpy()
+    exact = int((va == vb).sum())
+    close = bool(np.allclose(va, vb, rtol=1e-12, atol=0))
+    return (f"{x.height:,} points, same series and steps; values equal in {exact:,}, "
+            f"{'all' if close else 'NOT all'} within 1e-12 relative")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", type=int, default=1000)
@@ -134,6 +161,9 @@ def main() -> None:
     ap.add_argument("--step", type=int, default=30)
     ap.add_argument("--data-dir", type=Path, default=None)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--compare-range", action="store_true",
+                    help="also time the range-query path in process and check it gives the "
+                         "same points (maxima equal, means within 1e-12 relative)")
     a = ap.parse_args()
     if not shutil.which("prometheus") or not shutil.which("promtool"):
         sys.exit("needs Debian's prometheus and promtool (apt-get install prometheus)")
@@ -167,6 +197,11 @@ def main() -> None:
             t = time.perf_counter()
             got = prometheus.fetch(prometheus.Query(url, T0, end, float(a.step)))
             fetches.append(time.perf_counter() - t)
+        if a.compare_range and got is not None:
+            t = time.perf_counter()
+            old = prometheus.fetch_range(prometheus.Query(url, T0, end, float(a.step)))
+            range_s = time.perf_counter() - t
+            print(f"range-query path (the old fetch): {range_s:.1f} s; " + same(old, got))
     assert got is not None
     measures, totals = [], []
     for _ in range(a.repeat):
