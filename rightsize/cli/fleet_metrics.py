@@ -4,8 +4,8 @@ right-sized from its dcgm-exporter / cAdvisor series, krr-style.
 Reads ``--prometheus URL`` (raw samples reduced per step; range queries as the fallback) over
 ``--since`` or ``--start``/``--end`` at ``--step``, narrowed by ``--selector``, a bearer token
 from ``$RIGHTSIZE_PROMETHEUS_TOKEN`` or the variable ``--token-env`` names) or ``--from FILE``
-(repeatable: saved range-query JSON, the Alibaba-shaped CSVs, nvidia-smi/DCGM logs), analyzes (:mod:`rightsize.analyzers.fleet_metrics`),
-prints text/JSON/CSV/HTML and writes Kubernetes patches to ``--patches DIR``. Only click is
+(repeatable: saved range-query JSON, the Alibaba-shaped CSVs, nvidia-smi/DCGM logs), analyzes
+(:mod:`rightsize.analyzers.fleet_metrics`), prints text/JSON/CSV/HTML and writes Kubernetes patches to ``--patches DIR``. Only click is
 imported at module level.
 """
 
