@@ -5,8 +5,8 @@ Reads ``--prometheus URL`` (raw samples reduced per step; range queries as the f
 ``--since`` or ``--start``/``--end`` at ``--step``, narrowed by ``--selector``, a bearer token
 from ``$RIGHTSIZE_PROMETHEUS_TOKEN`` or the variable ``--token-env`` names) or ``--from FILE``
 (repeatable: saved range-query JSON, the Alibaba-shaped CSVs, nvidia-smi/DCGM logs), analyzes
-(:mod:`rightsize.analyzers.fleet_metrics`), prints text/JSON/CSV/HTML and writes Kubernetes patches to ``--patches DIR``. Only click is
-imported at module level.
+(:mod:`rightsize.analyzers.fleet_metrics`), prints text/JSON/CSV/HTML and writes Kubernetes
+patches to ``--patches DIR``. Only click is imported at module level.
 """
 
 from __future__ import annotations
