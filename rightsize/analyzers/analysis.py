@@ -15,16 +15,16 @@ from typing import Any, cast
 import polars as pl
 
 from rightsize.analyzers import sections
-from rightsize.analyzers.diagnosis import advise
+from rightsize.analyzers.diagnosis import advise, copies
+from rightsize.analyzers.diagnosis.host_work import host_parts
 from rightsize.analyzers.diagnosis.verdict import diagnose
 from rightsize.analyzers.document import metrics as dm
-from rightsize.analyzers.document.diagnosis import Diagnosis, HostWork
+from rightsize.analyzers.document.diagnosis import Diagnosis
 from rightsize.analyzers.document.job import Job
 from rightsize.analyzers.job.fabric import interconnect_advice
 from rightsize.analyzers.job.job import job_of
 from rightsize.analyzers.job.summary import RankSummary, summarize
 from rightsize.analyzers.metrics import hta, kernels, tb_plugin
-from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.host_timeline import HostTimeline, host_timeline
 from rightsize.analyzers.metrics.steps import StepOptions, Steps, find_steps
 from rightsize.analyzers.metrics.timeline import Timeline, timeline
@@ -316,9 +316,7 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
     s = cast(Mapping[str, float], diag.shares_pct)  # diagnose() measures every share
     span = temporal.span_ms if temporal is not None else 0.0
     gpu = diag.device == DeviceKind.GPU
-    pageable = trace.transfers.filter(  # a pinned copy of a few KiB (an .item()) is no matter
-        (pl.col("kind") == "memcpy") & (pl.col("direction") == "HtoD")
-        & (pl.col("src_memory") == "pageable") & (pl.col("bytes") >= PAGEABLE_COPY_BYTES))
+    pageable = copies.large_h2d(trace, "pageable")
     main = _main_stream(kernels, idle)
     eager = advise.eager_attention_ns(kernels, trace.cpu_ops) if gpu else None
     fp32 = advise.fp32_off_tensor_cores_ns(work) if gpu else None  # once, for both measures
@@ -353,58 +351,12 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
         framework_pct=s["host"] + s["idle"] - (hw.cpu_work_pct if hw is not None else 0.0),
         tracer_pct=hw.framework_pct / 2 if hw is not None and hw.python_frames else None,
         **({"host_rest_pct": s["host"] + s["idle"]}
-           | _pageable_model(trace, steps, pageable, diag, link_gbs) if gpu else {}),
+           | copies.pinned_model(trace, steps, pageable, diag, link_gbs) if gpu else {}),
     )
-
-
-def _pageable_model(trace: Trace, steps: Steps, pageable: pl.DataFrame, diag: Diagnosis,
-                    link_gbs: float | None) -> dict[str, float]:
-    """The pinned-copy what-if's inputs (``advise._pinned_what_if``), % of the step: the
-    pageable copies' cost (their DMA and the runtime calls that block the host while it
-    stages them), the same bytes at the pinned rate (this trace's pinned host-to-device
-    copies of 1 MiB or more where it has some, else the link at the achievable fraction), and
-    the rest of the host and idle time."""
-    if pageable.height == 0 or diag.step_ns <= 0:
-        return {}
-    window = iv.union(iv.of(steps.start_ns, steps.end_ns))
-    calls = trace.runtime.filter(pl.col("correlation").is_in(pageable["correlation"].implode()))
-    dma = iv.intersect(window, iv.union(iv.from_durations(pageable["ts_ns"].to_numpy(),
-                                                          pageable["dur_ns"].to_numpy())))
-    cost = iv.intersect(window, iv.union_all(dma, iv.union(iv.from_durations(
-        calls["ts_ns"].to_numpy(), calls["dur_ns"].to_numpy()))))
-    inside = pageable.filter((pl.col("ts_ns") >= int(steps.start_ns[0]))
-                             & (pl.col("ts_ns") < int(steps.end_ns[-1])))
-    pinned = trace.transfers.filter(
-        (pl.col("kind") == "memcpy") & (pl.col("direction") == "HtoD")
-        & (pl.col("src_memory") == "pinned") & (pl.col("bytes") >= PAGEABLE_COPY_BYTES))
-    rate = (float(pinned["bytes"].sum()) / float(pinned["dur_ns"].sum()) if pinned.height
-            and pinned["dur_ns"].sum() else
-            link_gbs * sizing.LINK_ACHIEVABLE_FRACTION if link_gbs else None)  # GB/s = bytes/ns
-    if rate is None or rate <= 0:
-        return {}
-    s = cast(Mapping[str, float], diag.shares_pct)
-    cost_pct = 100.0 * iv.total(cost) / diag.step_ns
-    staging = cost_pct - 100.0 * iv.total(dma) / diag.step_ns
-    return {"pageable_cost_pct": cost_pct,
-            "pinned_copy_pct": 100.0 * float(inside["bytes"].sum()) / rate / diag.step_ns,
-            "host_rest_pct": max(s["host"] + s["idle"] - staging, 0.0)}
-
-
-def host_parts(host: HostWork | None) -> str:
-    """The job's CPU work by library, in words, for a rule's detail."""
-    if host is None or not host.parts:
-        return "no library named"
-    return "; ".join(f"{p.name} {p.pct:.1f}%" + (f": {', '.join(p.top)}" if p.top else "")
-                     for p in host.parts)
 
 
 def _pct(part: int | None, whole: int) -> float | None:
     return None if part is None or whole <= 0 else 100.0 * part / whole
-
-
-# A host-to-device copy this large from pageable memory is worth pinning: the staging copy
-# costs time; below, the reads of a scalar or a few KiB (loss.item()) are latency, not bandwidth.
-PAGEABLE_COPY_BYTES = 1 << 20
 
 
 def _main_stream(kernels: pl.DataFrame,

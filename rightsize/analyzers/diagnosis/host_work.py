@@ -147,3 +147,11 @@ def _top(rows: pl.DataFrame, host: iv.Intervals) -> tuple[str, ...]:
     by = (pl.DataFrame({"name": names, "ns": overlap}).group_by("name").agg(pl.col("ns").sum())
           .filter(pl.col("ns") > 0).sort(["ns", "name"], descending=[True, False]))
     return tuple(by["name"].head(TOP_NAMES).to_list())
+
+
+def host_parts(host: HostWork | None) -> str:
+    """The job's CPU work by library, in words, for a rule's detail."""
+    if host is None or not host.parts:
+        return "no library named"
+    return "; ".join(f"{p.name} {p.pct:.1f}%" + (f": {', '.join(p.top)}" if p.top else "")
+                     for p in host.parts)
