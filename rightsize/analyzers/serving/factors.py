@@ -1,0 +1,80 @@
+"""The interpretable factors a served step's time is scaled by, and the spread it carries.
+
+A step's modelled time is split by operator class (:class:`~.forward.Parts`); calibration on a
+user's measurements multiplies each class by a factor (measured over modelled: a GEMM factor of
+1.25 means their stack reaches 1/1.25 = 80% of the tables' GEMM throughput), adds a fixed
+per-step overhead (the scheduler, the sampler, Python between kernels), and states a low-high
+spread from the residuals of its points. :class:`Calibration` holds one :class:`Factors` per
+GPU it saw (and ``any`` for the others: the pooled stack efficiency moves with the software,
+not the chip) and the spreads. Uncalibrated, :data:`UNCALIBRATED` applies: factors 1, the
+default overhead and the spread the validation measured (docs/serving.md). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Default fixed time per step (ms) beyond the kernels: vLLM's scheduler, input preparation and
+# sampler between CUDA-graph replays; calibration replaces it.
+DEFAULT_OVERHEAD_MS = {"prefill": 1.0, "decode": 0.5}
+ANY_GPU = "any"
+
+
+@dataclass(frozen=True, slots=True)
+class Factors:
+    """Measured / modelled time per operator class, and the fixed overhead per step (ms)."""
+
+    gemm: float = 1.0
+    attention: float = 1.0
+    comm: float = 1.0
+    other: float = 1.0
+    prefill_overhead_ms: float = DEFAULT_OVERHEAD_MS["prefill"]
+    decode_overhead_ms: float = DEFAULT_OVERHEAD_MS["decode"]
+
+    def step_ms(self, gemm_us: np.ndarray, attention_us: np.ndarray, comm_us: np.ndarray,
+                other_us: np.ndarray, prefill: np.ndarray) -> np.ndarray:
+        """The step (ms): each class scaled, plus the overhead of a prefill (any prefill
+        tokens) or a decode step."""
+        kernels = (self.gemm * gemm_us + self.attention * attention_us + self.comm * comm_us
+                   + self.other * other_us) / 1e3
+        return kernels + np.where(prefill, self.prefill_overhead_ms, self.decode_overhead_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """A prediction's range as fractions of it: ``low = ms x (1 + low)``, ``high = ms x (1 +
+    high)`` (``low`` <= 0 <= ``high``), and where it comes from."""
+
+    low: float
+    high: float
+    source: str
+
+
+# The range an uncalibrated prediction carries: the leave-one-GPU-out step errors of the
+# validation (benchmarks/serving_accuracy.py, docs/serving.md), p90 of |error| each way.
+DEFAULT_SPREAD = {"prefill": Spread(-0.25, 0.25, "default: leave-one-GPU-out validation"),
+                  "decode": Spread(-0.25, 0.25, "default: leave-one-GPU-out validation")}
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """Fitted factors per GPU (``any``: for GPUs it did not see), their spreads, and what
+    they were fitted on (``described``, e.g. ``measured.csv: 3 points on H100 SXM``)."""
+
+    factors: Mapping[str, Factors] = field(default_factory=lambda: {ANY_GPU: Factors()})
+    spread: Mapping[str, Spread] = field(default_factory=lambda: dict(DEFAULT_SPREAD))
+    described: str = ""
+    notes: tuple[str, ...] = ()
+
+    def for_gpu(self, gpu: str) -> tuple[Factors, bool]:
+        """The factors for ``gpu`` and whether they were fitted on it."""
+        own = self.factors.get(gpu)
+        if own is not None:
+            return own, True
+        return self.factors.get(ANY_GPU, Factors()), False
+
+
+UNCALIBRATED = Calibration()
