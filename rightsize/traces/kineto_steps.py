@@ -31,7 +31,10 @@ _KEYS = ("ph", "cat", "name", "ts", "dur")
 _SCHEMA = {"ph": pl.String(), "cat": pl.String(), "name": pl.String(), "ts": pl.String(),
            "dur": pl.String()}
 _STEP = r"^ProfilerStep#(\d+)$"
-_HOST_CATS = ("user_annotation",)
+# The host categories a step range may carry, as the reader's (``kineto_frames.CATS``): traces of
+# 2021 (torch 1.8-1.9, the TensorBoard plugin's samples) write ProfilerStep#N as an "Operator"
+_HOST_CATS = tuple(cat for cat, role in kf.CATS.items()
+                   if role in ("cpu_op", "user_annotation", "python_function"))
 _GPU_CATS = ("gpu_user_annotation",)
 
 

@@ -4,16 +4,19 @@ events, what the document says, and the memory model's inputs (sizes, gzip estim
 from __future__ import annotations
 
 import gzip
+import json
 import math
 
 import numpy as np
 import polars as pl
 import pytest
 
+from rightsize.errors import InputError
 from rightsize.pipeline import Options, analyze_document
 from rightsize.traces import budget, window
 from rightsize.traces.kineto import read_kineto
 from rightsize.traces.nsys import read_nsys
+from tests.conftest import shared_path
 from tests.job.steps_job import BASE, EVENTS_PER_STEP, rank_trace
 from tests.nsys_handmade import make_export
 
@@ -139,3 +142,40 @@ def test_keep_is_overlap():
     assert window.keep(df, 12, 30)["ts_ns"].to_list() == [10, 20]
     assert window.keep(df, None, 20)["ts_ns"].to_list() == [0, 10]
     assert window.keep(df.select("ts_ns"), 10, None)["ts_ns"].to_list() == [10, 20, 30]
+
+
+def _legacy_trace(tmp_path):
+    """Three steps as torch 1.8-1.9 wrote them (the TensorBoard plugin's samples): the step
+    range is an "Operator", kernels and runtime calls are "Kernel"/"Runtime", ids lower case."""
+    events = []
+    for s in (5, 6, 7):
+        t = 1000 * s
+        events += [
+            {"ph": "X", "cat": "Operator", "name": f"ProfilerStep#{s}", "pid": "25738",
+             "tid": "25738", "ts": t, "dur": 900},
+            {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": "25738",
+             "tid": "25738", "ts": t + 5, "dur": 3, "args": {"correlation": s}},
+            {"ph": "X", "cat": "Kernel", "name": "implicit_convolve_sgemm", "pid": 0,
+             "tid": "stream 7", "ts": t + 10, "dur": 500, "args": {"correlation": s}}]
+    path = tmp_path / "legacy.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return path
+
+
+def test_asked_steps_of_a_2021_trace_whose_steps_are_operators(tmp_path):
+    # before: "no step numbered 6-7 (--steps); its steps: none" (the first pass took the
+    # step ranges of "user_annotation" only)
+    t = read_kineto(_legacy_trace(tmp_path), steps=(6, 7))
+    assert t.steps["step"].to_list() == [6, 7]
+    assert t.kernels["ts_ns"].to_list() == [6010_000, 7010_000]
+    with pytest.raises(InputError, match=r"its steps: 5-7"):
+        read_kineto(_legacy_trace(tmp_path), steps=(8, 9))
+
+
+def test_steps_6_to_10_of_the_shared_2021_resnet50_trace():
+    path = shared_path("traces", "kineto", "kineto-tb_plugin-resnet50_num_workers_0-"
+                       "worker0.1623143089861.pt.trace.json.gz")
+    doc = analyze_document([path], Options(steps=(6, 10)))
+    # the trace holds ProfilerStep#5-#10 (grep of the file); 6-10 is the last five
+    assert doc.steps.names == tuple(f"ProfilerStep#{n}" for n in range(6, 11))
+    assert doc.to_json()["inputs"][0]["window"]["steps_in_trace"] == 6
