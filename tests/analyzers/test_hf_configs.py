@@ -239,3 +239,79 @@ def test_tensor_parallel_kv_split_by_heads(name, ways):
     one = estimate(shape, Setup(mode=Mode.INFERENCE, seq=1024)).memory.kv_cache_bytes
     eight = estimate(shape, Setup(mode=Mode.INFERENCE, seq=1024, gpus=8)).memory.kv_cache_bytes
     assert eight == one // ways
+
+
+# bigscience/bloom config.json (https://huggingface.co/bigscience/bloom/blob/main/config.json),
+# its keys and values as published; BLOOM-560M is the same file at hidden 1024, 16 heads, 24
+# layers (https://huggingface.co/bigscience/bloom-560m/blob/main/config.json)
+BLOOM_176B = {
+    "apply_residual_connection_post_layernorm": False, "architectures": ["BloomForCausalLM"],
+    "attention_dropout": 0.0, "attention_softmax_in_fp32": True, "bias_dropout_fusion": True,
+    "bos_token_id": 1, "eos_token_id": 2, "hidden_dropout": 0.0, "hidden_size": 14336,
+    "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "masked_softmax_fusion": True,
+    "model_type": "bloom", "n_head": 112, "n_inner": None, "n_layer": 70, "offset_alibi": 100,
+    "pad_token_id": 3, "pretraining_tp": 4, "skip_bias_add": True, "skip_bias_add_qkv": False,
+    "slow_but_exact": False, "transformers_version": "4.21.0", "unk_token_id": 0,
+    "use_cache": True, "vocab_size": 250880,
+}
+
+
+def _bloom_count(h: int, layers: int, vocab: int = 250880) -> int:
+    """BloomForCausalLM by its modules: word_embeddings (v x h) and word_embeddings_layernorm
+    (2h); per block input_layernorm (2h), query_key_value (h x 3h + 3h), dense (h x h + h),
+    post_attention_layernorm (2h), dense_h_to_4h (h x 4h + 4h), dense_4h_to_h (4h x h + h):
+    12h^2 + 13h; ln_f (2h); the lm head tied to word_embeddings; ALiBi has no weights."""
+    return vocab * h + 2 * h + layers * (12 * h * h + 13 * h) + 2 * h
+
+
+def test_bloom_176b_counts_its_plain_gelu_mlp_and_tied_head():
+    assert _bloom_count(14336, 70) == 176_247_271_424  # BLOOM's "176B"
+    shape = from_hf_config(BLOOM_176B)
+    # before: 237,393,723,392 (+35%): a gated MLP (no activation field) and an untied head
+    assert shape.params().total == 176_247_271_424
+    assert (shape.intermediate_size, shape.mlp, shape.tied_embeddings, shape.qkv_bias) == \
+        (4 * 14336, "plain", True, True)
+    assert shape.notes == ()  # every key understood; nothing assumed
+    small = {**BLOOM_176B, "hidden_size": 1024, "n_head": 16, "n_layer": 24, "pretraining_tp": 1}
+    # 559,214,592: also keras-hub's bloom_560m_multi preset metadata "params"
+    assert from_hf_config(small).params().total == _bloom_count(1024, 24) == 559_214_592
+
+
+def test_bloom_n_inner_that_the_class_ignores_is_said():
+    shape = from_hf_config({**BLOOM_176B, "n_inner": 4096})
+    assert shape.intermediate_size == 4 * 14336
+    assert shape.notes == ("n_inner 4096 not used: the model class's MLP is 4 x hidden_size",)
+
+
+# bigcode/starcoder2-7b config.json dimensions (no tie_word_embeddings key): Starcoder2Config
+# ties by default (transformers: `tie_word_embeddings: bool = True` in
+# src/transformers/models/starcoder2/configuration_starcoder2.py; before 5.x the
+# PretrainedConfig default True)
+STARCODER2_7B = {
+    "architectures": ["Starcoder2ForCausalLM"], "model_type": "starcoder2",
+    "hidden_act": "gelu_pytorch_tanh", "hidden_size": 4608, "intermediate_size": 18432,
+    "max_position_embeddings": 16384, "norm_epsilon": 1e-05, "num_attention_heads": 36,
+    "num_hidden_layers": 32, "num_key_value_heads": 4, "rope_theta": 1000000,
+    "sliding_window": 4096, "use_bias": True, "vocab_size": 49152, "torch_dtype": "bfloat16",
+}
+
+
+def test_starcoder2_ties_its_head_by_default():
+    h, kv, inter = 4608, 4 * 128, 18432
+    attention = 2 * h * h + 2 * h * kv + (h + 2 * kv) + h  # q, o; k, v; q/k/v biases; o bias
+    layer = attention + 2 * 2 * h + 2 * h * inter + inter + h  # two LayerNorms; c_fc, c_proj
+    count = 49152 * h + 32 * layer + 2 * h  # tied embedding; final LayerNorm
+    assert count == 7_173_923_840  # the "7B" of the model card
+    shape = from_hf_config(STARCODER2_7B)
+    assert shape.params().total == count  # before: + 49152 x 4608 = 226,492,416 (+3.2%)
+    assert not any("tie_word_embeddings" in n for n in shape.notes)
+
+
+def test_an_absent_tie_word_embeddings_of_an_unknown_family_is_a_note_with_its_size():
+    cfg = {"model_type": "newlm", "hidden_size": 64, "num_attention_heads": 4,
+           "num_hidden_layers": 2, "vocab_size": 10, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+           "intermediate_size": 128}
+    notes = from_hf_config(cfg).notes
+    assert "tie_word_embeddings absent: an untied lm head assumed (the transformers default" \
+           " ties it, many model classes do not; tied, 640 parameters fewer)" in notes
+    assert any(n.startswith("model_type 'newlm': structure read") for n in notes)

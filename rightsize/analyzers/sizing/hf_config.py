@@ -74,7 +74,8 @@ def from_hf_config(config: Mapping[str, Any], name: str = "") -> ModelShape:
     if model_type and model_type not in FAMILIES:
         notes.append(f"model_type {model_type!r}: structure read from the config's fields"
                      " alone (no hard-coded conventions known for it)")
-    shape = ModelShape(**_core(f, notes), **_norms(f, family, notes), **_biases(f, family),
+    shape = ModelShape(**_core(f, family, notes), **_norms(f, family, notes),
+                       **_biases(f, family),
                        **_attention(f, family), **_moe(f, family),
                        **_embeddings(f, family, notes), **_windows(f, family),
                        attention_dropout=f.fraction("attention_dropout", "attn_pdrop",
@@ -98,7 +99,7 @@ def _finish(shape: ModelShape, f: Fields, notes: list[str]) -> ModelShape:
     return replace(shape, notes=tuple(notes))
 
 
-def _core(f: Fields, notes: list[str]) -> dict[str, Any]:
+def _core(f: Fields, family: Family, notes: list[str]) -> dict[str, Any]:
     h = f.count("hidden_size", "n_embd", "d_model", required=True, minimum=1)
     heads = f.count("num_attention_heads", "n_head", "num_heads", required=True, minimum=1)
     assert h is not None and heads is not None
@@ -115,8 +116,14 @@ def _core(f: Fields, notes: list[str]) -> dict[str, Any]:
         raise ModelConfigError(f"num_attention_heads {heads} is not a multiple of"
                                f" num_key_value_heads {kv_heads}")
     # GPT-2/GPT-J leave n_inner null for the 4 x hidden default.
+    key, _ = f.raw("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size")
     inter = f.count("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", minimum=1)
-    if inter is None and not f.has("n_embd"):
+    if family.mlp_width_multiple:  # the class hard-codes it (BLOOM's 4h)
+        if inter is not None and inter != family.mlp_width_multiple * h:
+            notes.append(f"{key} {inter} not used: the model class's MLP is"
+                         f" {family.mlp_width_multiple} x hidden_size")
+        inter = family.mlp_width_multiple * h
+    elif inter is None and not f.has("n_embd"):
         notes.append("no intermediate_size: 4 x hidden_size assumed (the GPT-2 default)")
     return {"hidden_size": h, "num_heads": heads, "num_kv_heads": kv_heads,
             "head_dim": head_dim, "intermediate_size": inter or 4 * h,
@@ -231,8 +238,14 @@ def _embeddings(f: Fields, family: Family, notes: list[str]) -> dict[str, Any]:
     if tied is None:
         tied = bool(family.tied_default)
         if family.tied_default is None and not encoder:
-            notes.append("tie_word_embeddings absent: an untied lm head assumed")
-    out: dict[str, Any] = {"learned_positions": positions, "tied_embeddings": tied}
+            # ambiguous: PretrainedConfig ties by default, most decoder classes untie
+            lm_head = (f.count("vocab_size") or 0) * (f.count("hidden_size", "n_embd",
+                                                                "d_model") or 0)
+            notes.append("tie_word_embeddings absent: an untied lm head assumed (the"
+                         " transformers default ties it, many model classes do not; tied,"
+                         f" {lm_head:,} parameters fewer)")
+    out: dict[str, Any] = {"learned_positions": positions, "tied_embeddings": tied,
+                           "embedding_norm": family.embedding_norm}
     if encoder:
         arch = _first_architecture(f)
         mlm = arch.endswith("ForMaskedLM")

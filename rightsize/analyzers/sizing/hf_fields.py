@@ -56,6 +56,9 @@ NO_MEMORY_EFFECT = frozenset((
     "scale_embedding", "encoder_stride", "pooler_act", "original_max_position_embeddings",
     "logit_scale", "residual_dropout", "qk_head_dim", "rope_interleave", "activation", "alibi",
     "is_decoder", "norm_epsilon",
+    # Megatron-DeepSpeed fusion switches and ALiBi constants that BLOOM configs carry
+    "apply_residual_connection_post_layernorm", "bias_dropout_fusion", "masked_softmax_fusion",
+    "offset_alibi", "skip_bias_add", "skip_bias_add_qkv", "slow_but_exact", "unk_token_id",
 ))
 
 
@@ -75,6 +78,8 @@ class Family:
     qk_norm: str = "none"  # "head" or "full" when the class always has one
     shared_expert_gate: bool = False
     sliding_pattern: int = 0  # every n-th layer is global, the rest slide (Gemma-2: 2)
+    embedding_norm: bool = False  # a norm right after the token embedding (BLOOM)
+    mlp_width_multiple: int = 0  # the MLP is this x hidden whatever the config says (BLOOM: 4)
     # Defaults of the config class for keys a trimmed config.json may omit (absent, not null).
     defaults: tuple[tuple[str, Any], ...] = ()
     reason: str = ""
@@ -118,6 +123,14 @@ FAMILIES: dict[str, Family] = {
     "mbart": Family(reason="MBart: BART plus a final LayerNorm on each stack"),
     "gpt2": Family(tied_default=True, reason="GPT2LMHeadModel ties the lm head"),
     "gpt_bigcode": Family(tied_default=True, reason="GPTBigCodeForCausalLM ties the lm head"),
+    "bloom": Family(gated_mlp=False, tied_default=True, embedding_norm=True,
+                    mlp_width_multiple=4,
+                    reason="BloomModel: word_embeddings_layernorm after the embedding; BloomMLP"
+                           " is dense_h_to_4h -> GELU -> dense_4h_to_h (4 x hidden, no"
+                           " activation field); BloomForCausalLM ties the lm head; ALiBi"),
+    "starcoder2": Family(tied_default=True,
+                         reason="Starcoder2Config: tie_word_embeddings defaults to True (the"
+                                " PretrainedConfig default before 5.x, a field since)"),
 }
 
 _SILU = ("silu", "swish", "swiglu")
