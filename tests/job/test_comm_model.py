@@ -258,3 +258,16 @@ def test_an_impossible_layout_is_a_usage_error_before_any_reading(tmp_path, args
     res = cli("analyze", tmp_path / "absent.json", *args, "--no-report")
     assert res.returncode == 2
     assert res.stderr.strip().splitlines()[-1] == error
+
+
+def test_the_stable_entry_point_times_one_call_by_any_name_of_its_type():
+    from rightsize.analyzers.sizing.comm import collective_us, span_for
+    h100 = load_catalog().gpu("H100 SXM")
+    span = span_for(h100, 8)
+    assert span == layout_for(h100, 8).span(8)
+    model = load_model()
+    want = model.predict_us("allreduce", 2**20, span)
+    assert collective_us("allreduce", 2**20, span) == want
+    assert collective_us("all_reduce", 2**20, span) == want
+    assert collective_us("c10d::allreduce_", 2**20, span) == want
+    assert collective_us("no such op", 2**20, span) is None

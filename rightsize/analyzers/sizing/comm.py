@@ -150,6 +150,18 @@ def load_model() -> CommModel:
     return parse_model(json.loads(text))
 
 
+def collective_us(op: str, size_bytes: float, span: Span,
+                  model: CommModel | None = None) -> float | None:
+    """The stable entry point: µs one call of collective ``op`` of ``size_bytes`` (nccl-tests'
+    size: the largest buffer of one rank) takes over ``span``; None for a type the model does
+    not know. ``op`` is one of ``analyzers/job/names.TYPES`` or a name that says one
+    (``all_reduce``, ``c10d::allreduce_``). Build ``span`` with :func:`span_for`."""
+    kind = names.from_name(op) if op not in MODELLED else op
+    if kind is None:
+        return None
+    return (model or load_model()).predict_us(kind, size_bytes, span)
+
+
 @dataclass(frozen=True, slots=True)
 class Layout:
     """``ranks`` of one GPU, ``per_node`` to a node, and what joins them (the catalog's links
@@ -218,6 +230,13 @@ def layout_for(gpu: Gpu, ranks: int, per_node: int | None = None,
     system = system_of(gpu, price)
     size = gpu.gpus_per_node or system.gpus_per_node
     return Layout(ranks, max(1, min(ranks, per_node or size)), links_of(gpu), system, size)
+
+
+def span_for(gpu: Gpu, ranks: int, per_node: int | None = None,
+             price: Price | None = None) -> Span:
+    """What a collective of all ``ranks`` of ``gpu`` crosses, ``per_node`` to a node (None: as
+    many as a node holds), on the system the price or the GPU's reference names."""
+    return layout_for(gpu, ranks, per_node, price).span(ranks)
 
 
 @dataclass(frozen=True, slots=True)
