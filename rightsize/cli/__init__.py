@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "compare": "rightsize.cli.compare:compare",
     "plan": "rightsize.cli.plan:plan",
     "fleet": "rightsize.cli.fleet:fleet",
+    "serving": "rightsize.cli.serving:serving",
 }
 
 

@@ -40,7 +40,7 @@ GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default --gpu-memory-utilization
 GIB = 1 << 30
 
 __all__ = ["Deployment", "ModelConfig", "ServingError", "ServingStep", "StepModel", "Timed",
-           "fits", "memory_bytes", "step_model"]
+           "fits", "layout_problem", "memory_bytes", "step_model"]
 
 
 class ServingError(RightsizeError):
@@ -189,18 +189,26 @@ def memory_bytes(config: ModelConfig, deployment: Deployment, gpu: Gpu) -> tuple
             ops.kv_bytes_per_token / deployment.pp)
 
 
-def fits(config: ModelConfig, deployment: Deployment, *, catalog: Catalog | None = None,
-         batch: int = 0, seq: int = 0) -> str | None:
-    """None when ``deployment`` can serve ``config`` (and ``batch`` sequences of ``seq``
-    tokens, when given), else why not, in one line."""
+def layout_problem(config: ModelConfig, deployment: Deployment) -> str | None:
+    """Why the tensor/pipeline layout cannot split ``config`` at all (None: it can)."""
     _check(config, deployment)
-    gpu = _gpu(deployment, catalog)
     tp, pp = deployment.tp, deployment.pp
     if not tensor_parallel_ok(config, tp):
         return (f"tensor parallel {tp} does not split {config.num_heads} query heads and"
                 f" {config.kv_heads} KV heads evenly")
     if pp > config.num_layers:
         return f"pipeline parallel {pp} exceeds the model's {config.num_layers} layers"
+    return None
+
+
+def fits(config: ModelConfig, deployment: Deployment, *, catalog: Catalog | None = None,
+         batch: int = 0, seq: int = 0) -> str | None:
+    """None when ``deployment`` can serve ``config`` (and ``batch`` sequences of ``seq``
+    tokens, when given), else why not, in one line."""
+    why = layout_problem(config, deployment)
+    if why is not None:
+        return why
+    gpu = _gpu(deployment, catalog)
     fixed, per_token = memory_bytes(config, deployment, gpu)
     budget = GPU_MEMORY_UTILIZATION * gpu.memory_bytes
     if fixed >= budget:
@@ -239,8 +247,9 @@ def step_model(config: ModelConfig, deployment: Deployment, *,
 
     ``tables``: measured per-operator tables (None: the default ones, see
     :func:`~.tables.default_tables`); a GPU without a table gets the per-kernel projection.
-    Raises :class:`ServingError` for a deployment that cannot serve the model at all."""
-    why = fits(config, deployment, catalog=catalog)
+    Raises :class:`ServingError` for a layout that cannot split the model; one whose memory
+    does not fit still gets times (``kv_cache_tokens`` 0; :func:`fits` says why)."""
+    why = layout_problem(config, deployment)
     if why is not None:
         raise ServingError(f"{deployment.gpu} TP {deployment.tp}: {why}")
     gpu = _gpu(deployment, catalog)

@@ -15,7 +15,7 @@ from rightsize.analyzers.serving.step import (
 )
 from rightsize.analyzers.serving.tables import Tables
 from rightsize.analyzers.sizing.hf_config import from_hf_config
-from tests.test_serving_ops import LLAMA, MIXTRAL
+from tests.serving.test_serving_ops import LLAMA, MIXTRAL
 
 NO_TABLES = Tables()
 

@@ -1,0 +1,75 @@
+"""The real ``rightsize serving predict`` in a subprocess: the JSON contract, points in order,
+one-line errors for bad inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+from tests.serving.test_serving_ops import LLAMA
+
+KEYS = ["gpu", "tp", "pp", "batch", "isl", "osl", "ttft_ms", "ttft_ms_low", "ttft_ms_high",
+        "tpot_ms", "tpot_ms_low", "tpot_ms_high", "memory_per_gpu_bytes", "fits",
+        "calibrated_by", "assumes"]
+
+
+def rightsize(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    env.pop("RIGHTSIZE_CATALOG", None)
+    return subprocess.run([sys.executable, "-m", "rightsize", *args], check=False, cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_points_in_order_with_the_json_keys(tmp_path: Path) -> None:
+    (tmp_path / "llama.json").write_text(json.dumps(LLAMA))
+    (tmp_path / "points.csv").write_text(
+        "gpu,tp,batch,isl,osl\nH100 SXM,2,4,512,64\nl4,1,64,8000,100\nH100 SXM,1,4,512,64\n")
+    out = rightsize("serving", "predict", "--hf-config", "llama.json", "--points", "points.csv",
+                    "--format", "json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["predictions"]
+    assert [list(r) for r in rows] == [KEYS] * 3
+    assert [(r["gpu"], r["tp"], r["batch"]) for r in rows] == [
+        ("H100 SXM", 2, 4), ("L4", 1, 64), ("H100 SXM", 1, 4)]
+    assert [r["fits"] for r in rows] == [True, False, True]
+    assert rows[1]["assumes"][0].startswith("does not fit: the KV cache of 64 sequences of"
+                                            " 8,100 tokens needs")
+    for r in rows:
+        assert r["ttft_ms_low"] < r["ttft_ms"] < r["ttft_ms_high"]
+        assert r["tpot_ms_low"] < r["tpot_ms"] < r["tpot_ms_high"]
+    assert rows[0]["ttft_ms"] < rows[2]["ttft_ms"]  # TP 2 prefills faster than TP 1
+    # weights (16.06 GB) split 2 ways plus the KV of 4 x 576 tokens
+    assert rows[0]["memory_per_gpu_bytes"] < rows[2]["memory_per_gpu_bytes"]
+
+
+def test_one_line_errors(tmp_path: Path) -> None:
+    (tmp_path / "llama.json").write_text(json.dumps(LLAMA))
+    (tmp_path / "bad.csv").write_text("gpu,tp,isl\nL4,1,3\n")
+    cases = [
+        (("--gpu", "H900", "--batch", "1", "--isl", "8", "--osl", "8"),
+         "no GPU called 'H900' in the catalog (known: T4, L4,"),
+        (("--gpu", "H100 SXM", "--tp", "3", "--batch", "1", "--isl", "8", "--osl", "8"),
+         "H100 SXM TP 3 PP 1: tensor parallel 3 does not split 32 query heads and 8 KV heads"),
+        (("--points", "bad.csv"),
+         "bad.csv: the points CSV has no column batch, osl (it needs gpu, tp, batch, isl, osl)"),
+        (("--gpu", "L4", "--isl", "8"), "missing --batch, --osl (or give --points CSV)"),
+        (("--gpu", "L4", "--batch", "0", "--isl", "8", "--osl", "8"),
+         "--batch: '0' must be between 1 and 2^40"),
+    ]
+    for args, message in cases:
+        out = rightsize("serving", "predict", "--hf-config", "llama.json", *args, cwd=tmp_path)
+        assert out.returncode == 1, (args, out.stderr)
+        assert message in out.stderr and out.stderr.count("\n") == 1, out.stderr
+
+
+def test_text_output(tmp_path: Path) -> None:
+    (tmp_path / "llama.json").write_text(json.dumps(LLAMA))
+    out = rightsize("serving", "predict", "--hf-config", "llama.json", "--gpu", "H100 SXM",
+                    "--batch", "8", "--isl", "1024", "--osl", "128", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("GPU       TP  PP  batch  isl   osl  TTFT (range)")
+    assert "calibrated by: nothing (uncalibrated: pass --measured to calibrate)" in out.stdout
