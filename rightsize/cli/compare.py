@@ -3,8 +3,8 @@
 A and B are anything ``analyze`` reads (a trace, a run directory, an Nsight export) or a saved
 analysis JSON (``rightsize analyze --format json``), detected by its ``schema_version`` and
 ``tool.name``. Each side is analyzed with the usual pipeline (:func:`rightsize.analyze`), then
-:mod:`rightsize.analyzers.compare` matches and diffs them; the renderers are
-``rightsize.reports.compare_*``. Only click is imported at module level.
+:mod:`rightsize.analyzers.compare` matches and diffs them; the renderer is
+``rightsize.reports.compare_text.COMPARE``. Only click is imported at module level.
 """
 
 from __future__ import annotations
@@ -89,18 +89,13 @@ def compare(a: Path, b: Path, fmt: str, output: Path | None, force: bool, quiet:
         if not p.exists():
             raise RightsizeError(f"{p}: no such file or directory")
     result = compare_sides(load_side(a), load_side(b), load_catalog_for_cli(None))
-    if fmt == "json":
-        text = json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n"
-    elif fmt == "html":
-        from rightsize.reports.compare_html import render_compare_html
+    from rightsize.reports.compare_text import COMPARE
+    from rightsize.reports.renderer import Style, render_as
 
-        text = render_compare_html(result)
-    else:
-        from rightsize.reports.compare_text import render_compare_text
-
-        tty = output is None and sys.stdout.isatty()
-        width = shutil.get_terminal_size((80, 24)).columns if tty else 80
-        text = render_compare_text(result, width, color=output is None and use_color())
+    tty = output is None and sys.stdout.isatty()
+    style = Style(color=output is None and use_color(),
+                  width=shutil.get_terminal_size((80, 24)).columns if tty else 80)
+    text = render_as(COMPARE, result, fmt, style)
     write_output(text, output, force)
     if output is not None and not quiet:
         click.echo(f"wrote {output}", err=True)

@@ -144,7 +144,10 @@ def metrics(url: str | None, files: tuple[Path, ...], since: str, start: str | N
            else "" if fmt == "html" else
            "the same with --format html -o fleet-metrics.html (the page), --patches DIR (the "
            "Kubernetes changes)")
-    text = _render(result, fmt, nxt)
+    from rightsize.reports.fleet_metrics import FleetMetricsRenderer
+    from rightsize.reports.renderer import Style, render_as
+
+    text = render_as(FleetMetricsRenderer(nxt), result, fmt, Style())
     write_output(text, output, force, files)
     if table is not None:
         _write_rows(table, result, url, files, started)
@@ -178,18 +181,6 @@ def _write_rows(table: FleetTable, result: FleetMetrics, url: str | None,
     with table.writer():
         table.replace(rows(result, paths, started))
         table.compact()
-
-
-def _render(result: FleetMetrics, fmt: str, nxt: str) -> str:
-    from rightsize.reports import fleet_metrics as r
-
-    if fmt == "json":
-        return r.render_json(result)
-    if fmt == "csv":
-        return r.render_csv(result)
-    if fmt == "html":
-        return r.render_html(result, nxt)
-    return r.render_text(result, nxt)
 
 
 def _from_files(files: tuple[Path, ...]) -> SeriesSet:

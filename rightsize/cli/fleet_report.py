@@ -78,15 +78,11 @@ def report(table_dir: Path, fmt: str, output: Path | None, force: bool, teams: t
         if not quiet:
             click.echo(f"report: {safe_line(page)}", err=True)
         return
-    if fmt == "json":
-        import json
-
-        text = json.dumps(model.to_json(), indent=2, allow_nan=False) + "\n"
-    else:
-        from rightsize.reports.fleet_text import render_text
-
-        text = render_text(model)
     from rightsize.cli.output import write_output
+    from rightsize.reports.fleet_text import FleetRenderer
+    from rightsize.reports.renderer import Style, render_as
+
+    text = render_as(FleetRenderer(), model, fmt, Style())
 
     write_output(text, output, force)
     if output is not None and not quiet:
@@ -108,7 +104,8 @@ def _build(table: FleetTable, filters: Filters, usage: Usage | None) -> FleetRep
 def _write_html(table: FleetTable, model: FleetReport, output: Path | None,
                 force: bool) -> Path:
     from rightsize import outputs
-    from rightsize.reports.fleet_html import render_fleet_html
+    from rightsize.reports.fleet_text import FleetRenderer
+    from rightsize.reports.renderer import Style, render_as
 
     derived = output is None
     target = outputs.check_target(output or table.root / HTML_NAME, [], force or derived,
@@ -116,7 +113,7 @@ def _write_html(table: FleetTable, model: FleetReport, output: Path | None,
     pages = job_pages(table, model)
     base = target.path.absolute().parent
     links = {k: Path(os.path.relpath(p.absolute(), base)).as_posix() for k, p in pages.items()}
-    return outputs.write_text(target, render_fleet_html(model, links))
+    return outputs.write_text(target, render_as(FleetRenderer(links), model, "html", Style()))
 
 
 def job_pages(table: FleetTable, model: FleetReport) -> dict[str, Path]:

@@ -10,7 +10,6 @@ Only click is imported at module level.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -203,7 +202,8 @@ def plan(paths: tuple[Path, ...], samples_per_step: int | None, tokens_per_step:
     from rightsize.analyzers.plan.workload import from_document
     from rightsize.cli.output import write_output
     from rightsize.errors import RightsizeError
-    from rightsize.reports.plan_text import render
+    from rightsize.reports.plan_text import PlanRenderer
+    from rightsize.reports.renderer import Style, render_as
 
     if (samples_per_step is None) == (tokens_per_step is None):
         raise RightsizeError("give one of --samples-per-step or --tokens-per-step")
@@ -224,18 +224,9 @@ def plan(paths: tuple[Path, ...], samples_per_step: int | None, tokens_per_step:
     result = planning.build(doc, workload, inputs, catalog)
     written, checked = ([], "") if no_manifests else write_manifests(
         result, manifests_dir, force, name, image, keda_query, prometheus, paths)
-    data: dict[str, Any] = result.to_json()
-    data["manifests"] = [str(p) for p in written]
-    data["manifests_check"] = checked or None
-    data["next"] = _next(result, written, paths)
-    if fmt == "json":
-        text = json.dumps(data, indent=2, allow_nan=False) + "\n"
-    elif fmt == "html":
-        from rightsize.reports.plan_html import render_html
-
-        text = render_html(result, data["manifests"], data["next"])
-    else:
-        text = render(result) + _tail(written, data["next"], no_manifests, checked)
+    page = PlanRenderer(tuple(str(p) for p in written), checked or None,
+                        _next(result, written, paths), no_manifests)
+    text = render_as(page, result, fmt, Style())
     write_output(text, output, force, paths)
     if not quiet and output is not None:
         click.echo(f"wrote {output}", err=True)
@@ -248,16 +239,3 @@ def _next(result: Plan, written: list[Path], paths: tuple[Path, ...]) -> str:
     if result.recommended is None:
         return f"rightsize plan {' '.join(map(str, paths))} with a looser --latency-slo-ms"
     return f"rightsize report {' '.join(map(str, paths))}"
-
-
-def _tail(written: list[Path], nxt: str, skipped: bool, checked: str) -> str:
-    lines = [""]
-    if written:
-        lines.append(f"Manifests: {', '.join(map(str, written))}")
-        lines.append(f"  {checked}")
-    elif not skipped:
-        lines.append("Manifests: none written (no recommended GPU to write them for)")
-    lines.append(f"next: {nxt}")
-    from rightsize.reports.fmt import safe_text
-
-    return safe_text("\n".join(lines) + "\n")

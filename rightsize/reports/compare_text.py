@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 import textwrap
+from typing import Any
 
 from rightsize.analyzers.compare import Change, Comparison
 from rightsize.reports import fmt
+from rightsize.reports.renderer import Style
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 TOP_ROWS = 8
@@ -104,3 +106,23 @@ def render_compare_text(c: Comparison, width: int = 80, color: bool = False) -> 
         for n in c.notes:
             lines += _wrap(f"- {n}", width)
     return "\n".join(lines) + "\n"
+
+
+class CompareRenderer:
+    """``rightsize compare`` (:mod:`rightsize.reports.renderer`'s protocol): a
+    :class:`~rightsize.analyzers.compare.Comparison` as text, its JSON (docs/compare.md) or its
+    page."""
+
+    def text(self, model: Comparison, style: Style) -> str:
+        return render_compare_text(model, style.width or 80, color=style.color)
+
+    def json(self, model: Comparison) -> Any:
+        return model.to_json()
+
+    def html(self, model: Comparison) -> str:
+        from rightsize.reports.compare_html import render_compare_html  # jinja2 for a page
+
+        return render_compare_html(model)
+
+
+COMPARE = CompareRenderer()

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from typing import Any
 
 from rightsize import __version__
 from rightsize.analyzers.fleet_metrics.model import FleetMetrics, Outcome, WorkloadRow
 from rightsize.reports.html import environment
+from rightsize.reports.renderer import Style
 
 GIB = 1 << 30
 # CSV columns: the row's scalar keys, in the row's order (lists and mappings are JSON-only)
@@ -69,10 +69,6 @@ def render_text(res: FleetMetrics, next_command: str = "") -> str:
     return "\n".join(out) + "\n"
 
 
-def render_json(res: FleetMetrics) -> str:
-    return json.dumps(res.to_json(), indent=1, ensure_ascii=False) + "\n"
-
-
 def render_csv(res: FleetMetrics) -> str:
     buf = io.StringIO()
     rows = [r.to_json() for r in res.rows]
@@ -103,3 +99,26 @@ def render_html(res: FleetMetrics, next_command: str = "") -> str:
                           if r.mem_used_peak_bytes is not None else None)} for r in res.rows]
     return environment().get_template("fleet_metrics.html.j2").render(
         res=res, rows=rows, version=__version__, next_command=next_command, money=money)
+
+
+class FleetMetricsRenderer:
+    """``rightsize fleet metrics`` (:mod:`rightsize.reports.renderer`'s protocol): the
+    workloads as text, JSON (docs/fleet-metrics.md), the page, or CSV (its own format), each
+    ending with ``next_command`` where it has words."""
+
+    extra_formats = ("csv",)
+
+    def __init__(self, next_command: str = "") -> None:
+        self.next_command = next_command
+
+    def text(self, model: FleetMetrics, style: Style) -> str:
+        return render_text(model, self.next_command)
+
+    def json(self, model: FleetMetrics) -> Any:
+        return model.to_json()
+
+    def html(self, model: FleetMetrics) -> str:
+        return render_html(model, self.next_command)
+
+    def csv(self, model: FleetMetrics, style: Style) -> str:
+        return render_csv(model)

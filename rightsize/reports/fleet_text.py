@@ -7,8 +7,12 @@ and reasons come from users' files). Pure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from rightsize.fleet.report import FleetReport, Group, Week
 from rightsize.reports.fmt import safe_line
+from rightsize.reports.renderer import Style
 
 NA = "n/a"
 
@@ -108,3 +112,23 @@ def render_text(r: FleetReport) -> str:
     out.append("Each job's analysis: its row's document (under the table), or its report "
                "page with --format html.")
     return "\n".join(out) + "\n"
+
+
+class FleetRenderer:
+    """``rightsize fleet report`` (:mod:`rightsize.reports.renderer`'s protocol): the fleet
+    report as text, JSON (docs/fleet.md) or its page, whose jobs link to ``links`` (a job's
+    key -> its report page, relative to the page)."""
+
+    def __init__(self, links: Mapping[str, str] | None = None) -> None:
+        self.links: Mapping[str, str] = dict(links or {})
+
+    def text(self, model: FleetReport, style: Style) -> str:
+        return render_text(model)
+
+    def json(self, model: FleetReport) -> Any:
+        return model.to_json()
+
+    def html(self, model: FleetReport) -> str:
+        from rightsize.reports.fleet_html import render_fleet_html  # jinja2 for a page
+
+        return render_fleet_html(model, self.links)

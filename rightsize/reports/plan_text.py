@@ -8,9 +8,12 @@ missing. Pure.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rightsize.analyzers.plan.capacity import Capacity, SloStatus
 from rightsize.analyzers.plan.plan import Plan
 from rightsize.reports.fmt import safe_text
+from rightsize.reports.renderer import Style
 
 HEAD = ("GPU", "step ms (range)", "per replica/s", "SLO", "replicas peak/p95/mean",
         "GPU-h/day", "$/day auto", "$/day static", "saved")
@@ -104,3 +107,36 @@ def render(plan: Plan) -> str:
         lines += ["", "Missing or uncertain:", *(f"  - {n}" for n in plan.notes)]
     # file and model names come from the user's data: control characters shown as escapes
     return safe_text("\n".join(lines) + "\n")
+
+
+class PlanRenderer:
+    """``rightsize plan`` (:mod:`rightsize.reports.renderer`'s protocol): a plan as text, JSON
+    (docs/plan.md) or its page, with the manifests written (``manifests_check``: what checked
+    them), the next command, and whether manifests were skipped (``--no-manifests``)."""
+
+    def __init__(self, manifests: tuple[str, ...] = (), manifests_check: str | None = None,
+                 next_command: str = "", skipped: bool = False) -> None:
+        self.manifests, self.manifests_check = manifests, manifests_check
+        self.next_command, self.skipped = next_command, skipped
+
+    def text(self, model: Plan, style: Style) -> str:
+        return render(model) + self._tail()
+
+    def json(self, model: Plan) -> Any:
+        return {**model.to_json(), "manifests": list(self.manifests),
+                "manifests_check": self.manifests_check, "next": self.next_command}
+
+    def html(self, model: Plan) -> str:
+        from rightsize.reports.plan_html import render_html  # jinja2 for a page
+
+        return render_html(model, list(self.manifests), self.next_command)
+
+    def _tail(self) -> str:
+        lines = [""]
+        if self.manifests:
+            lines.append(f"Manifests: {', '.join(self.manifests)}")
+            lines.append(f"  {self.manifests_check or ''}")
+        elif not self.skipped:
+            lines.append("Manifests: none written (no recommended GPU to write them for)")
+        lines.append(f"next: {self.next_command}")
+        return safe_text("\n".join(lines) + "\n")

@@ -1,4 +1,5 @@
-"""The renderer interface: html, json and text, each taking the same report model.
+"""The analysis report's renderer (:mod:`rightsize.reports.renderer`'s protocol): html, json
+and text, each taking the same report model.
 
 Input: the typed analysis document (and the run manifest) -> :func:`rightsize.reports.model.build_model`.
 Output: a string per format, or a file written by :func:`write_report`, which never replaces an
@@ -11,10 +12,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from rightsize.errors import OutputExistsError, RightsizeError
+from rightsize.errors import OutputExistsError
 from rightsize.reports.model import ReportModel, build_model
+from rightsize.reports.renderer import Style, render_as
 
 if TYPE_CHECKING:
     from rightsize.analyzers.document import Document
@@ -22,52 +24,25 @@ if TYPE_CHECKING:
 DEFAULT_HTML = "rightsize-report.html"  # beside the user when the inputs are trace files
 
 
-class Renderer(Protocol):
-    """Turns a report model into the text of one output format."""
+class AnalysisRenderer:
+    """The analysis report (``analyze``, ``report``, ``run``, serve's pages): its
+    :class:`~rightsize.reports.model.ReportModel` as text, the document, or the page."""
 
-    name: str
-    suffix: str
+    def text(self, model: ReportModel, style: Style) -> str:
+        from rightsize.reports.text import render_model
 
-    def render(self, model: ReportModel, *, color: bool = False) -> str: ...
+        return render_model(model, color=style.color)
 
+    def json(self, model: ReportModel) -> Any:
+        return model.document.to_json()
 
-class HtmlRenderer:
-    name, suffix = "html", ".html"
-
-    def render(self, model: ReportModel, *, color: bool = False) -> str:
+    def html(self, model: ReportModel) -> str:
         from rightsize.reports.html import render_html  # jinja2 only when a page is made
 
         return render_html(model)
 
 
-class JsonRenderer:
-    name, suffix = "json", ".json"
-
-    def render(self, model: ReportModel, *, color: bool = False) -> str:
-        return model.document.dumps()
-
-
-class TextRenderer:
-    name, suffix = "text", ".txt"
-
-    def render(self, model: ReportModel, *, color: bool = False) -> str:
-        from rightsize.reports.text import render_model
-
-        return render_model(model, color=color)
-
-
-RENDERERS: dict[str, Renderer] = {
-    r.name: r for r in (HtmlRenderer(), JsonRenderer(), TextRenderer())
-}
-
-
-def renderer(fmt: str) -> Renderer:
-    try:
-        return RENDERERS[fmt]
-    except KeyError:
-        raise RightsizeError(
-            f"unknown report format {fmt!r} (choose from {', '.join(RENDERERS)})"
-        ) from None
+ANALYSIS = AnalysisRenderer()
 
 
 def format_for(path: str | Path) -> str:
@@ -82,7 +57,7 @@ def render(
     manifest: Mapping[str, Any] | None = None,
     color: bool = False,
 ) -> str:
-    return renderer(fmt).render(build_model(doc, manifest), color=color)
+    return render_as(ANALYSIS, build_model(doc, manifest), fmt, Style(color=color))
 
 
 def write_report(

@@ -6,7 +6,7 @@ results (``runs/<id>/analysis.json``, its blobs). Output: rows of ``DATA/fleet/`
 of schema v2 (:class:`rightsize.fleet.table.FleetTable`, the one ``fleet scan`` writes: rows from
 the same builder, :func:`~rightsize.fleet.analyze.identity_row` and
 :func:`~rightsize.fleet.analyze.document_columns`, appended by the same writer), and the fleet
-report page (:func:`rightsize.reports.fleet_html.render_fleet_html`) linking each job to its run.
+report page (``rightsize.reports.fleet_text.FleetRenderer``) linking each job to its run.
 
 A run's row is keyed by the content of its files (:func:`rightsize.fleet.keys.content_key`: one
 uploaded trace has the key ``fleet scan`` gives the same file) and written once per key: the
@@ -225,7 +225,8 @@ class ServeFleet:
 
         from rightsize.fleet.report import build
         from rightsize.fleet.schema import SOURCE_METRICS
-        from rightsize.reports.fleet_html import render_fleet_html
+        from rightsize.reports.fleet_text import FleetRenderer
+        from rightsize.reports.renderer import Style, render_as
 
         self.catch_up()
         links = self.store.fleet_links()
@@ -235,4 +236,4 @@ class ServeFleet:
             model = build(rows, PAGE_TABLE_NAME, filters)
         hrefs = {key: (f"/r/{run_id}" if status == "done" else f"/runs/{run_id}")
                  for key, (run_id, status) in links.items()}
-        return render_fleet_html(model, hrefs)
+        return render_as(FleetRenderer(hrefs), model, "html", Style())

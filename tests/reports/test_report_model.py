@@ -138,11 +138,14 @@ def test_default_html_paths(tmp_path):
 
 
 def test_renderers_share_one_interface():
+    from rightsize.reports.renderer import FORMATS, Style, render_as
+
     m = build_model(typed(real_doc()))
-    for name, r in render.RENDERERS.items():
-        assert r.name == name and isinstance(r.render(m), str)
-    with pytest.raises(Exception, match="unknown report format"):
-        render.renderer("pdf")
+    for fmt in FORMATS:
+        assert isinstance(render_as(render.ANALYSIS, m, fmt, Style()), str)
+    assert render_as(render.ANALYSIS, m, "json") == m.document.dumps()
+    with pytest.raises(Exception, match="unknown report format 'pdf'"):
+        render_as(render.ANALYSIS, m, "pdf")
 
 
 def test_provenance_of_a_real_run_directory():
