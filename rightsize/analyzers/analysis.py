@@ -149,9 +149,8 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
         measures = _measures(trace, steps, prim_kernels, diag, work, dev, peak,
                              _device_prop(trace, primary, "memory_bytes"), temporal, idle,
                              gpu_spec.host_link_gbs_per_direction if gpu_spec else None)
-        arch = gpu_spec.architecture if gpu_spec is not None else None
         recs = tuple(advise.recommend(measures, diag.bound,
-                                      diag.step_ns / steps.count / 1e6, arch,
+                                      diag.step_ns / steps.count / 1e6, gpu_spec,
                                       {"host_parts": host_parts(diag.host_work),
                                        "interconnect": interconnect_advice(
                                            gpu_spec, trace.meta.world_size or 1)}))

@@ -76,6 +76,25 @@ class Gpu:
     def memory_bytes(self) -> int:
         return int(self.memory_gib * GIB)
 
+    def supports(self, precision: Precision | str) -> bool:
+        """Whether the hardware runs ``precision`` at its own rate, not by falling back to
+        another (bf16 on a V100 runs at the FP32 rate: no; TF32 on an MI250X: no)."""
+        value, used = self.tflops(precision)
+        return value is not None and used == Precision(precision)
+
+    @property
+    def link_name(self) -> str:
+        """The GPU-to-GPU link the catalog gives it ("NVLink", AMD's "Infinity Fabric"), or
+        "" when it has none (PCIe only)."""
+        if not self.nvlink_gbs_total:
+            return ""
+        return "Infinity Fabric" if self.vendor.upper() == "AMD" else "NVLink"
+
+    @property
+    def has_mig(self) -> bool:
+        """Whether it partitions into isolated instances (NVIDIA MIG, AMD compute partitions)."""
+        return bool(self.mig_max_instances)
+
     def tflops(self, precision: Precision | str) -> tuple[float | None, Precision]:
         """Dense peak throughput at ``precision`` and the precision the hardware really uses.
 

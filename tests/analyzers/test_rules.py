@@ -52,15 +52,75 @@ def test_what_if_removes_the_share_the_action_addresses():
     assert recommend(Measures(dataloader_pct=30.0), None)[0].what_if is None  # no step given
 
 
-@pytest.mark.parametrize(("arch", "words"), [
-    ("Volta", "torch.autocast(dtype=torch.float16) with torch.amp.GradScaler"),
-    ("Turing", "The Turing GPU has no bf16 or TF32"),
-    ("Ampere (GA100)", "torch.autocast(dtype=torch.bfloat16)"),
-    ("Hopper", "fp8 (Transformer Engine)"),
+@pytest.mark.parametrize(("gpu", "words"), [
+    ("V100 32GB SXM2", ("The Volta GPU has no bf16 or TF32: train under "
+                        "torch.autocast(dtype=torch.float16) with torch.amp.GradScaler")),
+    ("T4", "The Turing GPU has no bf16 or TF32"),
+    ("A100 80GB SXM", "torch.autocast(dtype=torch.bfloat16) (AMP), or allow TF32"),
+    ("H100 SXM", "fp8 (Transformer Engine)"),
+    ("MI250X", "torch.autocast(dtype=torch.bfloat16) (AMP)."),  # CDNA 2: no TF32, no fp8
 ])
-def test_precision_advice_names_what_the_gpu_supports(arch, words):
-    assert words in precision_advice(arch)
-    assert ("bfloat16" in precision_advice(arch)) == (arch not in ("Volta", "Turing"))
+def test_precision_advice_names_what_the_gpu_supports(gpu, words):
+    from rightsize.catalog import load_catalog
+
+    g = load_catalog().gpu(gpu)
+    assert words in precision_advice(g)
+    assert ("bfloat16" in precision_advice(g)) == g.supports("bf16")
+    assert ("TF32" in precision_advice(g).replace("no bf16 or TF32", "")) == g.supports("tf32")
+
+
+# Every measure past its rule's threshold: each rule fires on some verdict.
+EVERY_RULE = Measures(
+    dataloader_pct=30.0, gpu_util_pct=20.0, gpu_idle_pct=80.0, communication_pct=30.0,
+    memory_of_device_pct=95.0, fp32_matmul_pct=50.0, host_wait_pct=40.0, kernel_wait_pct=30.0,
+    pageable_h2d_copies=5.0, sync_idle_pct=20.0, fp32_step_pct=20.0, eager_attention_pct=40.0,
+    eager_attention_step_pct=20.0, sm_activity_pct=20.0, data_parallel_ops=3.0,
+    memory_pct=60.0, host_cpu_work_pct=30.0, framework_pct=60.0, pcie_pct=20.0)
+# What a GPU may lack, the words that would advise it, and the words that say it lacks it.
+LACKS = {
+    "bf16": (lambda g: not g.supports("bf16"), r"bf16|bfloat16|flash_attention_2"),
+    "tf32": (lambda g: not g.supports("tf32"), r"tf32|set_float32_matmul_precision"),
+    "fp8": (lambda g: not g.supports("fp8"), r"fp8|transformer engine"),
+    "mig": (lambda g: not g.has_mig, r"\bmig\b"),
+    "nvlink": (lambda g: g.link_name != "NVLink", r"talk over nvlink|nvlink within"),
+    "nvjpeg": (lambda g: g.vendor != "NVIDIA", r"decode_jpeg\(device='cuda'\)|dali"),
+}
+DENIED = r"\bhas no [\w ]+?(?=[:;,.)])"
+
+
+def test_no_rule_advises_what_the_hardware_lacks_on_any_catalog_gpu():
+    """Every rule, on every verdict it allows, on every GPU of the catalog: no advice names a
+    precision, partitioning, link or decoder the GPU does not have (bf16 on a V100 was
+    advised by the memory-bound rule while the precision rule said Volta has none)."""
+    import dataclasses
+    import itertools
+    import re
+
+    from rightsize.analyzers.diagnosis.advise import rules
+    from rightsize.analyzers.job.fabric import interconnect_advice
+    from rightsize.analyzers.sizing.placement import parallelism_for
+    from rightsize.catalog import load_catalog
+
+    catalog = load_catalog()
+    for gpu in catalog.gpus:
+        fired: dict[str, str] = {}
+        for bound, m, ranks in itertools.product(
+                (b for b in Bound if b != Bound.INCONCLUSIVE),
+                (EVERY_RULE, dataclasses.replace(EVERY_RULE, gpu_util_pct=None)), (8, 16)):
+            words = {"interconnect": interconnect_advice(gpu, ranks)}
+            for r in recommend(m, bound, 100.0, gpu, words):
+                fired[f"{r.id} ({bound}, {ranks} ranks)"] = " ".join(
+                    (r.title, r.detail, r.what_if.assumes if r.what_if else ""))
+        for training in (True, False):
+            for n in (8, 16):
+                fired[f"placement of {n}"] = " ".join(parallelism_for(training, n, gpu))
+        assert {k.split(" ")[0] for k in fired} >= {r["id"] for r in rules()}, gpu.name
+        for lack, (lacks, advice) in LACKS.items():
+            if not lacks(gpu):
+                continue
+            for where, text in fired.items():
+                said = re.sub(DENIED, "", text).lower()
+                assert not re.search(advice, said), (gpu.name, lack, where, text)
 
 
 def test_pageable_rule_counts_only_large_host_to_device_copies():

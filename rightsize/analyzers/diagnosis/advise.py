@@ -143,7 +143,7 @@ NO_FABRIC = "A faster interconnect may help; this job's fabric is not known."
 
 
 def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | None = None,
-              architecture: str | None = None,
+              gpu: Gpu | None = None,
               words: Mapping[str, str] | None = None) -> list[Recommendation]:
     """The rules that fire on ``measures`` (missing measures never fire), none on an
     inconclusive verdict, each only on the verdicts its ``bounds`` allow and only when its
@@ -152,9 +152,10 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
     The rules for the verdict ``bound`` come first; then by impact (the share of the step the
     action addresses, from the rule's ``impact`` measure), then in :data:`FOR_BOUND`'s order
     (the concrete fix before the general one), then by how far past its threshold each rule
-    is. With ``step_ms`` each carries a what-if; ``architecture`` (the GPU's, from
-    the catalog) decides which precisions the advice names; ``words`` fill the other named
-    fields of a rule's detail (``host_parts``, ``interconnect``).
+    is. With ``step_ms`` each carries a what-if; ``gpu`` (the catalog's, None for a CPU
+    run or a GPU the catalog lacks) decides which precisions and features the advice names
+    (:func:`hardware_words`); ``words`` fill the other named fields of a rule's detail
+    (``host_parts``, ``interconnect``).
     """
     if bound == Bound.INCONCLUSIVE:
         return []
@@ -181,8 +182,7 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
         evidence = (f"{value:.1f} {rule['unit']} "  # the unit names the measure, for people
                     f"({rule['op']} {rule['threshold']}; {rule['source']})")
         strength = abs(value - rule["threshold"]) / max(abs(rule["threshold"]), 1.0)
-        detail = rule["detail"].format(value=value,
-                                       precision_advice=precision_advice(architecture),
+        detail = rule["detail"].format(value=value, **hardware_words(gpu),
                                        **{"host_parts": "", "interconnect": NO_FABRIC,
                                           **(words or {})})
         out.append((impact or 0.0, strength,
@@ -239,22 +239,49 @@ def _what_if(rule: dict[str, Any], got: Any, step_ms: float | None) -> WhatIf | 
                   step_ms - part * f / 2, assumes)
 
 
-# Tensor-core precisions by architecture (NVIDIA's): Volta and Turing have fp16 only (no bf16,
-# no TF32), Ampere and Ada add bf16 and TF32, Hopper and Blackwell fp8 too.
-_FP16_ONLY = ("Volta", "Turing")
-_FP8 = ("Hopper", "Blackwell", "Ada")
-
-
-def precision_advice(architecture: str | None) -> str:
-    """What to run matrix math at on this GPU, in words."""
-    arch = architecture or ""
-    if arch.startswith(_FP16_ONLY):
-        return (f"The {arch.split()[0]} GPU has no bf16 or TF32: train under "
+def precision_advice(gpu: Gpu | None) -> str:
+    """What to run matrix math at on this GPU, in words: only precisions its hardware runs at
+    their own rate (the catalog's throughput columns: no bf16 or TF32 on Volta and Turing, no
+    TF32 on an MI250X, fp8 only on Ada, Hopper, Blackwell and the MI300X)."""
+    if gpu is None:
+        return ("Train under torch.autocast (AMP): dtype=torch.bfloat16 on GPUs from Ampere "
+                "on, dtype=torch.float16 with torch.amp.GradScaler on older ones.")
+    name = gpu.architecture.split(" (")[0]
+    if not gpu.supports("bf16"):
+        if not gpu.supports("fp16"):
+            return f"The {name} GPU has no tensor cores: fp32 math is its rate."
+        lacks = "bf16 or TF32" if not gpu.supports("tf32") else "bf16"
+        return (f"The {name} GPU has no {lacks}: train under "
                 "torch.autocast(dtype=torch.float16) with torch.amp.GradScaler (AMP).")
+    tf32 = (", or allow TF32 with torch.set_float32_matmul_precision('high')"
+            if gpu.supports("tf32") else "")
     fp8 = " On this GPU fp8 (Transformer Engine) is a further step for large GEMMs." \
-        if arch.startswith(_FP8) else ""
-    return ("Train under torch.autocast(dtype=torch.bfloat16) (AMP), or allow TF32 with "
-            "torch.set_float32_matmul_precision('high')." + fp8)
+        if gpu.supports("fp8") else ""
+    return f"Train under torch.autocast(dtype=torch.bfloat16) (AMP){tf32}.{fp8}"
+
+
+def hardware_words(gpu: Gpu | None) -> dict[str, str]:
+    """The named fields of a rule's detail that depend on the hardware, so that no rule
+    advises what the GPU lacks: ``precision_advice``; ``half_precision``, the 16-bit type it
+    runs (bf16, else fp16; a CPU run: bf16); ``fused_attention``, FlashAttention-2 only from
+    Ampere on (it needs sm80+; SDPA picks a kernel the GPU has); ``smaller_gpu``, a MIG
+    slice only on a GPU that partitions; ``gpu_preprocessing``, nvJPEG and DALI only on
+    NVIDIA GPUs."""
+    if gpu is None or gpu.supports("bf16"):
+        half = "bf16"
+    elif gpu.supports("fp16"):
+        half = "fp16 (with a GradScaler: this GPU has no bf16)"
+    else:
+        half = "16-bit types where the GPU has them"
+    flash = gpu is None or gpu.supports("bf16")
+    nvidia = gpu is None or gpu.vendor.upper() == "NVIDIA"
+    return {"precision_advice": precision_advice(gpu), "half_precision": half,
+            "gpu_preprocessing": "torchvision.io.decode_jpeg(device='cuda'), "
+            "torchvision.transforms.v2 on CUDA tensors, NVIDIA DALI" if nvidia else
+            "torchvision.transforms.v2 on the GPU's tensors",
+            "fused_attention": ", or 'flash_attention_2'" if flash else "",
+            "smaller_gpu": "a MIG slice of this GPU or a smaller, cheaper GPU"
+            if gpu is not None and gpu.has_mig else "a smaller, cheaper GPU"}
 
 
 def fp32_matmul_pct(work: pl.DataFrame) -> float | None:

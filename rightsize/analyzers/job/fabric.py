@@ -33,7 +33,7 @@ class Fabric:
 
 
 def _link_name(gpu: Gpu) -> str:
-    return "Infinity Fabric" if gpu.vendor.upper() == "AMD" else "NVLink"
+    return gpu.link_name or ("Infinity Fabric" if gpu.vendor.upper() == "AMD" else "NVLink")
 
 
 def fabric_of(gpu: Gpu | None, ranks: int, nodes: int | None = None) -> Fabric:
@@ -85,9 +85,11 @@ def interconnect_advice(gpu: Gpu | None, ranks: int, nodes: int | None = None) -
     for the fabric the job has."""
     f = fabric_of(gpu, ranks, nodes)
     if f.kind == NVLINK:
+        half = "bf16" if gpu is not None and gpu.supports("bf16") else "fp16"
         return (f"The job's {ranks} ranks already talk over {f.words}: a faster link is not "
-                "the fix; overlap or shrink the traffic (fewer, larger buckets; bf16 "
-                "gradients; ZeRO/FSDP communication settings).")
+                f"the fix; overlap or shrink the traffic (fewer, larger buckets; {half} "
+                f"gradients with DDP's {half}_compress_hook; ZeRO/FSDP communication "
+                "settings).")
     if f.kind == NETWORK and gpu is not None:
         nic = system_of(gpu).nic_gbps_per_gpu
         return (f"The job spans {f.words}: keep the most talkative parallelism (tensor "

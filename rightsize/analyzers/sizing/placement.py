@@ -117,7 +117,7 @@ def parallelism_for(training: bool, gpus: int, gpu: Gpu, tp: int | None = None,
     tp = tp or (1 if training else min(gpus, per_node))
     kind = _kind(training, gpus, tp, sequence_parallel)
     link = gpu.nvlink_gbs_total or 0
-    inside = "NVLink within a node" if nvlink_group(gpu) > 1 else \
+    inside = f"{gpu.link_name} within a node" if nvlink_group(gpu) > 1 else \
         f"PCIe within a node ({gpu.host_link_gbs_per_direction or 0:g} GB/s per direction)"
     if gpus > per_node:
         between = ("NVLink through the NVL72 rack's switches between nodes (an NVL4 system:"
@@ -125,9 +125,10 @@ def parallelism_for(training: bool, gpus: int, gpu: Gpu, tp: int | None = None,
                    "InfiniBand/RoCE (400 Gb/s per GPU) between nodes")
         wire = f"{math.ceil(gpus / per_node)} nodes of {per_node}: {inside} and {between}"
     elif gpus <= nvlink_group(gpu):
-        wire = f"NVLink/Infinity Fabric within one node ({link:g} GB/s per GPU)"
+        wire = f"{gpu.link_name} within one node ({link:g} GB/s per GPU)"
     else:
-        wire = (f"one node, but {gpus} x {gpu.name} are not all on one NVLink domain: the"
+        wire = (f"one node, but {gpus} x {gpu.name} are not all on one"
+                f" {gpu.link_name or 'NVLink'} domain: the"
                 f" traffic crosses PCIe ({gpu.host_link_gbs_per_direction or 0:g} GB/s per"
                 " direction) and will dominate the step")
     return f"{kind} over {gpus} GPUs", wire
