@@ -68,10 +68,12 @@ class TraceBuilder:
         return self.x("gpu_memset", "Memset (Device)", ts, dur, pid=0, tid=stream, device=0,
                       stream=stream, correlation=corr, bytes=nbytes)
 
-    def memory(self, ts: float, nbytes: int, allocated: int, reserved: int, device: int = 0):
+    def memory(self, ts: float, nbytes: int, allocated: int, reserved: int, device: int = 0,
+               device_type: int | None = None):
+        kind = (1 if device >= 0 else 0) if device_type is None else device_type  # c10 DeviceType
         self.events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",
                             "pid": HOST_PID, "tid": HOST_TID, "ts": ts,
-                            "args": {"Device Type": 1 if device >= 0 else 0, "Device Id": device,
+                            "args": {"Device Type": kind, "Device Id": device,
                                      "Addr": 1, "Bytes": nbytes, "Total Allocated": allocated,
                                      "Total Reserved": reserved}})
         return self

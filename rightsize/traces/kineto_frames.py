@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from rightsize.errors import InputError
-from rightsize.traces import schema
+from rightsize.traces import devices, schema
 from rightsize.traces.schema import TraceMeta
 
 S = pl.String()
@@ -368,14 +368,10 @@ def _syncs(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _memory(df: pl.DataFrame) -> pl.DataFrame:
-    df = df.with_columns(
-        device_type=_int(_arg("Device Type")),
-        device=_int(_arg("Device Id")),
-        delta_bytes=_int(_arg("Bytes")),
-        total_allocated_bytes=_int(_arg("Total Allocated")),
-        total_reserved_bytes=_int(_arg("Total Reserved")),
-    )
-    return schema.conform("memory", df)
+    names = {"device_type": "Device Type", "device": "Device Id", "delta_bytes": "Bytes",
+             "total_allocated_bytes": "Total Allocated", "total_reserved_bytes": "Total Reserved"}
+    return schema.conform("memory", df.with_columns(
+        **{col: _int(_arg(arg)) for col, arg in names.items()}))
 
 
 def _flows(df: pl.DataFrame) -> pl.DataFrame:
@@ -416,7 +412,7 @@ def finish(
             _check_no_wrap(df, base, meta)
             df = df.with_columns(pl.col("ts_ns") + base)
         frames[name] = df
-    frames["devices"] = _single_visible_device(_devices(envelope), frames["kernels"])
+    frames.update(devices.numbered(envelope, frames["kernels"], frames["memory"]))
     return frames
 
 
@@ -451,35 +447,3 @@ def _check_no_wrap(df: pl.DataFrame, base: int, meta: TraceMeta) -> None:
     if isinstance(latest, int) and latest > (1 << 63) - 1 - base:
         raise InputError(meta.path, "event times plus baseTimeNanoseconds overflow int64 "
                                     "nanoseconds")
-
-
-def _single_visible_device(devices: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
-    """With one visible GPU, deviceProperties numbers it 0 while kernels may carry the physical
-    index (e.g. HIP_VISIBLE_DEVICES=2 gives device 2): then the one entry is that device."""
-    used = kernels["device"].drop_nulls().unique()
-    if devices.height == 1 and used.len() == 1 and used[0] != devices["device"][0]:
-        return devices.with_columns(device=pl.lit(used[0], pl.Int32))
-    return devices
-
-
-def _devices(env: dict[str, Any]) -> pl.DataFrame:
-    props = env.get("deviceProperties") or env.get("computeProperties") or []
-    rows = []
-    for i, p in enumerate(props if isinstance(props, list) else []):
-        if not isinstance(p, dict):
-            continue
-        rows.append({
-            "device": p.get("id", i),
-            "name": p.get("name"),
-            "memory_bytes": p.get("totalGlobalMem"),
-            "sm_count": p.get("numSms", p.get("multiProcessorCount")),
-            "compute_major": p.get("computeMajor", p.get("major")),
-            "compute_minor": p.get("computeMinor", p.get("minor")),
-            "max_threads_per_sm": p.get("maxThreadsPerMultiprocessor",
-                                        p.get("maxThreadsPerMultiProcessor")),
-            "warp_size": p.get("warpSize"),
-        })
-    if not rows:
-        return schema.empty("devices")
-    df = pl.DataFrame(rows, schema_overrides={"name": pl.String()}, strict=False)
-    return schema.conform("devices", df)

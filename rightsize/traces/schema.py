@@ -106,8 +106,8 @@ STEPS: dict[str, pl.DataType] = {
 # Caching-allocator events ("[memory]" instants, profile_memory=True).
 MEMORY: dict[str, pl.DataType] = {
     "ts_ns": pl.Int64(),
-    "device_type": pl.Int32(),  # 0 = CPU, 1 = CUDA (c10::DeviceType)
-    "device": pl.Int32(),  # device index, -1 for CPU
+    "device_type": pl.Int32(),  # c10::DeviceType: 0 CPU, 1 CUDA, 6 HIP... (devices.DeviceType)
+    "device": pl.Int32(),  # the kernels' device index (devices.py), -1 for CPU
     "delta_bytes": pl.Int64(),  # allocation (+) or free (-)
     "total_allocated_bytes": pl.Int64(),  # allocator total after the event (null in 2021 traces)
     "total_reserved_bytes": pl.Int64(),

@@ -285,7 +285,10 @@ def test_no_verdict_when_inconclusive_or_memory_unknown():
     s = project(Workload(step_ms=100, shares_ms=shares, precision="bf16",
                          peak_memory_bytes=None, current_device_name="big"), cat, COST)
     assert s.recommended == "big" and "peak memory is unknown" in s.reason
-    assert "only GPUs with at least the big's memory were considered" in s.reason
+    assert s.reason.endswith(
+        "peak memory is unknown, so only GPUs with at least the big's 80 GiB were considered;"
+        " mid (280.0 ms projected) meets them and would be compared if the job fits it; record"
+        " the peak with profile_memory=True (rightsize run does).")
     assert "profile_memory=True" in s.reason
     roomy = gpu("roomy", mem_gb=96, bw=1000, tf=250, link=32, price=1.0)
     s = project(Workload(step_ms=100, shares_ms=shares, precision="bf16",
@@ -372,6 +375,27 @@ def test_an_unpriced_current_gpu_gets_no_recommendation():
         " fast at 50.0 ms" in s.reason
     s = project(w, catalog_of(unpriced, BIG))  # big's range top: 123 ms, past 110
     assert (s.recommended, s.verdict) == (None, None) and "no priced GPU meets" in s.reason
+
+
+def test_unknown_peak_names_the_gpus_it_rules_out():
+    """An unpriced 192 GB GPU without memory events (the MI300X traces before HIP memory was
+    read): only GPUs with at least its memory are considered, none of them priced; the reason
+    names that cause and the priced GPU it ruled out, not 'no priced GPU meets'."""
+    huge = gpu("huge", mem_gb=192, bw=5300, tf=1300, link=64, price=None)
+    w = Workload(step_ms=100, shares_ms={"compute": 50, "memory": 50}, precision="bf16",
+                 peak_memory_bytes=None, current_device_name="huge")
+    fast = gpu("fast", mem_gb=80, bw=8000, tf=2000, link=64, price=4.0)
+    s = project(w, catalog_of(huge, fast, MID))
+    assert (s.recommended, s.verdict) == (None, None)
+    assert "no priced GPU meets" not in s.reason
+    big = next(c for c in s.candidates if c.gpu == "fast")
+    assert s.reason == (
+        "the catalog has no price for the huge, so no GPU is recommended; peak memory is"
+        " unknown, so only GPUs with at least the huge's 192 GiB were considered and none of"
+        f" them is priced and meets the constraints; fast ({big.projected_step_ms:.1f} ms"
+        " projected) meets them and would be compared if the job fits it; record the peak with"
+        " profile_memory=True (rightsize run does) (add the huge's price with --catalog to"
+        " compare).")
 
 
 COST = Constraints(objective=Objective.COST)

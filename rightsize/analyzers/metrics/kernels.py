@@ -12,7 +12,8 @@ dataclasses. Definitions:
   (kernel ``external_id`` = op ``external_id``) and their host time.
 * **Copies**: memcpy totals per direction and host memory kind; GB/s = bytes / busy ns.
 * **Peak memory**: the highest ``Total Allocated`` (and ``Total Reserved``) of the caching
-  allocator's ``[memory]`` events per device; 2021 traces carry only deltas, so their peak is the
+  allocator's ``[memory]`` events per device, of every ``c10::DeviceType`` (CUDA, HIP, XPU, MTIA...;
+  CPU, MKLDNN and IDEEP memory is the host's, device -1); 2021 traces carry only deltas, so their peak is the
   running sum's maximum relative to the trace start.
 * **Communication overlap**: |comm kernels ∩ compute kernels| / |comm kernels| on one device.
 """
@@ -27,6 +28,7 @@ import polars as pl
 from rightsize.analyzers.document.metrics import Communication, MemoryPeak
 from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.tb_plugin import COMM_KERNEL
+from rightsize.traces.devices import HOST_DEVICE_TYPES, DeviceType
 from rightsize.traces.schema import Trace
 
 # torch-tb-profiler tensor_core.py TC_Allowlist (after NVIDIA PyProf tc.py): substring match.
@@ -154,9 +156,9 @@ def memory_peaks(memory: pl.DataFrame) -> list[MemoryPeak]:
     if memory.height == 0:
         return []
     out = []
-    mem = memory.with_columns(
-        dev=pl.when(pl.col("device_type") == 0).then(-1).otherwise(pl.col("device"))
-    )
+    host = pl.col("device_type").is_in([int(t) for t in HOST_DEVICE_TYPES])
+    mem = memory.filter(pl.col("device_type") != int(DeviceType.META)).with_columns(
+        dev=pl.when(host).then(-1).otherwise(pl.col("device")))  # any device type, HIP too
     for dev in sorted(mem["dev"].drop_nulls().unique().to_list()):
         d = mem.filter(pl.col("dev") == dev).sort("ts_ns", maintain_order=True)
         alloc = cast("int | None", d["total_allocated_bytes"].max())

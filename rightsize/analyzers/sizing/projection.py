@@ -310,7 +310,10 @@ def project(workload: Workload, catalog: Catalog, constraints: Constraints = _DE
                    and (cap is None or (c.usd_per_hour is not None and c.usd_per_hour <= cap))]
         best = min(fitting, key=lambda c: cast(float, c.projected_step_ms)) if fitting else None
     cur_cand = next((c for c in singles if current and c.gpu == current.name), None)
-    return _judge(workload, constraints, current, note, cur_cand, best, tuple(cands))
+    # with the peak unknown, the pick the memory rule passed over (named in the reason)
+    unseen = _pick(singles, lambda c: not allowed(c)) \
+        if workload.peak_memory_bytes is None else None
+    return _judge(workload, constraints, current, note, cur_cand, best, tuple(cands), unseen)
 
 
 def _multi_gpu(workload: Workload, constraints: Constraints, catalog: Catalog,
@@ -331,7 +334,7 @@ def _multi_gpu(workload: Workload, constraints: Constraints, catalog: Catalog,
 
 def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, note: str,
            cur: Candidate | None, best: Candidate | None,
-           cands: tuple[Candidate, ...]) -> Sizing:
+           cands: tuple[Candidate, ...], unseen: Candidate | None = None) -> Sizing:
     shares = workload.shares_ms
     stall = sum(shares.get(str(s), 0.0) for s in (Share.DATALOADER, Share.HOST, Share.IDLE))
     stall_frac = stall / workload.step_ms
@@ -358,6 +361,8 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
         words.append("no catalog GPU fits the peak memory with the requested headroom, even"
                      f" as {GPU_COUNTS[-1]} GPUs" if not any(c.fits_memory is not False
                                                              for c in cands)
+                     else reasons.memory_unknown(current, unseen, True)
+                     if unseen is not None and current is not None
                      else "no priced GPU meets the constraints; relax them or add a price"
                      " with --catalog")
         return sizing(None, None, None)
@@ -400,6 +405,7 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
             # Cheaper than an unknown price cannot be told: no recommendation, the option named.
             option = (f"the cheapest per step that meets {reasons.goal(constraints)} is"
                       f" {best.gpu} at {best.projected_step_ms:.1f} ms" if best.gpu != cur.gpu else
+                      reasons.memory_unknown(current, unseen, True) if unseen is not None else
                       f"no priced GPU meets {reasons.goal(constraints)}")
             words.append(f"the catalog has no price for the {current.name}, so no GPU is"
                          f" recommended; {option} (add the {current.name}'s price with"
@@ -423,9 +429,7 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
                      f" {slower.projected_step_ms_high or slower.projected_step_ms:.1f});"
                      " --objective cost sizes for cost")
     if current is not None and workload.peak_memory_bytes is None:
-        words.append(f"peak memory is unknown, so only GPUs with at least the {current.name}'s"
-                     " memory were considered; record it with profile_memory=True (rightsize"
-                     " run does)")
+        words.append(reasons.memory_unknown(current, unseen))
     if (constraints.objective == Objective.COST and constraints.target_step_ms is None
             and constraints.target_throughput is None and verdict is Verdict.OVER_PROVISIONED):
         words.append("no step-time target was given; pass --target-step-ms to bound latency")

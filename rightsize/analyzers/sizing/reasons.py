@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from rightsize.analyzers.document.sizing import Candidate, Objective
 from rightsize.analyzers.sizing.model import Constraints
+from rightsize.catalog import Gpu
 from rightsize.vocab import Share
 
 
@@ -59,3 +60,17 @@ def goal(constraints: Constraints) -> str:
         return "the constraints"
     return (f"the constraints within {constraints.slower_ok_pct:g}% of its step time"
             " (--slower-ok)")
+
+
+def memory_unknown(current: Gpu, passed_over: Candidate | None, nothing_left: bool = False) -> str:
+    """Why GPUs with less memory than ``current`` were not considered, and the pick that rule
+    cost (``passed_over``: the cheapest candidate meeting everything else); ``nothing_left``:
+    no GPU that was considered could be recommended."""
+    words = (f"peak memory is unknown, so only GPUs with at least the {current.name}'s"
+             f" {current.memory_gib:.0f} GiB were considered")
+    if nothing_left:
+        words += " and none of them is priced and meets the constraints"
+    if passed_over is not None:
+        words += (f"; {passed_over.gpu} ({passed_over.projected_step_ms:.1f} ms projected) meets"
+                  " them and would be compared if the job fits it")
+    return words + "; record the peak with profile_memory=True (rightsize run does)"
