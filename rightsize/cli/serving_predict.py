@@ -22,8 +22,25 @@ from rightsize.cli.estimate import Count, read_hf_config
 
 if TYPE_CHECKING:
     from rightsize.analyzers.serving.predict import Point
+    from rightsize.analyzers.serving.tables import Tables
 
 POINT_COLUMNS = ("gpu", "tp", "batch", "isl", "osl")
+
+tables_option = click.option(
+    "--tables", "tables_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+    help="AIConfigurator systems folder with measured per-operator tables (default: "
+         "$RIGHTSIZE_TABLES, the shared folder beside a checkout, else the aiconfigurator-core "
+         "package if installed; GPUs without a table get the per-kernel projection).")
+
+
+def load_tables(path: Path | None) -> Tables:
+    """The tables under ``path`` (one-line error when it is not a systems folder), else the
+    default ones."""
+    from rightsize.analyzers.serving.tables import Tables, default_tables
+
+    if path is None:
+        return default_tables()
+    return Tables(path)
 
 
 def read_csv_rows(path: Path, need: tuple[str, ...], what: str) -> list[dict[str, str]]:
@@ -90,12 +107,13 @@ def read_points(path: Path) -> list[Point]:
               help="CSV of points: gpu,tp,batch,isl,osl (and optionally pp), predicted in order.")
 @click.option("--precision", type=click.Choice(["bf16", "fp8", "int8", "int4"]),
               default="bf16", show_default=True, help="Weight precision.")
+@tables_option
 @catalog_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def predict(hf_config: Path, gpu: str | None, tp: int, pp: int, batch: int | None,
             isl: int | None, osl: int | None, points: Path | None, precision: str,
-            catalog_path: Path | None, fmt: str) -> None:
+            tables_dir: Path | None, catalog_path: Path | None, fmt: str) -> None:
     """TTFT (one prefill of the batch) and TPOT (one decode step) of a static batch."""
     from rightsize.analyzers.serving.predict import Point, predict_points
     from rightsize.analyzers.sizing.hf_config import from_hf_config
@@ -114,7 +132,8 @@ def predict(hf_config: Path, gpu: str | None, tp: int, pp: int, batch: int | Non
     else:
         rows = read_points(points)
     config = from_hf_config(read_hf_config(hf_config), hf_config.stem)
-    preds = predict_points(config, rows, precision, catalog=load_catalog_for_cli(catalog_path))
+    preds = predict_points(config, rows, precision, catalog=load_catalog_for_cli(catalog_path),
+                           tables=load_tables(tables_dir))
     if fmt == "json":
         click.echo(json.dumps({"predictions": [p.to_json() for p in preds]}, indent=1))
     else:
