@@ -15,7 +15,7 @@ from typing import Any, cast
 import polars as pl
 
 from rightsize.analyzers import sections
-from rightsize.analyzers.diagnosis import advise, copies
+from rightsize.analyzers.diagnosis import advise, copies, steady
 from rightsize.analyzers.diagnosis.host_work import host_parts
 from rightsize.analyzers.diagnosis.verdict import diagnose
 from rightsize.analyzers.document import metrics as dm
@@ -318,7 +318,10 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
     pageable = copies.large_h2d(trace, "pageable")
     main = _main_stream(kernels, idle)
     eager = advise.eager_attention_ns(kernels, trace.cpu_ops) if gpu else None
-    fp32 = advise.fp32_off_tensor_cores_ns(work) if gpu else None  # once, for both measures
+    fp32_rows = advise.fp32_off_tensor_cores(work) if gpu else None  # once, for both
+    fp32 = None if fp32_rows is None else int(fp32_rows["dur_ns"].sum())
+    pinned, pinned_steps = copies.pinned_model(trace, steps, pageable, diag, link_gbs) \
+        if gpu else ({}, {})
     nvml = diag.utilization.nvml
     hw = diag.host_work
     gpm = nvml.gpm_sm_util_pct_mean if nvml is not None else None
@@ -349,8 +352,10 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
         host_cpu_work_pct=hw.cpu_work_pct if hw is not None else (0.0 if gpu else None),
         framework_pct=s["host"] + s["idle"] - (hw.cpu_work_pct if hw is not None else 0.0),
         tracer_pct=hw.framework_pct / 2 if hw is not None and hw.python_frames else None,
-        **({"host_rest_pct": s["host"] + s["idle"]}
-           | copies.pinned_model(trace, steps, pageable, diag, link_gbs) if gpu else {}),
+        **({"host_rest_pct": s["host"] + s["idle"]} | pinned if gpu else {}),
+        per_step_ms=steady.series(diag, steps, pinned_steps, fp32_rows),
+        step_numbers=tuple(p.step for p in diag.per_step),
+        step_dur_ms=tuple(p.dur_ms for p in diag.per_step),
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import operator
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from rightsize.analyzers.diagnosis.classify import Ridge
+from rightsize.analyzers.diagnosis.steady import Steady, steady
 from rightsize.analyzers.document.diagnosis import Recommendation, WhatIf
 from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.kernels import tensor_core_flag
@@ -91,9 +92,15 @@ class Measures:
     # blocking loader or copy, which runs faster once that is gone (``what_if_host_rest``)
     host_rest_pct: float | None = None
     pcie_pct: float | None = None  # exposed PCIe copies, % of the step
+    # Not measures: per step (ms), what a what-if removes, cut at the step boundaries, with the
+    # steps' numbers and durations; a what-if takes the steady-state steps (diagnosis/steady.py)
+    per_step_ms: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    step_numbers: tuple[int, ...] = ()
+    step_dur_ms: tuple[float, ...] = ()
 
 
-MEASURES = frozenset(f.name for f in fields(Measures))
+STEADY_FIELDS = frozenset({"per_step_ms", "step_numbers", "step_dur_ms"})
+MEASURES = frozenset(f.name for f in fields(Measures)) - STEADY_FIELDS
 # read by code, not named by a rule: every what-if (tracer_pct), the pinned-copy model and the
 # rules with ``what_if_host_rest`` (host_rest_pct)
 CODE_MEASURES = frozenset({"tracer_pct", "pinned_copy_pct", "host_rest_pct"})
@@ -187,7 +194,7 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
                                           **(words or {})})
         out.append((impact or 0.0, strength,
                     Recommendation(rule["id"], rule["title"], detail, evidence,
-                                   _what_if(rule, got, step_ms))))
+                                   _what_if(rule, got, step_ms, measures))))
     def order(x: tuple[float, float, Recommendation]) -> tuple[bool, float, int, float]:
         rid = x[2].id
         return (rid not in own, -x[0], own.index(rid) if rid in own else 0, -x[1])
@@ -198,45 +205,71 @@ TRACER_WORDS = ("; Python-function recording (with_stack) slowed the host side: 
                 "allows half the framework overhead to be the recorder's")
 
 
-def _pinned_what_if(rule: dict[str, Any], got: Any, step_ms: float) -> WhatIf | None:
+def _pinned_what_if(rule: dict[str, Any], got: Any, step_ms: float,
+                    m: Measures) -> WhatIf | None:
     """Pageable copies pinned: their cost goes, the same bytes move at the pinned rate (half of
     it hidden under host work by non_blocking, as the point; 1.5x it, exposed, at worst), and
     the host work around them runs faster without the staging copy through the CPU's caches (a
-    quarter as the point, half at best). Checked on measured pairs: benchmarks/whatif_check.py
-    (H100 and H200, 17 MB to 268 MB a step)."""
-    cost, pinned, rest = (got(k) for k in ("pageable_cost_pct", "pinned_copy_pct",
-                                           "host_rest_pct"))
-    if cost is None or pinned is None or rest is None:
+    quarter as the point, half at best). Over the steady-state steps when the copies' cost is
+    known per step (a one-off copy left out and named). Checked on measured pairs:
+    benchmarks/whatif_check.py (H100 and H200, 17 MB to 268 MB a step)."""
+    keys = ("pageable_cost_pct", "pinned_copy_pct", "host_rest_pct")
+    if any(got(k) is None for k in keys):
         return None
-    after = step_ms * (1 - cost / 100)
-    p, r = step_ms * pinned / 100, step_ms * rest / 100
+    cost, p, r = (step_ms * got(k) / 100 for k in keys)
+    held = _steady(m, "pageable_cost_pct")
+    words = ""
+    if held is not None and all(k in m.per_step_ms for k in keys):
+        cost, p, r = (float(np.asarray(m.per_step_ms[k])[held.kept].mean()) for k in keys)
+        words = held.words("the pageable copies' cost")
+    after = step_ms - cost
     return WhatIf(after + p / 2 - r / 4, max(after - r / 2, 0.0), after + 1.5 * p,
-                  rule.get("what_if_assumes", ""))
+                  rule.get("what_if_assumes", "") + words, held.outliers if held else ())
 
 
-def _what_if(rule: dict[str, Any], got: Any, step_ms: float | None) -> WhatIf | None:
+def _steady(m: Measures | None, measure: str) -> Steady | None:
+    """The steady-state steps of ``measure`` when it is known per step, else None."""
+    if m is None or measure not in m.per_step_ms or \
+            len(m.per_step_ms[measure]) != len(m.step_numbers):
+        return None
+    return steady(m.per_step_ms[measure], m.step_numbers, m.step_dur_ms)
+
+
+def _what_if(rule: dict[str, Any], got: Any, step_ms: float | None,
+             m: Measures | None = None) -> WhatIf | None:
     """The step if the action removes its share: ``what_if_best`` of it at best (low; all of it
     unless the rule says), ``what_if_fraction`` of it as the point, half that at worst (high).
-    With Python functions recorded, the low end also drops the recorder's share
-    (``tracer_pct``), which a run without it does not pay."""
+    The share is the steady-state steps' (one-off steps left out and named:
+    ``diagnosis/steady.py``) where it is known per step. With Python functions recorded, the
+    low end also drops the recorder's share (``tracer_pct``), which a run without it does not
+    pay."""
     if not step_ms:
         return None
     if rule.get("what_if_model") == "pinned":
-        return _pinned_what_if(rule, got, step_ms)
+        return _pinned_what_if(rule, got, step_ms, m) if m is not None else None
     share = got(rule["what_if"]) if "what_if" in rule else None
     if share is None:
         return None
     part = step_ms * min(max(share, 0.0), 100.0) / 100
+    rest = step_ms * (got("host_rest_pct") or 0.0) / 100
+    held = _steady(m, rule["what_if"])
+    words = ""
+    if held is not None and m is not None:
+        part = min(max(held.ms, 0.0), step_ms)
+        words = held.words(rule.get("what_if_names", "the time it removes"))
+        if "host_rest_pct" in m.per_step_ms and len(m.per_step_ms["host_rest_pct"]) == \
+                len(held.kept):
+            rest = float(np.asarray(m.per_step_ms["host_rest_pct"])[held.kept].mean())
     f = float(rule.get("what_if_fraction", 1.0))
     best = float(rule.get("what_if_best", 1.0))
     tracer = step_ms * (got("tracer_pct") or 0.0) / 100
     if rule["what_if"] == "framework_pct":  # the recorder's share is part of that share
         tracer = min(tracer, part * (1 - best))
     # the host work left after a blocking loader goes runs faster (at best this fraction less)
-    rest = step_ms * (got("host_rest_pct") or 0.0) / 100 * float(rule.get("what_if_host_rest", 0))
-    assumes = rule.get("what_if_assumes", "") + (TRACER_WORDS if tracer > 0 else "")
+    rest *= float(rule.get("what_if_host_rest", 0))
+    assumes = rule.get("what_if_assumes", "") + (TRACER_WORDS if tracer > 0 else "") + words
     return WhatIf(step_ms - part * f, max(step_ms - part * best - tracer - rest, 0.0),
-                  step_ms - part * f / 2, assumes)
+                  step_ms - part * f / 2, assumes, held.outliers if held else ())
 
 
 def precision_advice(gpu: Gpu | None) -> str:
@@ -293,15 +326,20 @@ def fp32_matmul_pct(work: pl.DataFrame) -> float | None:
 
 
 def fp32_off_tensor_cores_ns(work: pl.DataFrame) -> int | None:
-    """Time of compute kernels in fp32 off tensor cores; a kernel's precision from its name
+    """Time of compute kernels in fp32 off tensor cores (``None``: no precision column)."""
+    rows = fp32_off_tensor_cores(work)
+    return None if rows is None else int(rows["dur_ns"].sum())
+
+
+def fp32_off_tensor_cores(work: pl.DataFrame) -> pl.DataFrame | None:
+    """The compute kernels in fp32 off tensor cores; a kernel's precision from its name
     first (legacy cuDNN's scudnn_* and <float> engines carry no op dtype), else its op's
     (``None``: no precision column)."""
     if work.height == 0 or "precision" not in work.columns:
         return None
     w = with_precision(work)
-    fp32 = w.filter((pl.col("work") == "compute") & (pl.col("kernel_precision") == "fp32")
+    return w.filter((pl.col("work") == "compute") & (pl.col("kernel_precision") == "fp32")
                     & ~tensor_core_flag(w))
-    return int(fp32["dur_ns"].sum())
 
 
 def sync_idle_pct(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, device_work: pl.DataFrame,

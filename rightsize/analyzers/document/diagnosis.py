@@ -156,6 +156,11 @@ class WhatIf(Node):
     step_ms_low: float = num(6)
     step_ms_high: float = num(6)
     assumes: str = ""
+    # steps left out as one-offs (diagnosis/steady.py); no key when none was
+    outlier_steps: tuple[int, ...] = ()
+
+    def _present(self, name: str) -> bool:
+        return name != "outlier_steps" or bool(self.outlier_steps)
 
 
 @node
