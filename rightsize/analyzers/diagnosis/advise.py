@@ -219,7 +219,7 @@ def _pinned_what_if(rule: dict[str, Any], got: Any, step_ms: float,
     cost, p, r = (step_ms * got(k) / 100 for k in keys)
     held = _steady(m, "pageable_cost_pct")
     words = ""
-    if held is not None and all(k in m.per_step_ms for k in keys):
+    if held is not None and held.outliers and all(k in m.per_step_ms for k in keys):
         cost, p, r = (float(np.asarray(m.per_step_ms[k])[held.kept].mean()) for k in keys)
         words = held.words("the pageable copies' cost")
     after = step_ms - cost
@@ -233,6 +233,15 @@ def _steady(m: Measures | None, measure: str) -> Steady | None:
             len(m.per_step_ms[measure]) != len(m.step_numbers):
         return None
     return steady(m.per_step_ms[measure], m.step_numbers, m.step_dur_ms)
+
+
+def _kept_ratio(m: Measures, measure: str, held: Steady) -> float:
+    """The steady-state steps' mean of ``measure`` over every step's (1: no step left out):
+    the measure keeps its own definition, less the one-offs."""
+    v = np.asarray(m.per_step_ms.get(measure, ()), dtype=float)
+    if not held.outliers or len(v) != len(held.kept) or v.mean() <= 0:
+        return 1.0
+    return float(v[held.kept].mean() / v.mean())
 
 
 def _what_if(rule: dict[str, Any], got: Any, step_ms: float | None,
@@ -254,12 +263,10 @@ def _what_if(rule: dict[str, Any], got: Any, step_ms: float | None,
     rest = step_ms * (got("host_rest_pct") or 0.0) / 100
     held = _steady(m, rule["what_if"])
     words = ""
-    if held is not None and m is not None:
-        part = min(max(held.ms, 0.0), step_ms)
+    if held is not None and held.outliers and m is not None:
+        part *= _kept_ratio(m, rule["what_if"], held)
+        rest *= _kept_ratio(m, "host_rest_pct", held)
         words = held.words(rule.get("what_if_names", "the time it removes"))
-        if "host_rest_pct" in m.per_step_ms and len(m.per_step_ms["host_rest_pct"]) == \
-                len(held.kept):
-            rest = float(np.asarray(m.per_step_ms["host_rest_pct"])[held.kept].mean())
     f = float(rule.get("what_if_fraction", 1.0))
     best = float(rule.get("what_if_best", 1.0))
     tracer = step_ms * (got("tracer_pct") or 0.0) / 100

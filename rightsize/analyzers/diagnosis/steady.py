@@ -8,7 +8,8 @@ diagnosis and trace. Pure.
 Why: a what-if removes a share of "the step". Averaged over every step, one one-off event
 drives it: a ResNet-50 pinning what-if promised 11.7% (5.2-17.7%) from a single 40 ms
 pageable copy in the first profiled step, when the copies of the other steps cost 2.2%. The
-removable time is the mean over the steady-state steps; a step is an outlier, named in the
+removable time is the measure less the one-off steps' excess (scaled by the steady-state steps'
+mean over every step's, so a measure keeps its definition); a step is an outlier, named in the
 what-if and left out, when its part is more than :data:`OUTLIER_FACTOR` times the median
 step's part and :data:`OUTLIER_MIN_PCT` of the median step's duration above it, and only while
 the outliers are at most :data:`MAX_OUTLIER_SHARE` of the steps (one at least, from three
