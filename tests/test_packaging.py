@@ -28,6 +28,7 @@ WHEEL_NEEDS = ("rightsize/py.typed", "rightsize/catalog/data/gpus.csv",
                "rightsize/catalog/data/comm_model.json",
                "rightsize/analyzers/diagnosis/data/recommendations.json",
                "rightsize/analyzers/diagnosis/data/kernel_taxonomy.csv",
+               "rightsize/analyzers/diagnosis/data/fused_attention.json",
                "rightsize/reports/templates/report.html.j2",
                "rightsize/reports/static/chart.umd.min.js",
                "rightsize/serve/templates/base.html.j2")

@@ -15,7 +15,7 @@ from typing import Any, cast
 import polars as pl
 
 from rightsize.analyzers import sections
-from rightsize.analyzers.diagnosis import advise, copies, steady
+from rightsize.analyzers.diagnosis import advise, attention, copies, steady
 from rightsize.analyzers.diagnosis.host_work import host_parts
 from rightsize.analyzers.diagnosis.verdict import diagnose
 from rightsize.analyzers.document import metrics as dm
@@ -30,7 +30,7 @@ from rightsize.analyzers.metrics.steps import StepOptions, Steps, find_steps
 from rightsize.analyzers.metrics.timeline import Timeline, timeline
 from rightsize.analyzers.sizing import projection as sizing
 from rightsize.analyzers.sizing.measured import measured_inputs
-from rightsize.catalog import Catalog, DeviceMatch
+from rightsize.catalog import Catalog, DeviceMatch, Gpu
 from rightsize.traces.schema import Trace
 from rightsize.vocab import DeviceKind
 
@@ -146,14 +146,14 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
     if diag is not None:
         dev = next((d for d in devices if d.device == primary), None)
         gpu_spec = match.gpu if match is not None else None
-        measures = _measures(trace, steps, prim_kernels, diag, work, dev, peak,
-                             _device_prop(trace, primary, "memory_bytes"), temporal, idle,
-                             gpu_spec.host_link_gbs_per_direction if gpu_spec else None)
+        measures, words = _measures(trace, steps, prim_kernels, diag, work, dev, peak,
+                                    _device_prop(trace, primary, "memory_bytes"), temporal,
+                                    idle, gpu_spec)
         recs = tuple(advise.recommend(measures, diag.bound,
                                       diag.step_ns / steps.count / 1e6, gpu_spec,
                                       {"host_parts": host_parts(diag.host_work),
                                        "interconnect": interconnect_advice(
-                                           gpu_spec, trace.meta.world_size or 1)}))
+                                           gpu_spec, trace.meta.world_size or 1), **words}))
         plan = _sizing(trace, steps, diag, work, primary, peak, context, notes)
     window = (int(steps.start_ns[0]), int(steps.end_ns[-1])) if steps.count else None
     return RankAnalysis(
@@ -310,14 +310,20 @@ def _peak(memory: tuple[dm.MemoryPeak, ...], device: int | None) -> int | None:
 def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis,
               work: pl.DataFrame, dev: dm.DeviceMetrics | None, peak: int | None,
               memory_bytes: int | None, temporal: dm.Hta | None,
-              idle: tuple[dm.StreamIdle, ...], link_gbs: float | None = None) -> advise.Measures:
-    """The measured values the tuning rules compare with their thresholds."""
+              idle: tuple[dm.StreamIdle, ...],
+              gpu_spec: Gpu | None = None) -> tuple[advise.Measures, dict[str, str]]:
+    """The measured values the tuning rules compare with their thresholds, and the words
+    some rules' details take from the trace."""
+    link_gbs = gpu_spec.host_link_gbs_per_direction if gpu_spec else None
     s = cast(Mapping[str, float], diag.shares_pct)  # diagnose() measures every share
     span = temporal.span_ms if temporal is not None else 0.0
     gpu = diag.device == DeviceKind.GPU
     pageable = copies.large_h2d(trace, "pageable")
     main = _main_stream(kernels, idle)
-    eager = advise.eager_attention_ns(kernels, trace.cpu_ops) if gpu else None
+    eager, attention_words = attention.measures(
+        attention.find(trace.cpu_ops, kernels, steps.start_ns, steps.end_ns) if gpu else None,
+        gpu_spec, diag.step_ns, attention.in_windows_ns(kernels, steps.start_ns, steps.end_ns),
+        steps.count)
     fp32_rows = advise.fp32_off_tensor_cores(work) if gpu else None  # once, for both
     fp32 = None if fp32_rows is None else int(fp32_rows["dur_ns"].sum())
     pinned, pinned_steps = copies.pinned_model(trace, steps, pageable, diag, link_gbs) \
@@ -325,7 +331,7 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
     nvml = diag.utilization.nvml
     hw = diag.host_work
     gpm = nvml.gpm_sm_util_pct_mean if nvml is not None else None
-    return advise.Measures(
+    return (advise.Measures(
         dataloader_pct=s["dataloader"],
         gpu_util_pct=dev.gpu_util_pct if dev is not None else None,
         gpu_idle_pct=100.0 - dev.gpu_util_pct if dev is not None and dev.gpu_util_pct
@@ -343,8 +349,7 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
                 if dev is not None else kernels.select("ts_ns", "dur_ns").clear()]),
             steps.start_ns, steps.end_ns, diag.step_ns) if gpu else None,
         fp32_step_pct=_pct(fp32, diag.step_ns) if gpu else None,
-        eager_attention_pct=_pct(eager, int(kernels["dur_ns"].sum())) if gpu else None,
-        eager_attention_step_pct=_pct(eager, diag.step_ns) if gpu else None,
+        **eager,
         sm_activity_pct=gpm,
         data_parallel_ops=float(advise.data_parallel_ops(trace.cpu_ops)),
         memory_pct=s["memory"],
@@ -356,7 +361,7 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
         per_step_ms=steady.series(diag, steps, pinned_steps, fp32_rows),
         step_numbers=tuple(p.step for p in diag.per_step),
         step_dur_ms=tuple(p.dur_ms for p in diag.per_step),
-    )
+    ), attention_words)
 
 
 def _pct(part: int | None, whole: int) -> float | None:

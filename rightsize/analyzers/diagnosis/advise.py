@@ -92,6 +92,11 @@ class Measures:
     # blocking loader or copy, which runs faster once that is gone (``what_if_host_rest``)
     host_rest_pct: float | None = None
     pcie_pct: float | None = None  # exposed PCIe copies, % of the step
+    # the eager attention chains' FLOPs at a fused kernel's rate (diagnosis/attention.py): as
+    # measured on the GPU, at best and at worst; all % of the step
+    fused_attention_pct: float | None = None
+    fused_attention_best_pct: float | None = None
+    fused_attention_worst_pct: float | None = None
     # Not measures: per step (ms), what a what-if removes, cut at the step boundaries, with the
     # steps' numbers and durations; a what-if takes the steady-state steps (diagnosis/steady.py)
     per_step_ms: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
@@ -103,7 +108,9 @@ STEADY_FIELDS = frozenset({"per_step_ms", "step_numbers", "step_dur_ms"})
 MEASURES = frozenset(f.name for f in fields(Measures)) - STEADY_FIELDS
 # read by code, not named by a rule: every what-if (tracer_pct), the pinned-copy model and the
 # rules with ``what_if_host_rest`` (host_rest_pct)
-CODE_MEASURES = frozenset({"tracer_pct", "pinned_copy_pct", "host_rest_pct"})
+CODE_MEASURES = frozenset({"tracer_pct", "pinned_copy_pct", "host_rest_pct",
+                           "fused_attention_pct", "fused_attention_best_pct",
+                           "fused_attention_worst_pct"})
 RULE_MEASURE_KEYS = ("measure", "requires", "unless", "impact", "what_if")
 
 
@@ -189,12 +196,12 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
         evidence = (f"{value:.1f} {rule['unit']} "  # the unit names the measure, for people
                     f"({rule['op']} {rule['threshold']}; {rule['source']})")
         strength = abs(value - rule["threshold"]) / max(abs(rule["threshold"]), 1.0)
-        detail = rule["detail"].format(value=value, **hardware_words(gpu),
-                                       **{"host_parts": "", "interconnect": NO_FABRIC,
-                                          **(words or {})})
+        filled = {"host_parts": "", "interconnect": NO_FABRIC, "attention": "",
+                  **(words or {})}
+        detail = rule["detail"].format(value=value, **hardware_words(gpu), **filled)
         out.append((impact or 0.0, strength,
                     Recommendation(rule["id"], rule["title"], detail, evidence,
-                                   _what_if(rule, got, step_ms, measures))))
+                                   _what_if(rule, got, step_ms, measures, filled))))
     def order(x: tuple[float, float, Recommendation]) -> tuple[bool, float, int, float]:
         rid = x[2].id
         return (rid not in own, -x[0], own.index(rid) if rid in own else 0, -x[1])
@@ -244,8 +251,23 @@ def _kept_ratio(m: Measures, measure: str, held: Steady) -> float:
     return float(v[held.kept].mean() / v.mean())
 
 
+def _fused_what_if(rule: dict[str, Any], got: Any, step_ms: float,
+                   words: Mapping[str, str]) -> WhatIf | None:
+    """Eager attention fused: its kernels go and the chains' FLOPs run at a fused kernel's
+    rate (``diagnosis/attention.py``); without FLOPs, the rule's fractions of the share."""
+    eager, fused = got("eager_attention_step_pct"), got("fused_attention_pct")
+    if eager is None or fused is None or "fused_attention_rate" not in words:
+        return None
+    after = step_ms * (1 - eager / 100)
+    return WhatIf(after + step_ms * fused / 100,
+                  after + step_ms * got("fused_attention_best_pct") / 100,
+                  after + step_ms * got("fused_attention_worst_pct") / 100,
+                  f"{rule.get('what_if_model_assumes', '')}{words['fused_attention_rate']}")
+
+
 def _what_if(rule: dict[str, Any], got: Any, step_ms: float | None,
-             m: Measures | None = None) -> WhatIf | None:
+             m: Measures | None = None,
+             rule_words: Mapping[str, str] | None = None) -> WhatIf | None:
     """The step if the action removes its share: ``what_if_best`` of it at best (low; all of it
     unless the rule says), ``what_if_fraction`` of it as the point, half that at worst (high).
     The share is the steady-state steps' (one-off steps left out and named:
@@ -256,6 +278,10 @@ def _what_if(rule: dict[str, Any], got: Any, step_ms: float | None,
         return None
     if rule.get("what_if_model") == "pinned":
         return _pinned_what_if(rule, got, step_ms, m) if m is not None else None
+    if rule.get("what_if_model") == "fused_attention":
+        fused = _fused_what_if(rule, got, step_ms, rule_words or {})
+        if fused is not None:
+            return fused
     share = got(rule["what_if"]) if "what_if" in rule else None
     if share is None:
         return None
@@ -366,34 +392,6 @@ def sync_idle_pct(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, device_work: pl.
                                       device_work["dur_ns"].to_numpy()))
     idle = iv.subtract(iv.union(iv.of(starts, ends)), busy)
     return 100.0 * iv.total(iv.intersect(iv.union(syncing), idle)) / step_ns
-
-
-# Attention done eagerly: score matmuls and a softmax as their own kernels. A fused kernel
-# (FlashAttention, memory-efficient attention, cuDNN SDPA) is launched by one of FUSED_OPS.
-EAGER_ATTENTION_OPS = ("aten::bmm", "aten::baddbmm", "aten::matmul", "aten::_softmax",
-                       "aten::softmax", "aten::_safe_softmax")
-SOFTMAX_OPS = ("aten::_softmax", "aten::softmax", "aten::_safe_softmax")
-FUSED_OPS = ("aten::_flash_attention_forward", "aten::_efficient_attention_forward",
-             "aten::_scaled_dot_product_flash_attention",
-             "aten::_scaled_dot_product_efficient_attention",
-             "aten::_scaled_dot_product_cudnn_attention")
-
-
-def eager_attention_ns(kernels: pl.DataFrame, cpu_ops: pl.DataFrame) -> int | None:
-    """Kernel time of attention done eagerly: kernels launched by batched matmuls and softmax
-    ops (matched by external id), when the trace has a softmax and no fused attention op;
-    ``None`` when no kernel names its launching op."""
-    if kernels.height == 0 or "external_id" not in kernels.columns:
-        return None
-    # the op names first (one pass, no join over every kernel): most traces stop here
-    names = cpu_ops.filter(pl.col("name").is_in((*SOFTMAX_OPS, *FUSED_OPS)))["name"]
-    if names.is_in(FUSED_OPS).any() or not names.len():
-        return 0
-    launched = (cpu_ops.filter(pl.col("external_id").is_not_null()
-                               & pl.col("name").is_in(EAGER_ATTENTION_OPS))
-                .select("external_id", op="name").unique("external_id", keep="last"))
-    k = kernels.select("external_id", "dur_ns").join(launched, on="external_id", how="inner")
-    return int(k["dur_ns"].sum())
 
 
 def data_parallel_ops(cpu_ops: pl.DataFrame) -> int:
