@@ -4,7 +4,9 @@ deployment (GPU, tensor and pipeline degrees, weight precision), with ranges.
 One point from ``--gpu/--tp/--pp/--batch/--isl/--osl``, or many from ``--points`` (a CSV with
 columns ``gpu,tp,batch,isl,osl`` and optionally ``pp``), predicted in order by the step model
 (:mod:`rightsize.analyzers.serving.step`). Text or ``--format json``
-(``{"predictions": [...]}``, docs/json-contract.md). Only click is imported at module level.
+(``{"predictions": [...]}``, docs/json-contract.md); ``--measured`` calibrates the model on your
+own measurements first (:mod:`rightsize.cli.serving_measured`). Only click is imported at
+module level.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import click
 
 from rightsize.cli.common import catalog_option, load_catalog_for_cli
 from rightsize.cli.estimate import Count, read_hf_config
+from rightsize.cli.serving_measured import load_calibration, measured_options
 
 if TYPE_CHECKING:
     from rightsize.analyzers.serving.predict import Point
@@ -107,12 +110,15 @@ def read_points(path: Path) -> list[Point]:
               help="CSV of points: gpu,tp,batch,isl,osl (and optionally pp), predicted in order.")
 @click.option("--precision", type=click.Choice(["bf16", "fp8", "int8", "int4"]),
               default="bf16", show_default=True, help="Weight precision.")
+@measured_options
 @tables_option
 @catalog_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def predict(hf_config: Path, gpu: str | None, tp: int, pp: int, batch: int | None,
             isl: int | None, osl: int | None, points: Path | None, precision: str,
+            measured: tuple[str, ...], measured_hf_config: Path | None,
+            measured_gpu: str | None, measured_tp: int | None, measured_window: str,
             tables_dir: Path | None, catalog_path: Path | None, fmt: str) -> None:
     """TTFT (one prefill of the batch) and TPOT (one decode step) of a static batch."""
     from rightsize.analyzers.serving.predict import Point, predict_points
@@ -132,8 +138,12 @@ def predict(hf_config: Path, gpu: str | None, tp: int, pp: int, batch: int | Non
     else:
         rows = read_points(points)
     config = from_hf_config(read_hf_config(hf_config), hf_config.stem)
-    preds = predict_points(config, rows, precision, catalog=load_catalog_for_cli(catalog_path),
-                           tables=load_tables(tables_dir))
+    catalog = load_catalog_for_cli(catalog_path)
+    tables = load_tables(tables_dir)
+    calibration = load_calibration(measured, measured_hf_config, config, precision, catalog,
+                                   tables, measured_gpu, measured_tp, measured_window)
+    preds = predict_points(config, rows, precision, calibration=calibration, catalog=catalog,
+                           tables=tables)
     if fmt == "json":
         click.echo(json.dumps({"predictions": [p.to_json() for p in preds]}, indent=1))
     else:

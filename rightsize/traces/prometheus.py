@@ -394,3 +394,15 @@ def fetch_raw(q: Query, metrics: tuple[str, ...] | None = None,
     points = pl.concat(frames) if frames else empty_points()
     return SeriesSet(tuple(infos), points, f"Prometheus {q.url}", q.step_s,
                      int(q.start_s * 1e9), int(q.end_s * 1e9))
+
+
+def instant_value(q: Query, query: str) -> float | None:
+    """The single value of an instant ``query`` evaluated at the window's end (None: no
+    series answered, or the value is not a finite number)."""
+    body = _instant(q, query, q.end_s)
+    try:
+        result = json.loads(body)["data"]["result"]
+        value = float(result[0]["value"][1]) if result else None
+    except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError):
+        raise PrometheusError(f"{q.url}: an unreadable answer to {query[:80]!r}") from None
+    return value if value is not None and np.isfinite(value) else None

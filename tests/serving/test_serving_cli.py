@@ -73,3 +73,28 @@ def test_text_output(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("GPU       TP  PP  batch  isl   osl  TTFT (range)")
     assert "calibrated by: nothing (uncalibrated: pass --measured to calibrate)" in out.stdout
+
+
+def test_measured_csv_calibrates(tmp_path: Path) -> None:
+    (tmp_path / "llama.json").write_text(json.dumps(LLAMA))
+    (tmp_path / "m.csv").write_text("gpu,tp,batch,isl,osl,ttft_ms,tpot_ms\n"
+                                    "H100 SXM,1,8,1024,128,250,9.0\n")
+    args = ("serving", "predict", "--hf-config", "llama.json", "--gpu", "H100 SXM", "--batch",
+            "8", "--isl", "1024", "--osl", "128", "--format", "json")
+    plain = json.loads(rightsize(*args, cwd=tmp_path).stdout)["predictions"][0]
+    out = rightsize(*args, "--measured", "m.csv", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    tuned = json.loads(out.stdout)["predictions"][0]
+    assert tuned["calibrated_by"] == "m.csv: 2 measured steps on H100 SXM"
+    # the measured point itself is reproduced within its noise (3%), the raw model was not
+    assert abs(tuned["ttft_ms"] / 250 - 1) < 0.03 < abs(plain["ttft_ms"] / 250 - 1)
+    assert abs(tuned["tpot_ms"] / 9.0 - 1) < 0.03 < abs(plain["tpot_ms"] / 9.0 - 1)
+    assert any(a.startswith("calibrated on H100 SXM: ") for a in tuned["assumes"])
+    (tmp_path / "bad.csv").write_text("gpu,tp,batch,isl,osl\nH100 SXM,1,8,1024,128\n")
+    bad = rightsize(*args, "--measured", "bad.csv", cwd=tmp_path)
+    assert bad.returncode == 1
+    assert "bad.csv: the measured CSV has no column ttft_ms, tpot_ms" in bad.stderr
+    nogpu = rightsize(*args, "--measured", "http://127.0.0.1:9", cwd=tmp_path)
+    assert nogpu.stderr == ("rightsize: error: a Prometheus --measured needs --measured-gpu and"
+                            " --measured-tp: vLLM's metrics do not say which GPU served"
+                            " them\n")

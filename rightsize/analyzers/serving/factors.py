@@ -1,8 +1,9 @@
 """The interpretable factors a served step's time is scaled by, and the spread it carries.
 
 A step's modelled time is split by operator class (:class:`~.forward.Parts`); calibration on a
-user's measurements multiplies each class by a factor (measured over modelled: a GEMM factor of
-1.25 means their stack reaches 1/1.25 = 80% of the tables' GEMM throughput), adds a fixed
+user's measurements multiplies each class by a factor (measured over modelled: a compute factor
+of 1.25 means their stack reaches 1/1.25 = 80% of the tables' GEMM and attention throughput),
+adds a fixed
 per-step overhead (the scheduler, the sampler, Python between kernels), and states a low-high
 spread from the residuals of its points. :class:`Calibration` holds one :class:`Factors` per
 GPU it saw (and ``any`` for the others: the pooled stack efficiency moves with the software,
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rightsize.analyzers.serving.forward import Parts
+
 # Default fixed time per step (ms) beyond the kernels: vLLM's scheduler, input preparation and
 # sampler between CUDA-graph replays; calibration replaces it.
 DEFAULT_OVERHEAD_MS = {"prefill": 1.0, "decode": 0.5}
@@ -25,22 +28,31 @@ ANY_GPU = "any"
 
 @dataclass(frozen=True, slots=True)
 class Factors:
-    """Measured / modelled time per operator class, and the fixed overhead per step (ms)."""
+    """Measured / modelled time per operator class, and the fixed overhead per step (ms).
 
-    gemm: float = 1.0
-    attention: float = 1.0
+    ``compute`` scales compute-bound time (GEMMs at large token counts, prefill attention):
+    1 / the achieved fraction of the tables' tensor throughput; ``memory`` memory-bound time
+    (weights streamed by small GEMMs, decode attention's KV reads, elementwise kernels): 1 /
+    the achieved fraction of their bandwidth; ``comm`` the tensor-parallel all-reduces."""
+
+    compute: float = 1.0
+    memory: float = 1.0
     comm: float = 1.0
-    other: float = 1.0
     prefill_overhead_ms: float = DEFAULT_OVERHEAD_MS["prefill"]
     decode_overhead_ms: float = DEFAULT_OVERHEAD_MS["decode"]
 
-    def step_ms(self, gemm_us: np.ndarray, attention_us: np.ndarray, comm_us: np.ndarray,
-                other_us: np.ndarray, prefill: np.ndarray) -> np.ndarray:
+    def step_ms(self, parts: Parts, prefill: np.ndarray) -> np.ndarray:
         """The step (ms): each class scaled, plus the overhead of a prefill (any prefill
         tokens) or a decode step."""
-        kernels = (self.gemm * gemm_us + self.attention * attention_us + self.comm * comm_us
-                   + self.other * other_us) / 1e3
+        kernels = (self.compute * parts.compute + self.memory * parts.memory
+                   + self.comm * parts.comm) / 1e3
         return kernels + np.where(prefill, self.prefill_overhead_ms, self.decode_overhead_ms)
+
+    def to_json(self) -> dict[str, float]:
+        return {"compute": round(self.compute, 4), "memory": round(self.memory, 4),
+                "comm": round(self.comm, 4),
+                "prefill_overhead_ms": round(self.prefill_overhead_ms, 4),
+                "decode_overhead_ms": round(self.decode_overhead_ms, 4)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,39 +23,78 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rightsize.analyzers.serving.ops import ACT_BYTES, Attention, Gemm, Ops
+from rightsize.analyzers.serving.ops import ACT_BYTES, WEIGHT_BYTES, Attention, Gemm, Ops
 from rightsize.analyzers.serving.timer import Timer
+from rightsize.catalog import Gpu
 
 ELEMENTWISE_KERNELS = 4  # per layer: 2 fused add+RMSNorm, RoPE, the gated activation
 
 
 @dataclass(frozen=True, slots=True)
 class Parts:
-    """µs per step by operator class (arrays, one entry per step), all stages."""
+    """µs per step by operator class (arrays, one entry per step), all stages. GEMM time is
+    split into its compute-bound and memory-bound shares (by the operator's time at the
+    GPU's datasheet peak and bandwidth, :func:`compute_share`)."""
 
-    gemm: np.ndarray
-    attention: np.ndarray
+    gemm_compute: np.ndarray
+    gemm_memory: np.ndarray
+    prefill_attention: np.ndarray
+    decode_attention: np.ndarray
     comm: np.ndarray
     other: np.ndarray
+
+    @property
+    def gemm(self) -> np.ndarray:
+        return self.gemm_compute + self.gemm_memory
+
+    @property
+    def attention(self) -> np.ndarray:
+        return self.prefill_attention + self.decode_attention
+
+    @property
+    def compute(self) -> np.ndarray:
+        """Time bound by tensor throughput: compute-bound GEMMs and prefill attention."""
+        return self.gemm_compute + self.prefill_attention
+
+    @property
+    def memory(self) -> np.ndarray:
+        """Time bound by memory bandwidth: weight streaming, decode attention, elementwise."""
+        return self.gemm_memory + self.decode_attention + self.other
 
     @property
     def total(self) -> np.ndarray:
         return self.gemm + self.attention + self.comm + self.other
 
 
-def _gemms_us(timer: Timer, gemms: tuple[Gemm, ...], m: np.ndarray, precision: str) -> np.ndarray:
-    total = np.zeros_like(m)
+def compute_share(gpu: Gpu, flops: np.ndarray, bytes_: np.ndarray, precision: str) -> np.ndarray:
+    """The share of an operator's time bound by compute: its time at the datasheet peak over
+    that plus its time at the datasheet bandwidth (0.5 at the ridge point)."""
+    peak = (gpu.tflops(precision)[0] or gpu.fp32_tflops or 1.0) * 1e12
+    tc = flops / peak
+    tm = bytes_ / (gpu.memory_bandwidth_gbs * 1e9)
+    return tc / np.maximum(tc + tm, 1e-30)
+
+
+def _gemms_us(timer: Timer, gemms: tuple[Gemm, ...], m: np.ndarray,
+              precision: str) -> tuple[np.ndarray, np.ndarray]:
+    """(compute-bound, memory-bound) µs of ``gemms`` at ``m`` tokens."""
+    comp, mem = np.zeros_like(m), np.zeros_like(m)
+    wb = WEIGHT_BYTES[precision]
     for g in gemms:
         p = precision if g.quantized else "bf16"
         if g.experts:
-            rows = m * g.top_k
             touched = g.experts * (1.0 - (1.0 - g.top_k / g.experts) ** m)
             touched = np.maximum(touched, 1.0)
-            t = timer.gemm_us(np.maximum(rows / touched, 1.0), np.round(g.n * touched), g.k, p)
+            rows, n = np.maximum(m * g.top_k / touched, 1.0), np.round(g.n * touched)
         else:
-            t = timer.gemm_us(np.maximum(m, 1.0), g.n, g.k, p)
-        total += np.where(m > 0, t, 0.0)
-    return total
+            rows, n = np.maximum(m, 1.0), np.full_like(m, g.n)
+        t = np.where(m > 0, timer.gemm_us(rows, n, g.k, p), 0.0)
+        flops = 2.0 * rows * n * g.k
+        bytes_ = n * g.k * (wb if g.quantized else ACT_BYTES) + rows * (n + g.k) * ACT_BYTES
+        share = compute_share(timer.gpu, flops, bytes_, "fp8" if p == "fp8" else "bf16")
+        comp += share * t
+        mem += (1 - share) * t
+    return comp, mem
 
 
 def attention_layers(ops: Ops) -> tuple[tuple[Attention, int], ...]:
@@ -96,14 +135,17 @@ def step_parts(ops: Ops, timer: Timer, pp: int, prefill_tokens: np.ndarray,
     """µs per step by class; ``prefill_attention_us`` from :func:`context_us`."""
     m = np.asarray(prefill_tokens, float) + np.asarray(decode_seqs, float)
     precision = ops.weight_precision
-    gemm = (ops.layers * _gemms_us(timer, ops.attention_gemms, m, precision)
-            + ops.dense_layers * _gemms_us(timer, ops.dense_mlp, m, precision)
-            + ops.moe_layers * _gemms_us(timer, ops.moe_mlp, m, precision))
+    comp, mem = np.zeros_like(m), np.zeros_like(m)
+    for gemms, layers in ((ops.attention_gemms, ops.layers), (ops.dense_mlp, ops.dense_layers),
+                          (ops.moe_mlp, ops.moe_layers)):
+        if layers and gemms:
+            c, w = _gemms_us(timer, gemms, m, precision)
+            comp, mem = comp + layers * c, mem + layers * w
     rows = np.asarray(prefill_seqs, float) + np.asarray(decode_seqs, float)
-    lm_head = np.where(rows > 0, timer.gemm_us(np.maximum(rows, 1.0), ops.vocab, ops.hidden,
-                                               "bf16"), 0.0)
-    attention = prefill_attention_us + decode_us(ops, timer, np.asarray(decode_seqs, float),
-                                                 np.asarray(decode_kv_sum, float))
+    head = Gemm("lm_head", ops.vocab, ops.hidden, quantized=False)
+    c, w = _gemms_us(timer, (head,), rows, "bf16")
+    decode = decode_us(ops, timer, np.asarray(decode_seqs, float),
+                       np.asarray(decode_kv_sum, float))
     a = ops.attention
     width = max(g.n for g in ops.dense_mlp + ops.moe_mlp) if ops.dense_mlp + ops.moe_mlp else 0
     per_layer_bytes = m * ACT_BYTES * (6 * ops.hidden + 2 * (a.heads + a.kv_heads) * a.head_dim
@@ -120,4 +162,5 @@ def step_parts(ops: Ops, timer: Timer, pp: int, prefill_tokens: np.ndarray,
     if pp > 1:  # activations handed to the next stage: a 2-rank all-reduce moves as much
         comm = comm + (pp - 1) * np.where(
             m > 0, timer.allreduce_us(m * ops.hidden * ACT_BYTES, 2), 0.0)
-    return Parts(gemm + lm_head, attention, comm, other)
+    return Parts(comp + c, mem + w, np.asarray(prefill_attention_us, float), decode, comm,
+                 other)

@@ -40,7 +40,7 @@ GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default --gpu-memory-utilization
 GIB = 1 << 30
 
 __all__ = ["Deployment", "ModelConfig", "ServingError", "ServingStep", "StepModel", "Timed",
-           "fits", "layout_problem", "memory_bytes", "step_model"]
+           "build_step", "fits", "layout_problem", "memory_bytes", "step_model", "timer_for"]
 
 
 class ServingError(RightsizeError):
@@ -111,16 +111,18 @@ class ServingStep:
                           prefill_seqs, prefill_attention_us, decode_seqs, decode_kv_sum)
 
     def _ms(self, parts: Parts, prefill: np.ndarray) -> np.ndarray:
-        return self.factors.step_ms(parts.gemm, parts.attention, parts.comm, parts.other,
-                                    prefill)
+        return self.factors.step_ms(parts, prefill)
 
     def _one(self, chunks: Sequence[tuple[int, int]], kv_lens: Sequence[int]) -> Timed:
         new = np.array([c[0] for c in chunks], dtype=float)
         cached = np.array([c[1] for c in chunks], dtype=float)
         if (new < 0).any() or (cached < 0).any() or any(k < 0 for k in kv_lens):
             raise ServingError("token counts must be 0 or more")
-        att = np.array([context_us(self.ops, self.timer, np.ones_like(new), new,
-                                   cached).sum()])
+        # equal chunks run as one batch of a varlen attention kernel (the tables' batch axis)
+        shapes, counts = np.unique(np.stack([new, cached], axis=1).reshape(-1, 2), axis=0,
+                                   return_counts=True)
+        att = np.array([context_us(self.ops, self.timer, counts.astype(float), shapes[:, 0],
+                                   shapes[:, 1]).sum()])
         tokens = np.array([new.sum()])
         parts = self.parts(tokens, np.array([float((new > 0).sum())]), att,
                            np.array([float(len(kv_lens))]),
@@ -240,23 +242,24 @@ def _assumes(config: ModelConfig, deployment: Deployment, timer: Timer) -> tuple
     return tuple(out)
 
 
-def step_model(config: ModelConfig, deployment: Deployment, *,
-               calibration: Calibration | None = None, catalog: Catalog | None = None,
-               tables: Tables | None = None) -> ServingStep:
-    """The step model of ``config`` served on ``deployment``.
-
-    ``tables``: measured per-operator tables (None: the default ones, see
-    :func:`~.tables.default_tables`); a GPU without a table gets the per-kernel projection.
-    Raises :class:`ServingError` for a layout that cannot split the model; one whose memory
-    does not fit still gets times (``kv_cache_tokens`` 0; :func:`fits` says why)."""
-    why = layout_problem(config, deployment)
-    if why is not None:
-        raise ServingError(f"{deployment.gpu} TP {deployment.tp}: {why}")
-    gpu = _gpu(deployment, catalog)
+def timer_for(gpu: Gpu, tables: Tables | None = None) -> Timer:
+    """Where ``gpu``'s operator times come from: its measured tables, else the rate curves
+    fitted on them (shipped), else the curves of the measured GPUs on its datasheet, else the
+    per-kernel projection."""
     if tables is None:
         from rightsize.analyzers.serving.tables import default_tables
         tables = default_tables()
-    timer = tables.timer_for(gpu) or ProjectionTimer(gpu)
+    from rightsize.analyzers.serving.curves import curve_timer
+
+    return tables.timer_for(gpu) or curve_timer(gpu) or ProjectionTimer(gpu)
+
+
+def build_step(config: ModelConfig, deployment: Deployment, gpu: Gpu, timer: Timer,
+               calibration: Calibration | None = None) -> ServingStep:
+    """The step model of ``config`` on ``deployment`` with ``timer`` (layout checked)."""
+    why = layout_problem(config, deployment)
+    if why is not None:
+        raise ServingError(f"{deployment.gpu} TP {deployment.tp}: {why}")
     calibration = calibration or UNCALIBRATED
     factors, own = calibration.for_gpu(gpu.name)
     by = calibration.described
@@ -268,3 +271,20 @@ def step_model(config: ModelConfig, deployment: Deployment, *,
     return ServingStep(deployment, ops, timer, factors, calibration, by,
                        _assumes(config, deployment, timer) + calibration.notes, int(fixed),
                        int(max(0.0, free) // per_token))
+
+
+def step_model(config: ModelConfig, deployment: Deployment, *,
+               calibration: Calibration | None = None, catalog: Catalog | None = None,
+               tables: Tables | None = None) -> ServingStep:
+    """The step model of ``config`` served on ``deployment``.
+
+    ``tables``: measured per-operator tables (None: the default ones, see
+    :func:`~.tables.default_tables`); a GPU without a table gets the fitted rate curves, else
+    the per-kernel projection (:func:`timer_for`). Raises :class:`ServingError` for a layout
+    that cannot split the model; one whose memory does not fit still gets times
+    (``kv_cache_tokens`` 0; :func:`fits` says why)."""
+    layout = layout_problem(config, deployment)
+    if layout is not None:
+        raise ServingError(f"{deployment.gpu} TP {deployment.tp}: {layout}")
+    gpu = _gpu(deployment, catalog)
+    return build_step(config, deployment, gpu, timer_for(gpu, tables), calibration)

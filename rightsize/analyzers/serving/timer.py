@@ -33,6 +33,7 @@ class Timer(Protocol):
     """Times (µs) of one GPU's operators; every argument may be an array (broadcast)."""
 
     source: str  # where the times come from, in words
+    gpu: Gpu
 
     def gemm_us(self, m: np.ndarray, n: np.ndarray | int, k: int,
                 precision: str) -> np.ndarray: ...
