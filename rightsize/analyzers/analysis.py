@@ -16,7 +16,7 @@ import polars as pl
 
 from rightsize.analyzers import sections
 from rightsize.analyzers.diagnosis import advise, attention, copies, steady
-from rightsize.analyzers.diagnosis.host_work import host_parts
+from rightsize.analyzers.diagnosis.host_work import host_parts, named_stall
 from rightsize.analyzers.diagnosis.verdict import diagnose
 from rightsize.analyzers.document import metrics as dm
 from rightsize.analyzers.document.diagnosis import Diagnosis
@@ -355,7 +355,8 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
         memory_pct=s["memory"],
         pcie_pct=s["pcie"],
         host_cpu_work_pct=hw.cpu_work_pct if hw is not None else (0.0 if gpu else None),
-        framework_pct=s["host"] + s["idle"] - (hw.cpu_work_pct if hw is not None else 0.0),
+        framework_pct=s["host"] + s["idle"] - (hw.cpu_work_pct + hw.ranges_pct
+                                                 if hw is not None else 0.0),
         tracer_pct=hw.framework_pct / 2 if hw is not None and hw.python_frames else None,
         **({"host_rest_pct": s["host"] + s["idle"]} | pinned if gpu else {}),
         per_step_ms=steady.series(diag, steps, pinned_steps, fp32_rows),
@@ -406,9 +407,15 @@ def _workload(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,
         host_copy_gbs=_host_copy_gbs(trace, device),
         host_cpu_work_ms=step_ms * diag.host_work.cpu_work_pct / 100
         if diag.host_work is not None else 0.0,
+        **_named_stall(diag, step_ms),
         training=bool(trace.cpu_ops.select((pl.col("name").str.starts_with("Optimizer.step")
                                             | pl.col("name").str.contains("Backward")).any()).item()),
     )
+
+
+def _named_stall(diag: Diagnosis, step_ms: float) -> dict[str, Any]:
+    pct, words = named_stall(diag.host_work)
+    return {"named_stall_ms": step_ms * pct / 100, "named_stall": words}
 
 
 def _host_copy_gbs(trace: Trace, device: int | None) -> float | None:

@@ -51,7 +51,8 @@ def inconclusive_reasons(c: Capture, util: Utilization,
             "GPU kernel recorded (a CUPTI range-profiler or host-only capture): the GPU side is "
             "unknown; record with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"))
     if 100.0 - c.recorded_pct >= 100.0 - th.min_recorded_pct:
-        what = ("has nothing recorded (device idle, no host op, runtime call or Python function)"
+        what = ("has nothing recorded (device idle, no host op, annotated range, runtime call"
+                " or Python function)"
                 if round(c.waiting_pct, 1) <= 0 else
                 "has no work recorded (device idle, host idle or in a blocking call)")
         out.append(Evidence(
@@ -110,7 +111,8 @@ def findings(shares: dict[str, float], busy: float, bound: Bound | None,
     if shares["host"] + shares["idle"] > 0:
         empty = ("nothing recorded" if round(c.waiting_pct, 1) <= 0 else
                  f"nothing recorded or waiting ({c.waiting_pct:.1f}% in sleep, locks, select)")
-        text = (f"GPU idle while the host runs Python, ops and launches: {shares['host']:.1f}% "
+        text = (f"GPU idle while the host runs Python, ops, launches and annotated ranges: "
+                f"{shares['host']:.1f}% "
                 f"of the step{_split(host)}; idle with {empty} {shares['idle']:.1f}%" if on_gpu else
                 f"framework overhead (Python, op dispatch, ops under {th.tiny_op_us:.0f} us): "
                 f"{shares['host']:.1f}% of the step; {empty} {shares['idle']:.1f}%")
@@ -170,9 +172,18 @@ def _utilization(util: Utilization, th: DiagnosisThresholds) -> list[Evidence]:
 
 
 def _split(host: HostWork | None) -> str:
-    """The host share's split, in words: the job's CPU work (by library) vs overhead."""
-    if host is None or host.cpu_work_pct < 1.0:  # under 1% of the step: not worth the words
+    """The host share's split, in words: the job's CPU work (by library), the annotated
+    ranges with nothing finer recorded (by name), and overhead; a part under 1% of the step
+    is not worth the words."""
+    if host is None:
         return ""
-    parts = ", ".join(f"{p.name} {p.pct:.1f}%" for p in host.parts[:3])
-    return (f" (the job's own CPU work {host.cpu_work_pct:.1f}%: {parts}; framework and "
-            f"launch overhead {host.framework_pct:.1f}%)")
+    said = []
+    if host.cpu_work_pct >= 1.0:
+        parts = ", ".join(f"{p.name} {p.pct:.1f}%" for p in host.parts[:3])
+        said.append(f"the job's own CPU work {host.cpu_work_pct:.1f}%: {parts}")
+    if host.ranges_pct >= 1.0:
+        said.append(f"inside recorded ranges with nothing finer recorded "
+                    f"{host.ranges_pct:.1f}%: {', '.join(host.ranges)}")
+    if not said:
+        return ""
+    return f" ({'; '.join(said)}; framework and launch overhead {host.framework_pct:.1f}%)"

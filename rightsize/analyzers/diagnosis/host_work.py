@@ -20,6 +20,12 @@ to use CUDA graphs.
   CUDA/HIP runtime call inside it on its thread (an op on CPU tensors: normalizing an image,
   a metric, a CPU loss), whatever the stack recording.
 
+**Annotated ranges** (``ranges_pct``): host time inside ``record_function``/NVTX ranges (not
+the ones PyTorch records around its own Python, :data:`FRAMEWORK_RANGES`) with nothing finer
+recorded there (nvFuser's JIT compilation, a user's ``record_function("decode")``
+around pure Python): recorded work, named by its ranges, neither the job's movable CPU work nor
+launch overhead.
+
 **Framework overhead** is the rest of the host share. Without Python frames, library code that
 calls no PyTorch op (Pillow decoding) leaves no trace at all: that time is in the ``idle`` share
 ("nothing recorded"), and the evidence says to record with ``--with-stack``.
@@ -32,8 +38,11 @@ import re
 import numpy as np
 import polars as pl
 
+from rightsize.analyzers.diagnosis.capture import STARTUP_OPS
+from rightsize.analyzers.diagnosis.shares import annotated
 from rightsize.analyzers.document.diagnosis import HostPart, HostWork
 from rightsize.analyzers.metrics import intervals as iv
+from rightsize.analyzers.metrics.steps import Steps
 from rightsize.traces.schema import Trace
 
 # Library -> pattern on the profiler's Python frame names ("path/file.py(line): function" for
@@ -56,6 +65,13 @@ LIBRARIES: dict[str, str] = {
         r"(?:^|/)(?:numpy|scipy|pandas|sklearn|skimage|imageio)/",
 }
 CPU_OPS_PART = "PyTorch ops on CPU tensors"
+# Ranges PyTorch records by itself around its own Python (the optimizer's loop, DDP/FSDP,
+# collectives, compiled regions): the time inside them with nothing finer is framework
+# overhead, not work the user named.
+FRAMEWORK_RANGES = (r"^(?:Optimizer\.\w+#|enumerate\(DataLoader\)|(?:DistributedDataParallel|"
+                    r"FullyShardedDataParallel)\.|(?:nccl|gloo|mpi|ucc|xccl):|"
+                    r"record_param_comms|autograd::|Torch-Compiled Region|CompiledFunction|"
+                    r"## Call CompiledFxGraph)")
 # Operators that compute (autograd nodes, optimizer and module annotations are framework)
 OP_NAMESPACES = r"^(?:aten|prims|torchvision|torchaudio|quantized|_quantized)::"
 # ...less those that only make tensor metadata or allocate: on a busy host they can take 20 us
@@ -72,12 +88,14 @@ MIN_CPU_OP_NS = 20_000
 TOP_NAMES = 3
 
 
-def host_work(trace: Trace, host: iv.Intervals, step_ns: int) -> HostWork | None:
+def host_work(trace: Trace, host: iv.Intervals, step_ns: int,
+              steps: Steps | None = None) -> HostWork | None:
     """Split the ``host`` share (intervals) of a GPU trace; percentages of ``step_ns``."""
     host_ns = iv.total(host)
     if host_ns <= 0 or step_ns <= 0:
         return None
     ops = trace.cpu_ops.select("ts_ns", "dur_ns", "name", "cat")
+    ranges_pct, ranges = _ranges(trace, host, ops, steps, step_ns)
     frames = ops.filter(pl.col("cat") == "python_function")
     parts: list[tuple[str, iv.Intervals, pl.DataFrame]] = []
     for label, pattern in LIBRARIES.items():
@@ -100,9 +118,29 @@ def host_work(trace: Trace, host: iv.Intervals, step_ns: int) -> HostWork | None
         out.append(HostPart(label, 100.0 * ns / step_ns, _top(rows, host)))
     cpu_ns = iv.total(covered)
     out.sort(key=lambda p: -p.pct)
+    ranges_pct = min(ranges_pct, 100.0 * (host_ns - cpu_ns) / step_ns)
     return HostWork(cpu_work_pct=100.0 * cpu_ns / step_ns,
-                    framework_pct=100.0 * (host_ns - cpu_ns) / step_ns,
-                    parts=tuple(out), python_frames=frames.height > 0)
+                    framework_pct=100.0 * (host_ns - cpu_ns) / step_ns - ranges_pct,
+                    parts=tuple(out), python_frames=frames.height > 0,
+                    ranges_pct=ranges_pct, ranges=ranges)
+
+
+def _ranges(trace: Trace, host: iv.Intervals, ops: pl.DataFrame, steps: Steps | None,
+            step_ns: int) -> tuple[float, tuple[str, ...]]:
+    """Host time inside annotated ranges (``record_function``, NVTX) with nothing else
+    recorded there (no op, Python function or runtime call), % of the step, and the ranges
+    with the most of it: the work those names say, which the trace shows no finer."""
+    ann = annotated(trace, steps).filter(~pl.col("name").str.contains(FRAMEWORK_RANGES))
+    if ann.height == 0:
+        return 0.0, ()
+    other = iv.union(iv.from_durations(
+        *(pl.concat([ops.filter(pl.col("cat").is_in(["cpu_op", "python_function"]))
+                     .select("ts_ns", "dur_ns"), trace.runtime.select("ts_ns", "dur_ns")])
+          [c].to_numpy() for c in ("ts_ns", "dur_ns"))))
+    only = iv.subtract(iv.intersect(host, iv.union(iv.from_durations(
+        ann["ts_ns"].to_numpy(), ann["dur_ns"].to_numpy()))), other)
+    ns = iv.total(only)
+    return (100.0 * ns / step_ns, _top(ann, only)) if ns > 0 else (0.0, ())
 
 
 def _span(df: pl.DataFrame) -> iv.Intervals:
@@ -155,3 +193,18 @@ def host_parts(host: HostWork | None) -> str:
         return "no library named"
     return "; ".join(f"{p.name} {p.pct:.1f}%" + (f": {', '.join(p.top)}" if p.top else "")
                      for p in host.parts)
+
+
+def named_stall(host: HostWork | None) -> tuple[float, str]:
+    """The part of the step the diagnosis can name where the GPU waits (% of the step), and
+    what it is with what to do, for the sizing's reason; (0, "") when nothing is named."""
+    if host is None or not host.ranges_pct:
+        return 0.0, ""
+    names = ", ".join(host.ranges)
+    startup = any(re.search(STARTUP_OPS, n) for n in host.ranges)
+    todo = ("JIT compilation, autotuning or warm-up, which a steady-state step does not repeat"
+            " and a bigger GPU does not shrink: profile steps after warm-up before sizing"
+            if startup else "host work a bigger GPU does not shrink: speed it up or move it"
+            " off the step")
+    return host.ranges_pct, (f"while the host is inside recorded ranges ({names}) with nothing"
+                             f" finer recorded: {todo}")

@@ -12,7 +12,10 @@ window, in this order:
   collectives while the GPU is idle;
 * ``pcie``: host<->device and peer copies not hidden under kernels;
 * ``dataloader``: GPU idle while the data loader's ``__next__`` runs;
-* ``host``: GPU idle while the CPU runs ops, Python or launch/sync calls;
+* ``host``: GPU idle while the CPU runs ops, Python or launch/sync calls, or is inside an
+  annotated range (``record_function``, NVTX) that does not enclose a whole step: time in a
+  named range is recorded host work (nvFuser's JIT compilation in NVTX ranges was read as
+  "nothing recorded");
 * ``idle``: GPU idle with nothing recorded on the host, or the host waiting in a blocking call
   that Python-function recording (``with_stack=True``) shows (:data:`WAIT_CALLS`: sleep,
   select/poll, lock acquire, socket receive/accept). Without this, the enclosing Python frames
@@ -28,6 +31,7 @@ threshold, and gaps while Python runs (:func:`cpu_work`).
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from rightsize.analyzers.diagnosis import roofline
@@ -57,12 +61,32 @@ def waiting(trace: Trace) -> iv.Intervals:
     return _span(calls.filter(pl.col("name").str.contains(WAIT_CALLS)))
 
 
-def _host_busy(trace: Trace) -> iv.Intervals:
+def annotated(trace: Trace, steps: Steps | None) -> pl.DataFrame:
+    """The host's annotated ranges (``record_function``, NVTX: Kineto ``user_annotation``)
+    that are work, not structure: a range enclosing a whole step (``main``, ``train``) says
+    nothing about where the step's time went and is left out."""
+    ann = trace.cpu_ops.select("ts_ns", "dur_ns", "name", "cat").filter(
+        pl.col("cat") == "user_annotation")
+    if ann.height == 0 or steps is None or not steps.count:
+        return ann
+    order = np.argsort(steps.start_ns, kind="stable")
+    starts, ends = steps.start_ns[order], steps.end_ns[order]
+    s = ann["ts_ns"].to_numpy()
+    e = s + ann["dur_ns"].to_numpy()
+    first = np.clip(np.searchsorted(starts, s, side="left"), 0, len(starts) - 1)
+    encloses = (starts[first] >= s) & (ends[first] <= e)
+    return ann.filter(pl.Series(~encloses))
+
+
+def _host_busy(trace: Trace, steps: Steps | None = None) -> iv.Intervals:
+    """Host time with something recorded: ops, Python functions, runtime calls and annotated
+    ranges (:func:`annotated`), less blocking waits."""
     # the columns read are selected before each filter (a filter copies every column it keeps)
     ops = trace.cpu_ops.select("ts_ns", "dur_ns", "cat").filter(
         pl.col("cat").is_in(["cpu_op", "python_function"]))
     busy = _span(pl.concat([ops.select("ts_ns", "dur_ns"),
-                            trace.runtime.select("ts_ns", "dur_ns")]))
+                            trace.runtime.select("ts_ns", "dur_ns"),
+                            annotated(trace, steps).select("ts_ns", "dur_ns")]))
     return iv.subtract(busy, waiting(trace))
 
 
@@ -101,7 +125,7 @@ def gpu_shares(trace: Trace, steps: Steps, work: pl.DataFrame,
     idle = iv.subtract(idle, dl)
     comm_host = iv.intersect(idle, _comm_host(trace))
     idle = iv.subtract(idle, comm_host)
-    host = iv.intersect(idle, _host_busy(trace))
+    host = iv.intersect(idle, _host_busy(trace, steps))
     idle = iv.subtract(idle, host)
     comm = iv.union_all(comm, comm_host)
     return {"compute": compute, "memory": memory, "pcie": pcie, "dataloader": dl,
@@ -191,7 +215,7 @@ def cpu_shares(trace: Trace, steps: Steps, ridge: float, tiny_op_ns: float,
     memory = iv.subtract(iv.intersect(window, _span(leaves.filter(pl.col("work") == "memory"))),
                          taken)
     rest = iv.subtract(window, iv.union_all(taken, memory))
-    host = iv.intersect(rest, _host_busy(trace))
+    host = iv.intersect(rest, _host_busy(trace, steps))
     idle = iv.subtract(rest, host)
     empty = iv.empty()
     # One row per op with its self time (FLOPs/bytes counted once per op, for CPU-only sizing).

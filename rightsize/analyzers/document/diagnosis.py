@@ -121,6 +121,13 @@ class HostWork(Node):
     framework_pct: float = num(2)
     parts: tuple[HostPart, ...] = ()
     python_frames: bool = False  # Python functions recorded (with_stack): libraries named
+    # host time inside annotated ranges (record_function, NVTX) with nothing finer recorded,
+    # and the ranges with the most of it; no keys when there is none
+    ranges_pct: float = num(2, default=0.0)
+    ranges: tuple[str, ...] = ()
+
+    def _present(self, name: str) -> bool:
+        return name not in ("ranges_pct", "ranges") or bool(self.ranges_pct)
 
 
 @node

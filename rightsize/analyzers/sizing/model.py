@@ -100,6 +100,10 @@ class Workload:
     host_copy_gbs: float | None = None
     # of the host share, the job's own CPU work (decoding, preprocessing: diagnosis/host_work)
     host_cpu_work_ms: float = 0.0
+    # the GPU's wait the diagnosis names (annotated ranges, a library call) and its words
+    # (diagnosis/host_work.named_stall): the reason says it instead of a generic cause
+    named_stall_ms: float = 0.0
+    named_stall: str = ""
     # the rank's collective calls per step (empty: none recorded, communication held)
     collectives: tuple[CommWork, ...] = ()
 

@@ -24,11 +24,15 @@ def speed_words(best: Candidate, cur: Candidate) -> tuple[str, str]:
     return speed, f"{b:.1f} ms projected{span}, vs {c:.1f} ms now"
 
 
-def stall_words(shares: Mapping[str, float], step_ms: float, cpu_work_ms: float = 0.0) -> str:
+def stall_words(shares: Mapping[str, float], step_ms: float, cpu_work_ms: float = 0.0,
+                named_ms: float = 0.0, named: str = "") -> str:
     """What the stalled part of a step needs, which a bigger GPU does not give; ``cpu_work_ms``:
-    the job's own CPU work within the host share (``diagnosis.host_work``)."""
+    the job's own CPU work within the host share (``diagnosis.host_work``); ``named``: what
+    the diagnosis names of the wait (``named_ms`` of it), said when it is most of it."""
     loader = shares.get(str(Share.DATALOADER), 0.0)
     host = shares.get(str(Share.HOST), 0.0) + shares.get(str(Share.IDLE), 0.0)
+    if named and named_ms >= (loader + host) / 2:
+        return f"{named_ms / step_ms:.0%} of each step the GPU waits {named}"
     if loader >= host:
         return (f"{loader / step_ms:.0%} of each step waits for the data loader, which a bigger"
                 " GPU will not shrink: raise DataLoader num_workers, set pin_memory=True and"
