@@ -407,15 +407,10 @@ def _workload(trace: Trace, steps: Steps, diag: Diagnosis, work: pl.DataFrame,
         host_copy_gbs=_host_copy_gbs(trace, device),
         host_cpu_work_ms=step_ms * diag.host_work.cpu_work_pct / 100
         if diag.host_work is not None else 0.0,
-        **_named_stall(diag, step_ms),
+        **named_stall(diag.host_work, step_ms),
         training=bool(trace.cpu_ops.select((pl.col("name").str.starts_with("Optimizer.step")
                                             | pl.col("name").str.contains("Backward")).any()).item()),
     )
-
-
-def _named_stall(diag: Diagnosis, step_ms: float) -> dict[str, Any]:
-    pct, words = named_stall(diag.host_work)
-    return {"named_stall_ms": step_ms * pct / 100, "named_stall": words}
 
 
 def _host_copy_gbs(trace: Trace, device: int | None) -> float | None:

@@ -34,6 +34,7 @@ calls no PyTorch op (Pillow decoding) leaves no trace at all: that time is in th
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -195,16 +196,18 @@ def host_parts(host: HostWork | None) -> str:
                      for p in host.parts)
 
 
-def named_stall(host: HostWork | None) -> tuple[float, str]:
-    """The part of the step the diagnosis can name where the GPU waits (% of the step), and
-    what it is with what to do, for the sizing's reason; (0, "") when nothing is named."""
+def named_stall(host: HostWork | None, step_ms: float) -> dict[str, Any]:
+    """The part of the step the diagnosis can name where the GPU waits (ms), and what it is
+    with what to do: ``sizing.Workload``'s ``named_stall_ms`` and ``named_stall`` (the
+    sizing's reason says it); 0 and "" when nothing is named."""
     if host is None or not host.ranges_pct:
-        return 0.0, ""
+        return {"named_stall_ms": 0.0, "named_stall": ""}
     names = ", ".join(host.ranges)
     startup = any(re.search(STARTUP_OPS, n) for n in host.ranges)
     todo = ("JIT compilation, autotuning or warm-up, which a steady-state step does not repeat"
             " and a bigger GPU does not shrink: profile steps after warm-up before sizing"
             if startup else "host work a bigger GPU does not shrink: speed it up or move it"
             " off the step")
-    return host.ranges_pct, (f"while the host is inside recorded ranges ({names}) with nothing"
-                             f" finer recorded: {todo}")
+    return {"named_stall_ms": step_ms * host.ranges_pct / 100,
+            "named_stall": f"while the host is inside recorded ranges ({names}) with nothing"
+                           f" finer recorded: {todo}"}
