@@ -2,9 +2,10 @@
 
 Input: :class:`Requests` (arrival times, prompt and output tokens), the replica's
 :class:`Limits` (``max_num_seqs``, ``max_num_batched_tokens``, the KV cache in tokens and its
-block size, chunked prefill) and a step-time function with the signature of
-``StepModel.step_ms_vec`` (arrays of prefill tokens, their cached context, decode sequences and
-the sum of their KV lengths, one step each; milliseconds). Output: a :class:`Trace`, every
+block size, chunked prefill) and step times (:class:`StepMs`: arrays like
+``StepModel.step_ms_vec`` of prefill tokens, their cached context, decode sequences and the sum
+of their KV lengths, and one step at a time; milliseconds; in practice
+:class:`~rightsize.analyzers.serving.tabulated.Tabulated`). Output: a :class:`Trace`, every
 request's first-token and finish times, the inter-token gaps, the KV cache peak and the
 preemptions. Pure and deterministic: no randomness inside (the arrivals carry the seed).
 
@@ -34,10 +35,36 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-StepMs = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+class StepMs(Protocol):
+    """Step times in ms: arrays like ``StepModel.step_ms_vec``, and one step as floats."""
+
+    def __call__(self, prefill_tokens: np.ndarray, prefill_ctx: np.ndarray,
+                 decode_seqs: np.ndarray, decode_kv_sum: np.ndarray) -> np.ndarray: ...
+
+    def one(self, p_tok: int, p_ctx: int, d_seqs: int, d_kv: int) -> float: ...
+
+
+class Vectorized:
+    """A plain ``step_ms_vec`` function as a :class:`StepMs` (one step = arrays of one)."""
+
+    def __init__(self, fn: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+                                    np.ndarray]) -> None:
+        self.fn = fn
+
+    def __call__(self, prefill_tokens: np.ndarray, prefill_ctx: np.ndarray,
+                 decode_seqs: np.ndarray, decode_kv_sum: np.ndarray) -> np.ndarray:
+        return np.asarray(self.fn(prefill_tokens, prefill_ctx, decode_seqs, decode_kv_sum))
+
+    def one(self, p_tok: int, p_ctx: int, d_seqs: int, d_kv: int) -> float:
+        return float(self.fn(np.array([p_tok]), np.array([p_ctx]), np.array([d_seqs]),
+                             np.array([d_kv]))[0])
+
 BULK_STEPS_MAX = 4096  # decode steps taken in one vectorized call (bounds the arrays)
 _NEVER = ("a request can never be scheduled: its prompt and output need more KV blocks than the "
           "cache holds (or, without chunked prefill, its prompt is over max_num_batched_tokens)")
@@ -171,9 +198,7 @@ def simulate(reqs: Requests, limits: Limits, step_ms: StepMs, *, bulk: bool = Tr
 
 
 def _step_time(step_ms: StepMs, p_tok: int, p_ctx: int, d_seqs: int, d_kv: int) -> float:
-    one = step_ms(np.array([p_tok], np.int64), np.array([p_ctx], np.int64),
-                  np.array([d_seqs], np.int64), np.array([d_kv], np.int64))
-    return float(one[0]) / 1000.0
+    return step_ms.one(p_tok, p_ctx, d_seqs, d_kv) / 1000.0
 
 
 def _admit(s: _State, limits: Limits, budget: int, seats: int) -> tuple[list[int], list[int]]:
