@@ -1,14 +1,16 @@
 """The plan search's fast path: p95 TTFT and TPOT of a continuous-batching replica from a
 fluid fixed point and queueing formulas, vectorized over configurations.
 
-Input: a step-time function (``StepModel.step_ms_vec``) and arrays, one element per
+Input: one deployment's :class:`Curves` (its step times at every decode batch for this load,
+from ``StepModel.step_ms_vec`` in three vectorized calls) and arrays, one element per
 configuration, of the per-replica arrival rate, ``max_num_seqs``, ``max_num_batched_tokens``
 and KV cache tokens, with the load's mean prompt and output lengths (and a long prompt for the
 TTFT tail). Output: :class:`Estimate` arrays. Pure.
 
 The model (every symbol per replica; tau the mean step time):
 
-- decoding requests ``B = lam (O - 1) tau`` (Little), KV ``K = B (I + O / 2)``;
+- decoding requests ``B = lam (O - 1) tau`` (Little); a running request decodes in a batch of
+  itself and those, ``1 + B``, each holding ``I + O / 2`` tokens of KV on average;
 - a decode step takes ``S_d = S(0, 0, B, K)``; a prompt adds ``E = S(I, 0, B, K) - S_d`` once
   (its chunks' extra time, to first order independent of chunking);
 - per second ``1 / tau`` steps and ``lam`` prompts fill the time: ``tau = S_d / (1 - lam E)``,
@@ -18,8 +20,9 @@ The model (every symbol per replica; tau the mean step time):
   during its life (Poisson, ``lam (O - 1) tau`` of them, ``E`` each) spread over its tokens,
   plus the decode batch's own fluctuation (Poisson count, time-averaged over a life:
   variance ``2 B / 3``); p95 = mean + 1.645 sd;
-- TTFT: the rest of the step under way (``tau / 2``), its own prefill (chunks of
-  ``max_num_batched_tokens - B`` tokens, each a decode step, plus ``E``), the wait for a seat
+- TTFT: the rest of the step under way (length-biased: steps carrying prompts are longer), its
+  own prefill (chunks of ``max_num_batched_tokens - B`` tokens, each a decode step, plus ``E``,
+  plus the prompts that arrived beside it), mean + 1.645 sd of those, and the wait for a seat
   when the running requests are bounded by ``max_num_seqs`` or the KV cache (Erlang C with
   ``c`` seats and a seat held for prefill plus ``(O - 1) tau``: p95 of the exponential tail)
   and the wait for the token budget (M/D/1 on prompt tokens, Kingman's exponential tail).
@@ -77,49 +80,76 @@ def _p95_exponential(p_wait: np.ndarray, mean_if_wait_ms: np.ndarray) -> np.ndar
     return np.where(p_wait > 0.05, tail, 0.0)
 
 
-def evaluate(step: StepVec, lam: np.ndarray, mns: np.ndarray, mnbt: np.ndarray,
+@dataclass(frozen=True, slots=True)
+class Curves:
+    """One deployment's step times at every decode batch 0..max, for one load: a decode step
+    (KV ``I + O / 2`` per sequence), and the extra of a mean and of a long prompt."""
+
+    decode_ms: np.ndarray
+    prompt_ms: np.ndarray  # S(I, 0, B, K) - S(0, 0, B, K)
+    long_prompt_ms: np.ndarray  # the same for the long prompt
+
+    @staticmethod
+    def of(step: StepVec, max_batch: int, isl: float, osl: float, isl_high: float) -> Curves:
+        b = np.arange(max_batch + 1, dtype=np.int64)
+        n = b.size
+        kv = np.round(b * (isl + osl / 2.0)).astype(np.int64)
+        prompts = [0, max(round(isl), 1), max(round(isl_high), 1)]
+        # one vectorized call: decode-only, with the mean prompt, with the long prompt
+        ms = np.asarray(step(np.repeat(prompts, n), np.zeros(3 * n, np.int64), np.tile(b, 3),
+                             np.tile(kv, 3)), np.float64).reshape(3, n)
+        return Curves(ms[0], np.maximum(ms[1] - ms[0], 0.0), np.maximum(ms[2] - ms[0], 0.0))
+
+    def at(self, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(decode step, prompt extra, long prompt extra, d(decode step)/d(batch)) at
+        fractional batches, interpolated between whole ones."""
+        x = np.arange(self.decode_ms.size, dtype=np.float64)
+        sd = np.interp(batch, x, self.decode_ms)
+        slope = np.interp(batch, x[:-1] + 0.5, np.diff(self.decode_ms)) \
+            if self.decode_ms.size > 1 else np.zeros_like(batch)
+        return (sd, np.interp(batch, x, self.prompt_ms), np.interp(batch, x,
+                                                                   self.long_prompt_ms), slope)
+
+
+def evaluate(curves: Curves, lam: np.ndarray, mns: np.ndarray, mnbt: np.ndarray,
              kv_tokens: np.ndarray, isl: float, osl: float, isl_high: float) -> Estimate:
     """The fast estimate for every configuration (arrays broadcast to one length)."""
     lam, mns, mnbt, kv_tokens = np.broadcast_arrays(
         np.asarray(lam, np.float64), np.asarray(mns, np.float64),
         np.asarray(mnbt, np.float64), np.asarray(kv_tokens, np.float64))
-    n = lam.size
-    zeros = np.zeros(n, np.int64)
-    prompt = np.full(n, int(round(isl)), np.int64)
     lam_ms = lam / 1000.0
     decodes = max(osl - 1.0, 0.0)
-    kv_per_seq = isl + osl / 2.0
-    seats = np.maximum(np.minimum(mns, np.floor(kv_tokens / (isl + osl))), 1.0)
+    # vLLM admits on the KV the running requests hold now (they grow as they decode), so a
+    # seat holds the mean occupancy, I + O / 2
+    seats = np.maximum(np.minimum(mns, np.floor(kv_tokens / (isl + osl / 2.0))), 1.0)
+    top = float(curves.decode_ms.size - 1)
 
-    def at(tau: np.ndarray) -> tuple[np.ndarray, ...]:
-        b = np.minimum(lam_ms * decodes * tau, seats)
-        bi = np.maximum(np.round(b), 0).astype(np.int64)
-        kv = (bi * kv_per_seq).astype(np.int64)
-        sd = step(zeros, zeros, bi, kv)
-        extra = np.maximum(step(prompt, zeros, bi, kv) - sd, 0.0)
-        return b, sd, extra
+    def batch(tau: np.ndarray) -> np.ndarray:
+        # the batch a running request sees: itself and the time-average others (an arrival
+        # sees the time average: Poisson arrivals see time averages)
+        return np.minimum(np.minimum(1.0 + lam_ms * decodes * tau, seats), top)
 
-    tau = step(zeros, zeros, np.ones(n, np.int64), np.full(n, int(kv_per_seq), np.int64))
-    tau = np.asarray(tau, np.float64)
-    diverged = np.zeros(n, bool)
+    tau = np.full(lam.shape, curves.decode_ms[min(1, int(top))])
+    diverged = np.zeros(lam.shape, bool)
+    done = np.zeros(lam.shape, bool)
     for _ in range(ITERATIONS):
-        b, sd, extra = at(tau)
+        sd, extra, _, _ = curves.at(batch(tau))
         load = lam_ms * extra
         new = np.where(load < 1.0, sd / np.maximum(1.0 - load, 1e-9), np.inf)
         diverged |= ~np.isfinite(new)
+        done = diverged | (np.abs(new - tau) <= CONVERGED * tau)
         tau = np.where(diverged, tau, new)
-    b, sd, extra = at(tau)
-    new = sd / np.maximum(1.0 - lam_ms * extra, 1e-9)
-    converged = ~diverged & (np.abs(new - tau) <= CONVERGED * tau)
-    # d(decode step)/d(batch) at the operating point, over 8 more sequences
-    more = np.maximum(np.round(b), 0).astype(np.int64) + 8
-    slope = (step(zeros, zeros, more, (more * kv_per_seq).astype(np.int64)) - sd) / 8.0
-    return _latencies(lam_ms, tau, b, sd, extra, np.maximum(slope, 0.0), seats, mnbt, isl,
-                      osl, isl_high, converged)
+        if done.all():
+            break
+    b = batch(tau)
+    sd, extra, extra_long, slope = curves.at(b)
+    converged = ~diverged & done
+    return _latencies(lam_ms, tau, b, sd, extra, extra_long, np.maximum(slope, 0.0), seats,
+                      mnbt, isl, osl, isl_high, converged)
 
 
 def _latencies(lam_ms: np.ndarray, tau: np.ndarray, b: np.ndarray, sd: np.ndarray,
-               extra: np.ndarray, slope: np.ndarray, seats: np.ndarray, mnbt: np.ndarray, isl: float,
+               extra: np.ndarray, extra_long: np.ndarray, slope: np.ndarray, seats: np.ndarray, mnbt: np.ndarray, isl: float,
                osl: float, isl_high: float, converged: np.ndarray) -> Estimate:
     decodes = max(osl - 1.0, 1.0)
     # TPOT: prompts arriving during a request's decodes, and the batch's own fluctuation
@@ -127,10 +157,16 @@ def _latencies(lam_ms: np.ndarray, tau: np.ndarray, b: np.ndarray, sd: np.ndarra
     arrivals = lam_ms * life
     var_prompts = arrivals * (extra / decodes) ** 2
     tpot = tau + Z95 * np.sqrt(var_prompts + slope**2 * (2.0 / 3.0) * b)
-    # TTFT: residual step, own prefill chunks, a seat, the token budget
+    # TTFT: the rest of the step under way (length-biased: a step with prompts in it is
+    # longer), its own prefill step(s) with the prompts that arrived beside it, a seat, the
+    # token budget
+    per_step = lam_ms * tau  # prompts arriving during one step
+    mean_len = sd + extra * per_step
+    biased = (mean_len**2 + extra**2 * per_step) / np.maximum(mean_len, 1e-9)
     room = np.maximum(mnbt - b, 1.0)
     chunks = np.ceil(isl_high / room)
-    own = chunks * sd + extra * (isl_high / max(isl, 1.0))
+    own = chunks * sd + extra_long + extra * per_step
+    spread = np.sqrt(biased**2 / 12.0 + extra**2 * per_step)
     hold = own + life
     offered = lam_ms * hold
     seat_util = offered / seats
@@ -140,7 +176,7 @@ def _latencies(lam_ms: np.ndarray, tau: np.ndarray, b: np.ndarray, sd: np.ndarra
     rho_tok = lam_ms * isl / token_rate
     service = isl / token_rate
     budget_wait = _p95_exponential(rho_tok, service / np.maximum(2 * (1 - rho_tok), 1e-9))
-    ttft = 0.5 * tau + own + seat_wait + budget_wait
+    ttft = biased / 2 + own + Z95 * spread + seat_wait + budget_wait
     util = np.maximum.reduce([lam_ms * extra, seat_util, rho_tok])
     stable = converged & (seat_util < 1.0) & (rho_tok < 1.0)
     inf = np.full_like(tau, np.inf)

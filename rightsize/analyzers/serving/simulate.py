@@ -40,7 +40,6 @@ from typing import Protocol
 import numpy as np
 
 
-
 class StepMs(Protocol):
     """Step times in ms: arrays like ``StepModel.step_ms_vec``, and one step as floats."""
 
@@ -48,6 +47,10 @@ class StepMs(Protocol):
                  decode_seqs: np.ndarray, decode_kv_sum: np.ndarray) -> np.ndarray: ...
 
     def one(self, p_tok: int, p_ctx: int, d_seqs: int, d_kv: int) -> float: ...
+
+    def decodes(self, seqs: int, kv_sums: np.ndarray) -> np.ndarray:
+        """Decode-only steps of ``seqs`` sequences, one per KV sum."""
+        ...
 
 
 class Vectorized:
@@ -64,6 +67,10 @@ class Vectorized:
     def one(self, p_tok: int, p_ctx: int, d_seqs: int, d_kv: int) -> float:
         return float(self.fn(np.array([p_tok]), np.array([p_ctx]), np.array([d_seqs]),
                              np.array([d_kv]))[0])
+
+    def decodes(self, seqs: int, kv_sums: np.ndarray) -> np.ndarray:
+        zeros = np.zeros(len(kv_sums), np.int64)
+        return self(zeros, zeros, np.full(len(kv_sums), seqs, np.int64), kv_sums)
 
 BULK_STEPS_MAX = 4096  # decode steps taken in one vectorized call (bounds the arrays)
 _NEVER = ("a request can never be scheduled: its prompt and output need more KV blocks than the "
@@ -229,7 +236,7 @@ def _schedule_running(s: _State, budget: int) -> tuple[np.ndarray, np.ndarray, b
     run = s.run
     need = s.prompt[run] + s.generated[run] - s.computed[run]
     before = np.cumsum(need) - need
-    alloc = np.clip(budget - before, 0, need)
+    alloc = np.minimum(np.maximum(budget - before, 0), need)
     new_blocks = np.where(alloc > 0, s.blocks(s.computed[run] + alloc) - s.held[run], 0)
     cum = np.cumsum(new_blocks)
     if run.size == 0 or int(cum[-1]) <= s.free:
@@ -346,8 +353,7 @@ def _bulk_decode(s: _State, limits: Limits, step_ms: StepMs, t: float) -> float:
             else _step_v0(s, limits, step_ms, t)
     kv0 = int((s.computed[run] + 1).sum())
     kv = kv0 + b * np.arange(k, dtype=np.int64)
-    dur = np.asarray(step_ms(np.zeros(k, np.int64), np.zeros(k, np.int64),
-                             np.full(k, b, np.int64), kv), np.float64) / 1000.0
+    dur = step_ms.decodes(b, kv) / 1000.0
     ends = t + np.cumsum(dur)
     admissible = not s.waiting and run.size < limits.max_num_seqs
     if admissible and s.next_arrival < len(s.arr):

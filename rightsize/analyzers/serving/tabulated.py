@@ -35,7 +35,8 @@ def _grid(top: float, points: int, start: float = 1.0) -> np.ndarray:
 
 class Tabulated:
     """``__call__(prefill_tokens, prefill_ctx, decode_seqs, decode_kv_sum)`` like
-    ``step_ms_vec`` (arrays), and :meth:`one` for a single step (floats, no numpy)."""
+    ``step_ms_vec`` (arrays, vectorized), and :meth:`one` for a single step (floats, no
+    numpy: a few microseconds)."""
 
     def __init__(self, step: StepVec, max_seqs: int, max_tokens: int, max_kv: int,
                  scale: tuple[float, float] = (1.0, 1.0)) -> None:
@@ -86,6 +87,13 @@ class Tabulated:
             return ms * self.scale[1]
         return (ms + self._prefill(float(p_tok), float(p_ctx), float(d_seqs))) * self.scale[0]
 
+    def decodes(self, seqs: int, kv_sums: np.ndarray) -> np.ndarray:
+        """Decode-only steps of ``seqs`` sequences (a row of the table), one per KV sum."""
+        row = self.dec[seqs]
+        if seqs == 0:
+            return np.full(len(kv_sums), row[0] * self.scale[1])
+        return np.interp(np.asarray(kv_sums, np.float64) / seqs, self.kvm, row) * self.scale[1]
+
     def _prefill(self, p: float, c: float, b: float) -> float:
         ip, fp = _locate(self._p, p)
         ic, fc = _locate(self._c, c)
@@ -105,8 +113,26 @@ class Tabulated:
 
     def __call__(self, prefill_tokens: np.ndarray, prefill_ctx: np.ndarray,
                  decode_seqs: np.ndarray, decode_kv_sum: np.ndarray) -> np.ndarray:
-        return np.array([self.one(int(p), int(c), int(d), int(k)) for p, c, d, k in zip(
-            prefill_tokens, prefill_ctx, decode_seqs, decode_kv_sum, strict=True)])
+        """Vectorized lookup: the same interpolation as :meth:`one`, for arrays."""
+        p = np.asarray(prefill_tokens, np.float64)
+        c = np.asarray(prefill_ctx, np.float64)
+        b = np.asarray(decode_seqs, np.int64)
+        if b.size and int(b.max()) > self.max_seqs:
+            raise ValueError(f"{int(b.max())} decode sequences: the table stops at "
+                             f"{self.max_seqs}")
+        kvm = np.where(b > 0, np.asarray(decode_kv_sum, np.float64) / np.maximum(b, 1), 0.0)
+        i, f = _locate_vec(self.kvm, kvm)
+        dec = self.dec[b, i] * (1 - f) + self.dec[b, i + 1] * f
+        dec = np.where(b > 0, dec, self.dec[0, 0])
+        ip, fp = _locate_vec(self.p, p)
+        ic, fc = _locate_vec(self.c, c)
+        ib, fb = _locate_vec(self.b, b.astype(np.float64))
+        pre = np.zeros_like(p)
+        for dp, wp in ((0, 1 - fp), (1, fp)):
+            for dc, wc in ((0, 1 - fc), (1, fc)):
+                for db, wb in ((0, 1 - fb), (1, fb)):
+                    pre += wp * wc * wb * self.pre[ip + dp, ic + dc, ib + db]
+        return np.where(p > 0, (dec + pre) * self.scale[0], dec * self.scale[1])
 
     def check(self, samples: int = 2000, seed: int = 0) -> float:
         """Largest relative error against the model on random steps inside the tables."""
@@ -118,7 +144,9 @@ class Tabulated:
         kv = b * rng.integers(1, int(self.kvm[-1]) + 1, samples)
         model = np.asarray(self.step(p, c, b, kv), np.float64)
         model *= np.where(p > 0, self.scale[0], self.scale[1])
-        return float(np.max(np.abs(self(p, c, b, kv) - model) / model))
+        ones = np.array([self.one(*map(int, x)) for x in zip(p, c, b, kv, strict=True)])
+        return float(max(np.max(np.abs(self(p, c, b, kv) - model) / model),
+                         np.max(np.abs(ones - model) / model)))
 
 
 def _locate(grid: list[float], x: float) -> tuple[int, float]:
@@ -127,6 +155,12 @@ def _locate(grid: list[float], x: float) -> tuple[int, float]:
     i = min(max(i, 0), len(grid) - 2)
     lo, hi = grid[i], grid[i + 1]
     return i, min(max((x - lo) / (hi - lo), 0.0), 1.0)
+
+
+def _locate_vec(grid: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    i = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, len(grid) - 2)
+    lo, hi = grid[i], grid[i + 1]
+    return i, np.clip((x - lo) / (hi - lo), 0.0, 1.0)
 
 
 def _lerp(grid: list[float], values: list[float], x: float) -> float:
