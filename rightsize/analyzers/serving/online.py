@@ -50,8 +50,10 @@ def ranges_of(model: StepModel, isl: int) -> Ranges:
 def tables(model: StepModel, limits: Limits, reqs: Requests) -> Tabulated:
     """The step model tabulated over what this load and these limits can ask."""
     longest = int((reqs.prompt_tokens + reqs.output_tokens).max())
+    common = np.unique(reqs.prompt_tokens)
     return Tabulated(model.step_ms_vec, limits.max_num_seqs,
-                     max(limits.max_num_batched_tokens, int(reqs.prompt_tokens.max())), longest)
+                     max(limits.max_num_batched_tokens, int(reqs.prompt_tokens.max())), longest,
+                     prompts=common.tolist() if common.size <= 8 else ())
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,9 +163,9 @@ def simulate_option(c: Candidate, load: Load, replicas: int, index: int, slo: Sl
     """The full simulation of one configuration (all its replicas' requests pooled)."""
     limits = Limits(int(c.seqs[index]), int(c.batched[index]), c.model.kv_cache_tokens)
     if c.table is None:
-        c.table = Tabulated(c.model.step_ms_vec, max(c.seqs.max(), 1),
-                            max(int(c.batched.max()), int(load.isl_high), load.longest),
-                            load.longest)
+        c.table = Tabulated(c.model.step_ms_vec, max(int(c.seqs.max()), 1),
+                            max(int(c.batched.max()), int(load.isl_high)), load.longest,
+                            prompts=(int(load.isl),) if load.csv is None else ())
     table = c.table.scaled(*scale)
     parts = load.per_replica(replicas, rate_scale)
     s = summarize(tuple(simulate(p, limits, table) for p in parts), SKIP)

@@ -1,0 +1,77 @@
+"""What ``serving simulate`` and ``serving plan`` share: reading the model, the load (a rate
+with prompt and output lengths, or a requests CSV) and a measured online run, with one-line
+errors. Only click is imported at module level."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from rightsize.analyzers.serving.simulate import Requests
+    from rightsize.analyzers.serving.step import ModelConfig
+    from rightsize.traces.serving_runs import MeasuredRun
+
+DEFAULT_REQUESTS = 1000
+
+
+def read_model(path: Path) -> ModelConfig:
+    from rightsize.analyzers.sizing.hf_config import from_hf_config
+    from rightsize.cli.estimate import read_hf_config
+
+    return from_hf_config(read_hf_config(path), path.stem)
+
+
+def read_requests(path: Path) -> Requests:
+    from rightsize.analyzers.serving.load import from_csv
+    from rightsize.errors import InputError
+
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise InputError(path, f"cannot read the requests CSV ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise InputError(path, "the requests CSV is not UTF-8 text") from None
+    return from_csv(text, str(path))
+
+
+def load_choice(requests: Path | None, rate: float | None, isl: int | None,
+                osl: int | None) -> None:
+    """One of ``--requests`` or ``--rate`` with ``--isl`` and ``--osl``."""
+    from rightsize.errors import RightsizeError
+
+    if requests is not None and any(v is not None for v in (rate, isl, osl)):
+        raise RightsizeError("give either --requests CSV or --rate/--isl/--osl, not both")
+    if requests is None:
+        absent = [f"--{n}" for n, v in (("rate", rate), ("isl", isl), ("osl", osl))
+                  if v is None]
+        if absent:
+            raise RightsizeError(f"missing {', '.join(absent)} (or give --requests CSV)")
+
+
+def read_measured_run(path: Path) -> MeasuredRun:
+    from rightsize.errors import InputError
+    from rightsize.traces.serving_runs import read
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(path, f"cannot read the measured run ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise InputError(path, "the measured run is not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    return read(data, str(path))
+
+
+def positive_rate(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    from rightsize.errors import RightsizeError
+
+    if value is not None and not (value > 0 and value != float("inf")):
+        raise RightsizeError(f"--{param.name}: the request rate must be a positive number")
+    return value
