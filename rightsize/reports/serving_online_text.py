@@ -38,9 +38,9 @@ def simulated_text(s: Simulated) -> str:
             _row("TTFT", s.ttft_ms), _row("TPOT", s.tpot_ms), _row("ITL", s.itl_ms),
             _row("E2E", s.e2e_ms)]
     lines.append(render_table(rows))
-    lines += ["", f"throughput {s.throughput_rps:,.2f} req/s, {s.output_tokens_per_s:,.0f} "
+    lines += ["", (f"throughput {s.throughput_rps:,.2f} req/s, {s.output_tokens_per_s:,.0f} "
               f"output tokens/s; KV cache peak {s.kv_cache_peak_pct:.1f}% of "
-              f"{s.kv_cache_tokens:,} tokens; {s.preemptions} preemptions"]
+              f"{s.kv_cache_tokens:,} tokens; {s.preemptions} preemptions")]
     lines += _said(s.calibrated_by, s.assumes, s.notes)
     return "\n".join(lines) + "\n"
 
@@ -51,6 +51,10 @@ def _said(by: str, assumes: tuple[str, ...], notes: tuple[str, ...]) -> list[str
     out += [safe_text(f"assumes: {a}") for a in assumes]
     out += [safe_text(f"note: {n}") for n in notes]
     return out
+
+
+def _ranged(v: float, lo: float | None, hi: float | None) -> str:
+    return f"{ms(v)} ({ms_range(lo, hi)})"
 
 
 def _option_row(o: Option) -> tuple[str, ...]:
@@ -66,13 +70,15 @@ OPTION_HEAD = ("GPU", "TP", "PP", "replicas", "max_num_seqs", "max_batched", "$/
 def plan_text(p: ServingPlan) -> str:
     r = p.recommended
     assert r is not None
-    lines = [safe_text(f"{p.model} at {p.rate_per_s:g} req/s ({p.load}), SLO TTFT p95 <= "
-                       f"{p.ttft_p95_slo_ms:g} ms, TPOT p95 <= {p.tpot_p95_slo_ms:g} ms"), "",
-             safe_text(f"recommended: {r.label}: ${r.cost_per_hour_usd:,.2f}/hour "
-                       f"({r.gpus} GPUs, {r.price})"),
-             f"  TTFT p95 {ms(r.ttft_p95_ms)} ({ms_range(r.ttft_p95_ms_low, r.ttft_p95_ms_high)})"
-             f", TPOT p95 {ms(r.tpot_p95_ms)} ({ms_range(r.tpot_p95_ms_low, r.tpot_p95_ms_high)})"
-             f", {r.tokens_per_s:,.0f} output tokens/s, KV cache peak {r.kv_cache_peak_pct:.0f}%",
+    head = safe_text(f"{p.model} at {p.rate_per_s:g} req/s ({p.load}), SLO TTFT p95 <= "
+                     f"{p.ttft_p95_slo_ms:g} ms, TPOT p95 <= {p.tpot_p95_slo_ms:g} ms")
+    rec = safe_text(f"recommended: {r.label}: ${r.cost_per_hour_usd:,.2f}/hour ({r.gpus} GPUs,"
+                    f" {r.price})")
+    ttft = _ranged(r.ttft_p95_ms, r.ttft_p95_ms_low, r.ttft_p95_ms_high)
+    tpot = _ranged(r.tpot_p95_ms, r.tpot_p95_ms_low, r.tpot_p95_ms_high)
+    lines = [head, "", rec,
+             (f"  TTFT p95 {ttft}, TPOT p95 {tpot}, {r.tokens_per_s:,.0f} output tokens/s, "
+             f"KV cache peak {r.kv_cache_peak_pct:.0f}%"),
              "  vllm serve MODEL " + " ".join(p.vllm_args), "", "frontier (simulated):",
              render_table([OPTION_HEAD, *(_option_row(o) for o in p.frontier)])]
     if p.mixed is not None:
@@ -85,7 +91,7 @@ def plan_text(p: ServingPlan) -> str:
         lines += ["", safe_text(p.mixed_note)]
     if p.rejected:
         lines += ["", "rejected:"] + [safe_text(f"  {x.config}: {x.why}") for x in p.rejected]
-    lines += ["", f"searched {p.evaluated:,} configurations with the fast path, simulated "
-              f"{p.simulated}"]
+    lines += ["", (f"searched {p.evaluated:,} configurations with the fast path, simulated "
+              f"{p.simulated}")]
     lines += _said(p.calibrated_by, p.assumes, p.notes)
     return "\n".join(lines) + "\n"
