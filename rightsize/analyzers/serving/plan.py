@@ -179,5 +179,6 @@ def vllm_args(o: Option, gpu_memory_utilization: float) -> tuple[str, ...]:
 def impossible(slo: Slo, rate: float, metric: str, fastest_ms: float, label: str) -> NoPlan:
     """The one line for SLOs no configuration meets."""
     limit = slo.ttft_p95_ms if metric == "TTFT" else slo.tpot_p95_ms
+    reached = f"{fastest_ms:.0f}" if fastest_ms >= 100 else f"{fastest_ms:.3g}"
     return NoPlan(f"no configuration of the listed GPUs meets {metric} p95 <= {limit:g} ms at "
-                  f"{rate:g} req/s; the fastest reaches {fastest_ms:.0f} ms ({label})")
+                  f"{rate:g} req/s; the fastest reaches {reached} ms ({label})")
