@@ -90,7 +90,9 @@ class Rank:
 
     @property
     def top_kernels(self) -> pl.DataFrame:
-        return self.result.top_kernels
+        from rightsize.analyzers.metrics.kernels import top_kernels
+
+        return top_kernels(self.result.trace.kernels)
 
     @property
     def self_ops(self) -> pl.DataFrame:
@@ -98,7 +100,7 @@ class Rank:
         the document's ``self_ops`` as a frame, times in ms."""
         import polars as pl
 
-        rows = [o.to_json() for o in self.result.sections.get("self_ops", ())]
+        rows = [o.to_json() for o in self.result.values.get("self_ops", ())]
         return pl.DataFrame(rows) if rows else pl.DataFrame(
             schema={"name": pl.String, "path": pl.List(pl.String), "module": pl.String,
                     "calls": pl.Int64, "self_ms": pl.Float64, "host_ms": pl.Float64,

@@ -30,6 +30,7 @@ EXTRA = "extra"  # the field that keeps the keys a newer rightsize wrote
 KEY = "key"  # metadata: the JSON key when it is not the field name (``class``)
 OMIT_NONE = "omit_none"  # metadata: leave the key out when the value is None
 FLATTEN = "flatten"  # metadata: a mapping whose items are keys of the enclosing object
+REQUIRED = "required"  # metadata: the keys of a flattened mapping an object must have
 INTERNAL = "internal"  # metadata: not part of the JSON document
 
 
@@ -62,10 +63,14 @@ def key(name: str, default: Any = dataclasses.MISSING) -> Any:
     return _field(default, {KEY: name})
 
 
-def flattened(types: Callable[[], Mapping[str, Any]]) -> Any:
+def flattened(types: Callable[[], Mapping[str, Any]],
+              required: Callable[[], frozenset[str]] = frozenset, *,
+              default_factory: Callable[[], Any] = FrozenMap) -> Any:
     """A mapping field whose items are written as keys of the enclosing object, where the field
-    stands; ``types()`` says which keys it takes and the type each is read as."""
-    return dataclasses.field(default_factory=FrozenMap, metadata={FLATTEN: types})
+    stands; ``types()`` says which keys it takes and the type each is read as, ``required()``
+    which of them an object must have."""
+    return dataclasses.field(default_factory=default_factory,
+                             metadata={FLATTEN: types, REQUIRED: required})
 
 
 def internal(*, default: Any = None) -> Any:

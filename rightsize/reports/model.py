@@ -164,7 +164,7 @@ def build_model(doc: Document, manifest: Mapping[str, Any] | None = None) -> Rep
         timeline=parts.timeline(doc.timeline),
         kernels=tuple(tables.kernel_row(k, signals) for k in doc.top_kernels[:TOP_KERNELS]),
         precision=tables.precision_view(doc.precision),
-        ops=tuple(tables.self_op_row(o, signals) for o in doc.self_ops[:TOP_OPS])
+        ops=tuple(tables.self_op_row(o, signals) for o in doc.section("self_ops")[:TOP_OPS])
         or tuple(tables.op_row(o, signals) for o in doc.top_ops[:TOP_OPS]),
         memory=tables.memory(doc),
         sizing=tables.sizing_view(doc.sizing),

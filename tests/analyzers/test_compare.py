@@ -52,7 +52,8 @@ def doc(step_ms=1.0, count=1, spread=0.0, shares=None, device="NVIDIA H100 80GB 
     diag = dataclasses.replace(BASE.diagnosis, device="gpu", signals=(),
                                shares_pct=shares or {"compute": 100.0})
     sizing = dataclasses.replace(BASE.sizing, current=gpu, candidates=tuple(candidates))
-    return dataclasses.replace(BASE, steps=steps, devices=(dev,), diagnosis=diag, sizing=sizing)
+    return dataclasses.replace(BASE, devices=(dev,)).with_sections(steps=steps, diagnosis=diag,
+                                                                   sizing=sizing)
 
 
 def side(d, frames=None):
@@ -126,7 +127,7 @@ def test_projection_check_when_gpus_differ():
 
 def test_saved_documents_match_by_top_ops():
     op = dataclasses.replace(BASE.top_ops[0], gpu_ms=3.0)
-    a = dataclasses.replace(doc(), top_ops=(op,), top_kernels=())
+    a = doc().with_sections(top_ops=(op,), top_kernels=())
     c = compare_sides(side(a), side(a))
     assert c.matched_by == "top-ops" and c.matched_pct == {"a": 100.0, "b": 100.0}
     assert any("top-ops" in n for n in c.notes)
@@ -135,9 +136,9 @@ def test_saved_documents_match_by_top_ops():
 def test_group_reason_names_both_devices():
     sig = dataclasses.replace(BASE.diagnosis.signals[0], group="gemm", time_ms=2.0)
     a = doc(step_ms=5.0)
-    a = dataclasses.replace(a, diagnosis=dataclasses.replace(a.diagnosis, signals=(sig,)))
+    a = a.with_sections(diagnosis=dataclasses.replace(a.diagnosis, signals=(sig,)))
     b = doc(step_ms=5.0, device="AMD Instinct MI300X", gpu="MI300X")
-    b = dataclasses.replace(b, diagnosis=dataclasses.replace(
+    b = b.with_sections(diagnosis=dataclasses.replace(
         b.diagnosis, signals=(dataclasses.replace(sig, time_ms=3.0),)))
     g = compare_sides(side(a), side(b)).groups[0]
     assert g.reason == ("GEMMs 1.5x slower on AMD Instinct MI300X vs NVIDIA H100 80GB HBM3: "
@@ -176,7 +177,7 @@ def test_precision_from_the_classified_work():
 
     work = pl.DataFrame({"precision": ["fp32", "bf16", "bf16", None],
                          "dur_ns": [300, 200, 200, 900]})
-    d = dataclasses.replace(doc(), precision=None)
+    d = doc().with_sections(precision=None)
     c = compare_sides(Side("x", d, work=work), Side("y", d))
     assert (c.a.precision, c.b.precision) == ("bf16", None)  # B: no work, no sizing row
 

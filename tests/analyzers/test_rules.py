@@ -143,7 +143,7 @@ def test_pageable_rule_counts_only_large_host_to_device_copies():
 
 
 def test_host_wait_is_measured_on_the_busiest_compute_stream():
-    from rightsize.analyzers.analysis import _main_stream
+    from rightsize.analyzers.diagnosis.measures import main_stream
 
     b = FrameBuilder()
     b.kernel("gemm", 0, 500, corr=1, stream=7).kernel("ncclDevKernel_AllReduce", 0, 900, corr=2,
@@ -151,7 +151,7 @@ def test_host_wait_is_measured_on_the_busiest_compute_stream():
     b.kernel("gemm", 600, 100, corr=3, stream=9)
     idle = (StreamIdle(7, 0.3, 0.0, 0.0), StreamIdle(9, 0.5, 0.0, 0.0),
             StreamIdle(20, 0.9, 0.0, 0.0))
-    assert _main_stream(b.trace().kernels, idle) == idle[0]
+    assert main_stream(b.trace().kernels, idle) == idle[0]
 
 
 @pytest.mark.shared

@@ -43,7 +43,7 @@ def longest(rank: SectionInput) -> tuple[LongKernel, ...] | None:
 ENTRY = sections.Section(
     key="long_kernels", title="Longest kernel launches",
     compute="toy_section:longest", node="toy_section:LongKernel", many=True,
-    needs=("kernels",),
+    needs=("device_use",), frames=("kernels",),
     columns=(sections.Column("Kernel", "name"), sections.Column("Time (ms)", "dur_ms", "{:.3f}")),
 )
 
@@ -66,7 +66,7 @@ def _trace():
 
 def test_a_registered_section_reaches_the_document_and_reads_back(toy):
     rank = analyze_trace(_trace(), Context(catalog=load_catalog()))
-    assert list(rank.sections) == ["self_ops", "long_kernels"]
+    assert list(rank.values)[-2:] == ["self_ops", "long_kernels"]
     doc = document(Analysis((rank,)), [])
     data = doc.to_json()
     keys = list(data)
@@ -95,10 +95,23 @@ def test_a_document_without_the_section_reads_and_rows_without_a_value_are_empty
     del data["long_kernels"]
     assert "long_kernels" not in Document.from_json(data).sections
     cpu = FrameBuilder().step(1, 0, 100).op("aten::add", 10, 50).trace()
-    assert analyze_trace(cpu, Context()).sections["long_kernels"] == ()  # None: no rows
+    assert analyze_trace(cpu, Context()).values["long_kernels"] == ()  # None: no rows
 
 
 def test_the_registry_names_importable_functions_and_node_classes():
+    fields = {f.name for f in Document.__dataclass_fields__.values()}
     for s in sections.SECTIONS:
-        assert callable(s.function()) and isinstance(s.node_class(), type)
-        assert s.key not in {f.name for f in Document.__dataclass_fields__.values()}
+        assert callable(s.function()) and s.key not in fields
+        assert s.node is None or isinstance(s.node_class(), type)
+        assert set(s.needs) <= {t.key for t in sections.SECTIONS}
+
+
+def test_the_headline_keys_come_from_the_registry_in_its_order():
+    head = [s.key for s in sections.SECTIONS if s.head]
+    assert head == ["steps", "metrics", "diagnosis", "recommendations", "sizing", "precision",
+                    "timeline", "top_kernels", "top_ops"]
+    data = document(Analysis((analyze_trace(_trace(), Context(catalog=load_catalog())),)),
+                    []).to_json()
+    keys = list(data)
+    assert keys[keys.index("devices") + 1:keys.index("ranks")] == head
+    assert sections.required_keys() == frozenset(head)

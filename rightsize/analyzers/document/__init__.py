@@ -11,29 +11,33 @@ not import polars.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from rightsize.analyzers import sections as registry
 from rightsize.analyzers.document.codec import DocumentError, decode, encode
 from rightsize.analyzers.document.diagnosis import Diagnosis, Recommendation
 from rightsize.analyzers.document.job import Job
 from rightsize.analyzers.document.metrics import (
+    NO_METRICS,
+    NO_STEPS,
     Device,
     InputFile,
     Metrics,
     Rank,
-    SelfOp,
     StepStats,
     Tool,
     TopKernel,
     TopOp,
 )
 from rightsize.analyzers.document.sizing import HostTimeline, PrecisionMix, Sizing, Timeline
-from rightsize.analyzers.sections import value_types
-from rightsize.node import OMIT_NONE, Node, flattened, node
+from rightsize.analyzers.sections import required_keys, value_types
+from rightsize.node import OMIT_NONE, FrozenMap, Node, flattened, node
 
 # Changes when a key is renamed or removed or its meaning changes; adding keys does not.
 SCHEMA_VERSION = 1
@@ -44,36 +48,84 @@ __all__ = ["SCHEMA_VERSION", "Document", "DocumentError"]
 
 @node
 class Document(Node):
-    """One analysis: the primary rank's numbers at the top level, every rank under ``ranks``."""
+    """One analysis: the primary rank's numbers at the top level, every rank under ``ranks``.
+    The analyzer sections (``rightsize.analyzers.sections``) are written in two places: the
+    primary rank's headline keys before ``ranks`` (``steps`` ... ``top_ops``) and the others
+    after ``notes``; the properties below read the headline ones by name."""
 
     schema_version: int
     tool: Tool
     inputs: tuple[InputFile, ...]
     devices: tuple[Device, ...]
-    steps: StepStats
-    metrics: Metrics
-    diagnosis: Diagnosis | None
-    recommendations: tuple[Recommendation, ...]
-    sizing: Sizing | None
-    precision: PrecisionMix | None
-    timeline: Timeline | None
-    top_kernels: tuple[TopKernel, ...]
-    top_ops: tuple[TopOp, ...]
-    ranks: tuple[Rank, ...]
-    definitions: Mapping[str, str]
-    notes: tuple[str, ...]
-    # the analyzer sections (``rightsize.analyzers.sections``), each under its own key
-    sections: Mapping[str, Any] = flattened(value_types)
+    headline: Mapping[str, Any] = flattened(partial(value_types, True), required_keys,
+                                            default_factory=FrozenMap)
+    ranks: tuple[Rank, ...] = ()
+    definitions: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    sections: Mapping[str, Any] = flattened(partial(value_types, False),
+                                            default_factory=FrozenMap)
     host_timeline: HostTimeline | None = None  # host samples of a run directory
     # the ranks of one job together (several traces of one job only; no key otherwise)
     job: Job | None = field(default=None, metadata={OMIT_NONE: True})
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
-    def self_ops(self) -> tuple[SelfOp, ...]:
-        """Host ops by self time, per call path (empty in documents older than the key)."""
-        ops: tuple[SelfOp, ...] = self.sections.get("self_ops", ())
-        return ops
+    def steps(self) -> StepStats:
+        steps: StepStats = self.headline.get("steps", NO_STEPS)
+        return steps
+
+    @property
+    def metrics(self) -> Metrics:
+        metrics: Metrics = self.headline.get("metrics", NO_METRICS)
+        return metrics
+
+    @property
+    def diagnosis(self) -> Diagnosis | None:
+        return self.headline.get("diagnosis")
+
+    @property
+    def recommendations(self) -> tuple[Recommendation, ...]:
+        recs: tuple[Recommendation, ...] = self.headline.get("recommendations", ())
+        return recs
+
+    @property
+    def sizing(self) -> Sizing | None:
+        return self.headline.get("sizing")
+
+    @property
+    def precision(self) -> PrecisionMix | None:
+        return self.headline.get("precision")
+
+    @property
+    def timeline(self) -> Timeline | None:
+        return self.headline.get("timeline")
+
+    @property
+    def top_kernels(self) -> tuple[TopKernel, ...]:
+        top: tuple[TopKernel, ...] = self.headline.get("top_kernels", ())
+        return top
+
+    @property
+    def top_ops(self) -> tuple[TopOp, ...]:
+        top: tuple[TopOp, ...] = self.headline.get("top_ops", ())
+        return top
+
+    def section(self, key: str) -> Any:
+        """A section's value by its key, wherever the document writes it (``None``, or no
+        rows, when this document has none)."""
+        if key in self.headline:
+            return self.headline[key]
+        if key in self.sections:
+            return self.sections[key]
+        many = {s.key: s.many for s in registry.SECTIONS}
+        return () if many.get(key) else None
+
+    def with_sections(self, **values: Any) -> Document:
+        """A copy with these sections' values replaced (``doc.with_sections(top_ops=())``)."""
+        head = set(value_types(True))
+        return dataclasses.replace(
+            self, headline={**self.headline, **{k: v for k, v in values.items() if k in head}},
+            sections={**self.sections, **{k: v for k, v in values.items() if k not in head}})
 
     @property
     def primary_device(self) -> Device | None:

@@ -1,15 +1,16 @@
-"""Analysis results -> the typed document: rounding, units and the aggregation reports show.
+"""Analysis results -> the typed document: the ranks' sections put together, published once.
 
-Input: an :class:`~rightsize.analyzers.analysis.Analysis` and the descriptions of the files read.
-Output: a :class:`~rightsize.analyzers.document.Document`. Times become milliseconds (``*_ms``,
-6 decimals) or µs, shares are rounded to 2-4 decimals; a value that cannot be computed stays
-``None``. The classified device work is summed here into signal groups and top-kernel classes,
-so no renderer aggregates analysis. Pure.
+Input: an :class:`~rightsize.analyzers.analysis.Analysis` (or, from the workers of
+``rightsize.job_map``, each rank's :class:`RankDoc`) and the descriptions of the files read.
+Output: a :class:`~rightsize.analyzers.document.Document`. The sections' nodes arrive at full
+precision and are taken as they are, by key (``rightsize.analyzers.sections``); the job of the
+ranks together adds its evidence and rules; :func:`rounded` publishes the document as its JSON
+reads back, each value rounded by its field's ``num`` metadata (:mod:`rightsize.node`), the one
+place rounding happens. Pure.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,27 +22,12 @@ from rightsize.analyzers.document import SCHEMA_VERSION, Document
 from rightsize.analyzers.document import metrics as dm
 from rightsize.analyzers.document.codec import decode
 from rightsize.analyzers.document.definitions import definitions_for
-from rightsize.analyzers.document.diagnosis import Diagnosis, Recommendation
+from rightsize.analyzers.document.diagnosis import Diagnosis
 from rightsize.analyzers.document.job import Job
-from rightsize.analyzers.document.sizing import HostTimeline, PrecisionMix, Sizing, Timeline
+from rightsize.analyzers.document.sizing import HostTimeline
 from rightsize.analyzers.job import advice as job_advice
-from rightsize.analyzers.metrics.precision import workload_precision
-from rightsize.vocab import DeviceKind
 
 NS_PER_MS = 1e6
-
-
-def _ms(ns: float | None) -> float | None:
-    return None if ns is None else _msv(ns)
-
-
-def _msv(ns: float) -> float:
-    """Nanoseconds as milliseconds, 6 decimals (whole ns)."""
-    return round(ns / NS_PER_MS, 6)
-
-
-def _r(x: float | None, nd: int = 4) -> float | None:
-    return None if x is None else round(float(x), nd)
 
 
 def document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
@@ -62,20 +48,13 @@ def _document(analysis: Analysis, inputs: Sequence[Mapping[str, Any]],
 
 @dataclass(frozen=True, slots=True)
 class PrimaryDoc:
-    """What the document takes from its primary rank alone (the headline sections)."""
+    """What the document takes from its primary rank alone: its sections' values (the headline
+    keys and those after ``notes``), the step the job's advice is weighed against and the
+    steps' span (a run's host samples are cut to it)."""
 
-    steps: dm.StepStats
-    metrics: dm.Metrics
-    diagnosis: Diagnosis | None
-    recommendations: tuple[Recommendation, ...]
-    sizing: Sizing | None
-    precision: PrecisionMix | None
-    timeline: Timeline | None
-    top_kernels: tuple[dm.TopKernel, ...]
-    top_ops: tuple[dm.TopOp, ...]
     sections: Mapping[str, Any]
-    step_mean_ms: float | None  # unrounded: the step the job's advice is weighed against
-    window_ns: tuple[int, int] | None  # the steps' span: a run's host samples are cut to it
+    step_mean_ms: float | None
+    window_ns: tuple[int, int] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,19 +71,19 @@ class RankDoc:
 
 
 def rank_doc(r: RankAnalysis, primary: bool = True) -> RankDoc:
-    return RankDoc(_rank(r), tuple(_devices(r)), r.notes, r.kernel_ns,
-                   primary_doc(r) if primary else None)
+    v = r.values
+    return RankDoc(dm.Rank(r.rank, r.trace.meta.path, r.trace.meta.world_size, v["steps"],
+                           v["metrics"]),
+                   tuple(_devices(r)), r.notes, r.kernel_ns, primary_doc(r) if primary else None)
 
 
 def primary_doc(p: RankAnalysis) -> PrimaryDoc:
+    s = p.steps
     return PrimaryDoc(
-        steps=_steps(p), metrics=_metrics(p), diagnosis=_diagnosis(p),
-        recommendations=p.recommendations, sizing=p.sizing,
-        precision=workload_precision(p.work, p.device_match), timeline=p.timeline,
-        top_kernels=_top_kernels(p), top_ops=_top_ops(p), sections=p.sections,
-        step_mean_ms=float(p.steps.dur_ns.mean()) / NS_PER_MS if p.steps.count else None,
-        window_ns=(int(p.steps.start_ns[0]), int(p.steps.end_ns[-1])) if p.steps.count
-        else None)
+        sections={**sections.published(sections.SECTIONS, p.values, head=True),
+                  **sections.published(sections.SECTIONS, p.values, head=False)},
+        step_mean_ms=float(s.dur_ns.mean()) / NS_PER_MS if s.count else None,
+        window_ns=(int(s.start_ns[0]), int(s.end_ns[-1])) if s.count else None)
 
 
 def primary_index(ranks: Sequence[RankDoc]) -> int | None:
@@ -118,30 +97,27 @@ def assemble(ranks: Sequence[RankDoc], p: PrimaryDoc | None,
              counters: Diagnosis | None = None, host: HostTimeline | None = None,
              job: Job | None = None) -> Document:
     """The document from its ranks' shares (``p``: the primary's), unrounded: the same
-    whether the ranks were analyzed here or by workers."""
-    diagnosis = p.diagnosis if p else counters
-    job_recs: tuple[Recommendation, ...] = ()
+    whether the ranks were analyzed here or by workers. Without a rank, the sections' values
+    of an empty document, and the diagnosis of the samples or Nsight Compute rows alone."""
+    values = dict(p.sections) if p else {**sections.empty(sections.SECTIONS, head=True),
+                                         **sections.empty(sections.SECTIONS, head=False),
+                                         "diagnosis": counters}
     if job is not None:  # the ranks together: stragglers as rules, the verdict's evidence
-        diagnosis = job_advice.with_job_evidence(diagnosis, job)
-        job_recs = job_advice.recommendations(job, p.step_mean_ms if p else None)
+        values["diagnosis"] = job_advice.with_job_evidence(values["diagnosis"], job)
+        values["recommendations"] = (job_advice.recommendations(job, p.step_mean_ms if p
+                                                                 else None)
+                                     + tuple(values["recommendations"]))
+    head = set(sections.value_types(head=True))
     return Document(
         schema_version=SCHEMA_VERSION,
         tool=dm.Tool("rightsize", __version__),
         inputs=tuple(decode(dm.InputFile, dict(i), "inputs") for i in inputs),
         devices=tuple(d for r in ranks for d in r.devices),
-        steps=p.steps if p else dm.NO_STEPS,
-        metrics=p.metrics if p else dm.NO_METRICS,
-        diagnosis=diagnosis,
-        recommendations=job_recs + (p.recommendations if p else ()),
-        sizing=p.sizing if p else None,
-        precision=p.precision if p else None,
-        timeline=p.timeline if p else None,
-        top_kernels=p.top_kernels if p else (),
-        top_ops=p.top_ops if p else (),
+        headline={k: v for k, v in values.items() if k in head},
         ranks=tuple(r.rank for r in ranks),
         definitions=definitions_for(definitions),
         notes=tuple(sorted({n for r in ranks for n in r.notes})),
-        sections=p.sections if p else sections.empty(sections.SECTIONS),
+        sections={k: v for k, v in values.items() if k not in head},
         host_timeline=host,
         job=job,
     )
@@ -155,7 +131,7 @@ def rounded(doc: Document) -> Document:
 def _devices(r: RankAnalysis) -> list[dm.Device]:
     props = {row["device"]: row for row in r.trace.devices.to_dicts()}
     out = []
-    for d in r.devices:
+    for d in r.values["device_use"].devices:
         p = props.get(d.device, {})
         out.append(dm.Device(
             index=d.device, rank=r.rank, name=p.get("name"), sm_count=p.get("sm_count"),
@@ -166,69 +142,3 @@ def _devices(r: RankAnalysis) -> list[dm.Device]:
             metrics=d,
         ))
     return out
-
-
-def _steps(r: RankAnalysis) -> dm.StepStats:
-    s = r.steps
-    if not s.count:
-        return dm.StepStats(0, None, None, None, s.source, s.device_aware, s.dropped, s.names)
-    durs = s.dur_ns
-    d = r.diagnosis
-    return dm.StepStats(
-        s.count, _ms(float(durs.mean())), _ms(int(durs.min())), _ms(int(durs.max())), s.source,
-        s.device_aware, s.dropped, tuple(s.names),
-        per_step=d.per_step if d is not None else (),
-        split_over_time=d.split if d is not None else None)
-
-
-def _metrics(r: RankAnalysis) -> dm.Metrics:
-    dev = r.device(r.primary_device)
-    b, t, peak, comm = r.breakdown, r.temporal, r.peak_memory, r.communication
-    return dm.Metrics(
-        device=r.primary_device,
-        gpu_util_pct=dev.gpu_util_pct if dev else None,
-        sm_efficiency_pct=dev.sm_efficiency_pct if dev else None,
-        achieved_occupancy_pct=dev.achieved_occupancy_pct if dev else None,
-        tensor_core_kernel_pct=r.tensor_cores.plugin_pct,
-        tensor_core_kernel_pct_extended=r.tensor_cores.extended_pct,
-        breakdown_ms=b,
-        hta=None if t is None else dataclasses.replace(t, idle_by_stream=r.idle),
-        peak_memory_bytes=peak.peak_allocated_bytes if peak else None,
-        peak_reserved_bytes=peak.peak_reserved_bytes if peak else None,
-        memory=r.memory,
-        memcpy=tuple(dm.Memcpy(c["direction"], c["host_memory"], c["count"], c["bytes"],
-                               _ms(c["busy_ns"]), _r(c["gbps"])) for c in r.copies.to_dicts()),
-        communication=comm,
-        launch=r.launch,
-    )
-
-
-def kernel_classes(r: RankAnalysis) -> dict[str, tuple[str | None, str | None]]:
-    """Kernel name -> (compute/memory class, deciding signal), for GPU diagnoses."""
-    if r.work is None or r.diagnosis is None or r.diagnosis.device != DeviceKind.GPU:
-        return {}
-    return {row[0]: (row[1], row[2])
-            for row in r.work.select("name", "work", "signal").unique("name").iter_rows()}
-
-
-def _top_kernels(r: RankAnalysis) -> tuple[dm.TopKernel, ...]:
-    cls = kernel_classes(r)
-    return tuple(
-        dm.TopKernel(k["name"], k["calls"], _ms(k["total_ns"]), _r(k["mean_ns"] / 1000, 3),
-                     _r(k["max_ns"] / 1000, 3), _r(k["pct"]), *cls.get(k["name"], (None, None)))
-        for k in r.top_kernels.to_dicts())
-
-
-def _diagnosis(r: RankAnalysis) -> Diagnosis | None:
-    if r.diagnosis is None:
-        return None
-    return dataclasses.replace(r.diagnosis, device_match=r.device_match)
-
-
-def _top_ops(r: RankAnalysis) -> tuple[dm.TopOp, ...]:
-    return tuple(dm.TopOp(o["name"], o["calls"], _ms(o["host_ns"]), _ms(o["gpu_ns"]),
-                          o["kernels"]) for o in r.top_ops.to_dicts())
-
-
-def _rank(r: RankAnalysis) -> dm.Rank:
-    return dm.Rank(r.rank, r.trace.meta.path, r.trace.meta.world_size, _steps(r), _metrics(r))

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar, Union
 
 from rightsize.errors import RightsizeError
-from rightsize.node import EXTRA, FLATTEN, INTERNAL, encode, json_fields, json_key
+from rightsize.node import EXTRA, FLATTEN, INTERNAL, REQUIRED, encode, json_fields, json_key
 
 T = TypeVar("T")
 
@@ -95,16 +95,24 @@ def _dataclass(cls: type, value: Any, where: str) -> Any:
             kwargs[f.name] = {k: _decode(tp, value[k], f"{where}.{k}")
                               for k, tp in types.items() if k in value}
             known.update(types)
+            for k in f.metadata[REQUIRED]():
+                _present(k in value, where, k)
             continue
         key = json_key(f)
         known.add(key)
         if key in value:
             kwargs[f.name] = _decode(hints[f.name], value[key], f"{where}.{key}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise DocumentError(f"{where}: the key {key!r} is missing")
+        else:
+            _present(f.default is not dataclasses.MISSING
+                     or f.default_factory is not dataclasses.MISSING, where, key)
     if EXTRA in {f.name for f in dataclasses.fields(cls)}:
         kwargs[EXTRA] = {k: v for k, v in value.items() if k not in known}
     return cls(**kwargs)
+
+
+def _present(ok: bool, where: str, key: str) -> None:
+    if not ok:
+        raise DocumentError(f"{where}: the key {key!r} is missing")
 
 
 def _enum(tp: type[enum.Enum], value: Any, where: str) -> Any:

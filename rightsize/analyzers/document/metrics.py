@@ -114,9 +114,9 @@ class SplitOverTime(Node):
 @node
 class StepStats(Node):
     count: int
-    mean_ms: float | None
-    min_ms: float | None
-    max_ms: float | None
+    mean_ms: float | None = num(6)
+    min_ms: float | None = num(6)
+    max_ms: float | None = num(6)
     source: str  # profiler_step | cpu_span | gpu_span | trace_span | none
     device_aware: bool
     dropped: int
@@ -193,8 +193,8 @@ class Memcpy(Node):
     host_memory: str | None
     count: int
     bytes: int | None
-    time_ms: float | None
-    gbps: float | None
+    time_ms: float | None = num(6)
+    gbps: float | None = num(4)  # bytes / busy ns
 
 
 @node
@@ -249,10 +249,10 @@ NO_METRICS = Metrics(None, None, None, None, None, None, None, None, None, None,
 class TopKernel(Node):
     name: str | None  # None: the capture lost it (an nsys export with an empty StringIds)
     calls: int
-    total_ms: float | None
-    mean_us: float | None
-    max_us: float | None
-    pct: float | None  # of kernel time
+    total_ms: float | None = num(6)
+    mean_us: float | None = num(3)
+    max_us: float | None = num(3)
+    pct: float | None = num(4)  # of kernel time
     class_: str | None = key("class")  # compute / memory / communication
     signal: str | None  # what decided the class: ncu / counters / roofline / name / default
 
@@ -261,8 +261,8 @@ class TopKernel(Node):
 class TopOp(Node):
     name: str | None  # None: the capture lost it (as for TopKernel)
     calls: int
-    host_ms: float | None
-    gpu_ms: float | None
+    host_ms: float | None = num(6)
+    gpu_ms: float | None = num(6)
     kernels: int
 
 

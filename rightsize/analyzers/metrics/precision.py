@@ -20,11 +20,14 @@ no kernel is compute-bound). Pure.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from rightsize.analyzers.document.sizing import GroupPrecision, PrecisionMix
+
+if TYPE_CHECKING:
+    from rightsize.analyzers.sections import SectionInput
 
 # (pattern over the lower-cased kernel name, precision), first match wins.
 NAME_RULES: tuple[tuple[str, str], ...] = (
@@ -125,3 +128,8 @@ def workload_precision(work: pl.DataFrame | None, match: Any = None) -> Precisio
         return None
     gpu = getattr(match, "gpu", None)
     return precision_mix(work, getattr(gpu, "architecture", None))
+
+
+def section(rank: SectionInput) -> PrecisionMix | None:
+    """Section ``precision`` (needs ``verdict``, ``device_match``)."""
+    return workload_precision(rank.work, rank["device_match"])

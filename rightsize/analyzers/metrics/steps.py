@@ -22,12 +22,17 @@ defect, ``gpu_annotation_steps``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import polars as pl
 
+from rightsize.analyzers.document.metrics import StepStats
 from rightsize.traces.schema import Trace
+
+if TYPE_CHECKING:
+    from rightsize.analyzers.sections import SectionInput
 
 MAX_I64 = np.iinfo(np.int64).max
 MIN_I64 = np.iinfo(np.int64).min
@@ -176,3 +181,39 @@ def _device_aware(
                 keep = i
     return Steps(names[:keep], new_s[:keep], new_e[:keep], source, True, n - keep)
 
+
+
+_SOURCE_NOTES = {
+    "cpu_span": "no ProfilerStep annotations: one step spans the host operators",
+    "gpu_span": "no step ranges: one step spans the GPU activity",
+    "trace_span": "no ProfilerStep annotations or host operators: one step spans the trace",
+    "none": "no timed events: no steps",
+}
+
+
+def section(rank: SectionInput) -> Steps:
+    """The rank's steps (section ``step_ranges``), and notes on how they were found."""
+    trace = rank.trace
+    steps = find_steps(trace, rank.context.step_options)
+    if trace.meta.window is not None:
+        rank.note(trace.meta.window.note(Path(trace.meta.path).name))
+    if steps.source in _SOURCE_NOTES:
+        rank.note(_SOURCE_NOTES[steps.source])
+    if steps.dropped:
+        rank.note(f"dropped {steps.dropped} trailing step(s) with missing or truncated GPU work")
+    return steps
+
+
+def stats(rank: SectionInput) -> StepStats:
+    """The document's ``steps``: count, mean/min/max and how they were found; per step, the
+    diagnosis' shares (needs ``step_ranges`` and ``verdict``)."""
+    s = rank.steps
+    if not s.count:
+        return StepStats(0, None, None, None, s.source, s.device_aware, s.dropped, s.names)
+    d = rank["verdict"].diagnosis
+    durs = s.dur_ns
+    return StepStats(
+        s.count, float(durs.mean()) / 1e6, int(durs.min()) / 1e6, int(durs.max()) / 1e6,
+        s.source, s.device_aware, s.dropped, tuple(s.names),
+        per_step=d.per_step if d is not None else (),
+        split_over_time=d.split if d is not None else None)

@@ -8,11 +8,16 @@ in it (null where no sample fell). Pure.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import polars as pl
 
 from rightsize.analyzers.document.sizing import Timeline
 from rightsize.analyzers.metrics import intervals as iv
+
+if TYPE_CHECKING:
+    from rightsize.analyzers.sections import SectionInput
 
 MAX_BUCKETS = 200  # enough to see step structure; keeps the report small for any trace size
 
@@ -38,3 +43,14 @@ def timeline(kernels: pl.DataFrame, w0: int, w1: int, samples: pl.DataFrame | No
             nvml = tuple(float(sums[i] / counts[i]) if counts[i] else None for i in range(n))
     return Timeline(int(bucket) / 1e6, tuple(i * int(bucket) / 1e6 for i in range(n)),
                     tuple(float(v) for v in per), nvml)
+
+
+def section(rank: SectionInput) -> Timeline | None:
+    """Section ``timeline`` (needs ``step_ranges``, ``device_use``): over the step window."""
+    steps, device = rank.steps, rank.device
+    if not steps.count:
+        return None
+    kernels = rank.trace.kernels.filter(pl.col("device") == device) if device is not None \
+        else rank.trace.kernels.clear()
+    return timeline(kernels, int(steps.start_ns[0]), int(steps.end_ns[-1]),
+                    rank.context.gpu_samples, device)
