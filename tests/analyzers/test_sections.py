@@ -115,3 +115,76 @@ def test_the_headline_keys_come_from_the_registry_in_its_order():
     keys = list(data)
     assert keys[keys.index("devices") + 1:keys.index("ranks")] == head
     assert sections.required_keys() == frozenset(head)
+
+
+CLASSES = '''
+"""A toy analyzer that reads another section's value: kernel time by the diagnosis' class."""
+import polars as pl
+
+from rightsize.analyzers.sections import SectionInput
+from rightsize.node import Node, node, num
+
+
+@node
+class ClassTime(Node):
+    work: str
+    ms: float = num(2)
+
+
+def by_class(rank: SectionInput) -> tuple[ClassTime, ...]:
+    w = rank.work  # the "verdict" section's classified work: declared in needs
+    if w is None or w.height == 0:
+        return ()
+    by = w.group_by("work").agg(pl.col("dur_ns").sum()).sort("work")
+    return tuple(ClassTime(k, ns / 1e6) for k, ns in by.iter_rows())
+
+
+def undeclared(rank: SectionInput) -> None:
+    return rank["verdict"]
+'''
+
+
+@pytest.fixture
+def toys(tmp_path, monkeypatch):
+    (tmp_path / "toy_classes.py").write_text(textwrap.dedent(CLASSES))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # listed first: it still runs after the sections it needs
+    entry = sections.Section(key="class_time", compute="toy_classes:by_class",
+                             node="toy_classes:ClassTime", many=True, needs=("verdict",),
+                             head=True)
+    monkeypatch.setattr(sections, "SECTIONS", [entry, *sections.SECTIONS])
+
+
+def test_a_section_reads_the_sections_it_needs_and_can_stand_in_the_headline(toys):
+    rank = analyze_trace(_trace(), Context(catalog=load_catalog()))
+    keys = list(rank.values)
+    assert keys.index("verdict") < keys.index("class_time")
+    data = document(Analysis((rank,)), []).to_json()
+    keys = list(data)
+    assert keys[keys.index("devices") + 1] == "class_time"  # first in the list: first key
+    # the name taxonomy: the two GEMMs compute (0.3 + 0.1234567 ms), the copy kernel memory
+    assert data["class_time"] == [{"work": "compute", "ms": 0.42}, {"work": "memory", "ms": 0.01}]
+    back = Document.from_json(json.loads(json.dumps(data)))
+    assert back.section("class_time") == back.headline["class_time"]
+    del data["class_time"]  # a newer section is not required of an older document
+    assert Document.from_json(data).section("class_time") == ()
+
+
+def test_the_registry_order_follows_needs_and_refuses_a_missing_need_or_a_cycle():
+    def entry(key, *needs):
+        return sections.Section(key=key, compute="x:y", needs=needs)
+
+    assert [s.key for s in sections.order([entry("b", "a"), entry("a")])] == ["a", "b"]
+    with pytest.raises(ValueError, match="section 'b' needs 'nope'"):
+        sections.order([entry("b", "nope")])
+    with pytest.raises(ValueError, match="sections need each other: a -> b -> a"):
+        sections.order([entry("a", "b"), entry("b", "a")])
+
+
+def test_a_value_not_declared_in_needs_cannot_be_read(tmp_path, monkeypatch):
+    (tmp_path / "toy_classes.py").write_text(textwrap.dedent(CLASSES))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    bad = sections.Section(key="bad", compute="toy_classes:undeclared", needs=("step_ranges",))
+    monkeypatch.setattr(sections, "SECTIONS", [*sections.SECTIONS, bad])
+    with pytest.raises(KeyError, match="'verdict' was not declared in the section's needs"):
+        analyze_trace(_trace(), Context())
