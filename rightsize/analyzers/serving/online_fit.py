@@ -9,8 +9,9 @@ the calibrated predictions carry: the median TTFT at the calibrating rate is not
 relative residual (at least :data:`MIN_SPREAD`) is the spread applied to every step; without a
 measured TTFT the model's own range stays. Pure.
 
-The fit multiplies the factor by measured / simulated TPOT until they agree within 0.3% (the
-batch grows with slower steps, so TPOT is not proportional to the factor; a few rounds).
+The fit brackets the factor and bisects it (log space) until the simulated and measured median
+TPOT agree within 0.3%: the batch grows with slower steps, so near capacity TPOT rises far
+faster than the factor and a proportional update would oscillate.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rightsize.analyzers.serving.simulate import Limits, Requests, simulate
 from rightsize.analyzers.serving.tabulated import Tabulated
 from rightsize.errors import RightsizeError
 
-ROUNDS = 12
+ROUNDS = 24
 TOLERANCE = 0.003
 MIN_SPREAD = 0.05  # a single run's medians are themselves uncertain by a few percent
 FACTOR_RANGE = (0.05, 20.0)
@@ -54,6 +55,10 @@ class OnlineFit:
 
 def fit(table: Tabulated, limits: Limits, reqs: Requests, rate_per_s: float,
         tpot_ms_p50: float, ttft_ms_p50: float | None, source: str) -> OnlineFit:
+    """Bisect the factor (in log space) until the simulated median TPOT is the measured one:
+    TPOT rises with the factor, steeply near capacity, where a proportional update would
+    overshoot."""
+    lo = hi = None
     factor = 1.0
     tpot = ttft = math.nan
     for _ in range(ROUNDS):
@@ -65,7 +70,16 @@ def fit(table: Tabulated, limits: Limits, reqs: Requests, rate_per_s: float,
         ratio = tpot_ms_p50 / tpot
         if abs(ratio - 1) <= TOLERANCE:
             break
-        factor *= ratio
+        if ratio > 1:
+            lo = factor
+        else:
+            hi = factor
+        if lo is not None and hi is not None:
+            if hi / lo < 1 + TOLERANCE / 4:
+                break
+            factor = math.sqrt(lo * hi)
+        else:  # not bracketed yet: move by the ratio, at most x2 a round
+            factor *= min(max(ratio, 0.5), 2.0)
         if not FACTOR_RANGE[0] <= factor <= FACTOR_RANGE[1]:
             raise RightsizeError(
                 f"{source}: the measured TPOT p50 {tpot_ms_p50:g} ms would need every step "

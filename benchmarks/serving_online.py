@@ -1,0 +1,250 @@
+"""Online validation of the continuous-batching simulation on measured serving runs the project
+never fitted on (../shared/serving/measured, SOURCES.md there):
+
+1. dstack's vLLM 0.6.3 runs of Llama-3.1-405B-FP8 on 8x H100 SXM (TP 8), ShareGPT, 1000
+   prompts at 16, 32 and 1000 req/s, per scheduler setting (chunked prefill on/off,
+   max_num_seqs, max_num_batched_tokens, num-scheduler-steps);
+2. MLPerf Inference v4.1 Llama-2-70B Server results (TensorRT-LLM on H100 SXM/NVL and H200, vLLM
+   on MI300X), Poisson arrivals at the scheduled rate, per instance (rate / instances).
+
+For each: the median TPOT (and TTFT) the simulation predicts uncalibrated, and calibrated on one
+rate of the same deployment (``online_fit``: every step x one factor from that rate's median
+TPOT) for the other rates. Prints the tables of docs/serving.md (``--markdown``).
+
+Assumptions, said in the output: the runs' per-request lengths are not published (ShareGPT's
+and OpenOrca's), so prompts and outputs are drawn from a log-normal (sigma 0.9 / 0.8, seeded)
+scaled to the runs' mean lengths (dstack: the totals of each row; MLPerf: output tokens from
+tokens/s over samples/s, input 300 tokens, see ``MLPERF_ISL``); vLLM V0's multi-step scheduling
+is not modelled (a step is one decode); the MLPerf engines' batch limits are vLLM's defaults.
+
+    RIGHTSIZE_SHARED=../shared python benchmarks/serving_online.py [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import re
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rightsize.analyzers.serving.latency import summarize
+from rightsize.analyzers.serving.online_fit import fit
+from rightsize.analyzers.serving.simulate import Limits, Requests, simulate
+from rightsize.analyzers.serving.step import Deployment, step_model
+from rightsize.analyzers.serving.tabulated import Tabulated
+from rightsize.analyzers.sizing.hf_config import from_hf_config
+
+SHARED = Path(os.environ.get("RIGHTSIZE_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+MEASURED = SHARED / "serving" / "measured"
+# The published config.json fields that shape the model (Hugging Face model cards).
+LLAMA31_405B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                "hidden_size": 16384, "intermediate_size": 53248, "num_hidden_layers": 126,
+                "num_attention_heads": 128, "num_key_value_heads": 8, "vocab_size": 128256,
+                "max_position_embeddings": 131072, "rms_norm_eps": 1e-5,
+                "tie_word_embeddings": False}
+LLAMA2_70B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
+              "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64,
+              "num_key_value_heads": 8, "vocab_size": 32000, "max_position_embeddings": 4096,
+              "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+# OpenOrca's prompt lengths are not in the MLPerf logs. The H200 x1 run keeps 14.4 req/s x 39.9 s
+# mean latency = 576 requests in flight with no queueing, which fits its KV cache (fp8, 160 KiB
+# a token, ~50 GiB free) only if prompt + output average under ~550 tokens: 300 in, 291 out.
+MLPERF_ISL = 300
+MLPERF = {  # file prefix -> (catalog GPU, TP, instances)
+    "NVIDIA__H200-SXM-141GB-CTSx1": ("H200 SXM", 1, 1),
+    "Dell__XE9680_H200_SXM_141GBx8": ("H200 SXM", 1, 8),
+    "Dell__XE9640_H100_SXM_80GBx4": ("H100 SXM", 2, 2),
+    "Supermicro__AS_8125GS_TNHR_H100_SXM_80GBx8": ("H100 SXM", 2, 4),
+    "JuniperNetworks__DGX-H100_H100-SXM-80GBx16": ("H100 SXM", 2, 8),
+    "JuniperNetworks__DGX-H100_H100-SXM-80GBx32": ("H100 SXM", 2, 16),
+    "Lenovo__SR675_V3_8xH100_NVL": ("H100 NVL", 1, 8),
+    "ASUSTeK__ESC4000A_E12_4XH100": ("H100 NVL", 2, 2),
+    "Dell__XE9680_MI300X_192GBx8": ("MI300X", 1, 8),
+    "AMD__8xMI300X_2xEPYC-TURIN": ("MI300X", 1, 8),
+}
+MLPERF_REQUESTS = 2500
+SKIP = 0.2  # MLPerf runs are ten minutes of steady state: drop warm-up and drain
+
+
+@dataclass
+class Case:
+    name: str
+    config: dict[str, object]
+    dep: Deployment
+    limits: tuple[int, int, bool]  # max_num_seqs, max_num_batched_tokens, chunked prefill
+    rate: float
+    n: int
+    isl: float
+    osl: float
+    tpot_p50: float
+    ttft_p50: float
+    skip: float
+    group: str  # cases calibrated together (one deployment and scheduler)
+    note: str = ""
+
+
+def lengths(n: int, mean: float, sigma: float, lo: int, hi: int, seed: int) -> np.ndarray:
+    raw = np.random.default_rng(seed).lognormal(0.0, sigma, n)
+    x = np.clip(np.round(raw / raw.mean() * mean), lo, hi)
+    for _ in range(20):  # rescale after clipping until the mean holds
+        x = np.clip(np.round(x * mean / x.mean()), lo, hi)
+    return x.astype(np.int64)
+
+
+def requests(c: Case, seed: int = 1) -> Requests:
+    prompts = lengths(c.n, c.isl, 0.9, 4, 4096, seed)
+    outs = lengths(c.n, c.osl, 0.8, 2, 4096, seed + 1)
+    gaps = np.random.default_rng(seed + 2).exponential(1.0 / c.rate, c.n)
+    gaps[0] = 0.0
+    return Requests(np.cumsum(gaps), prompts, outs)
+
+
+def dstack_cases() -> list[Case]:
+    rows = list(csv.DictReader((MEASURED / "dstack__llama31-405b-fp8_8xH100_qps_output.csv")
+                               .open()))
+    out = []
+    for i, r in enumerate(rows):
+        steps = int(r["num-scheduler-step"])
+        chunked = r["enable-chunked-prefill"].upper() == "TRUE"
+        mns, mnbt = int(r["max-num-seqs"]), int(r["max-num-batched-tokens"])
+        n = int(r["completed"])
+        group = f"chunked {'on' if chunked else 'off'}, seqs {mns}, tokens {mnbt}, steps {steps}"
+        out.append(Case(f"405B #{i // 3 + 1} {group}, {r['request_rate']} req/s", LLAMA31_405B,
+                        Deployment("H100 SXM", 8, 1, "fp8"),
+                        # without chunked prefill vLLM V0 needs a whole prompt per step
+                        (mns, mnbt if chunked else max(mnbt, 8192), chunked),
+                        float(r["request_rate"]), n, int(r["total_input_tokens"]) / n,
+                        int(r["total_output_tokens"]) / n, float(r["median_tpot_ms"]),
+                        float(r["median_ttft_ms"]), 0.0, f"dstack #{i // 3 + 1}",
+                        "multi-step scheduling not modelled" if steps > 1 else ""))
+    return out
+
+
+def _ns(text: str, label: str) -> float:
+    m = re.search(re.escape(label) + r"\s*:\s*([\d.]+)", text)
+    assert m, label
+    return float(m.group(1))
+
+
+def mlperf_cases() -> list[Case]:
+    out = []
+    for f in sorted((MEASURED / "mlperf_v4.1_llama2-70b-99_server").iterdir()):
+        key = next((k for k in MLPERF if f.name.startswith(k)), None)
+        if key is None:
+            continue
+        gpu, tp, inst = MLPERF[key]
+        text = f.read_text()
+        qps = _ns(text, "Scheduled samples per second")
+        osl = _ns(text, "Completed tokens per second") / _ns(text, "Completed samples per second")
+        out.append(Case(f"70B {key.split('__')[0]} {gpu} TP{tp} x{inst}", LLAMA2_70B,
+                        Deployment(gpu, tp, 1, "fp8"), (1024, 8192, True), qps / inst,
+                        MLPERF_REQUESTS, MLPERF_ISL, osl,
+                        _ns(text, "50.00 percentile time to output token (ns)") / 1e6,
+                        _ns(text, "50.00 percentile first token latency (ns)") / 1e6, SKIP,
+                        f"70B {gpu} TP{tp}"))
+    return out
+
+
+class Runner:
+    def __init__(self) -> None:
+        self.tables: dict[tuple[str, str, int, int], tuple[Tabulated, int]] = {}
+
+    def table(self, c: Case) -> tuple[Tabulated, int]:
+        key = (str(c.config["hidden_size"]), c.dep.gpu, c.dep.tp, c.limits[0])
+        if key not in self.tables:
+            model = step_model(from_hf_config(c.config, "m"), c.dep)
+            self.tables[key] = (Tabulated(model.step_ms_vec, c.limits[0], 16384, 8192),
+                                model.kv_cache_tokens)
+        return self.tables[key]
+
+    def run(self, c: Case, factor: float = 1.0) -> tuple[float, float, float]:
+        t, kv = self.table(c)
+        lim = Limits(c.limits[0], c.limits[1], kv, c.limits[2])
+        s = summarize((simulate(requests(c), lim, t.scaled(factor, factor)),), c.skip)
+        return s.tpot_ms.p50, s.ttft_ms.p50, s.throughput_rps
+
+    def calibrate(self, c: Case) -> float:
+        t, kv = self.table(c)
+        lim = Limits(c.limits[0], c.limits[1], kv, c.limits[2])
+        return fit(t, lim, requests(c), c.rate, c.tpot_p50, c.ttft_p50, c.name).factor
+
+
+def err(pred: float, meas: float) -> float:
+    return 100.0 * (pred / meas - 1.0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    runner = Runner()
+    t0 = time.perf_counter()
+    rows, unc, cal_tpot, cal_ttft = [], {}, [], []
+    for c in dstack_cases() + mlperf_cases():
+        tpot, ttft, thr = runner.run(c)
+        unc[c.name] = err(tpot, c.tpot_p50)
+        rows.append((c, tpot, ttft, thr))
+    groups: dict[str, list[tuple[Case, float, float, float]]] = {}
+    for row in rows:
+        groups.setdefault(row[0].group, []).append(row)
+    calibrated = []
+    for g, members in groups.items():
+        if len(members) < 2 or members[0][0].note:
+            continue  # one run, or a scheduler the simulation does not model
+        anchor = members[0][0]
+        k = runner.calibrate(anchor)
+        for c, *_ in members[1:]:
+            tpot, ttft, _ = runner.run(c, k)
+            calibrated.append((g, anchor, c, k, tpot, ttft))
+            cal_tpot.append(err(tpot, c.tpot_p50))
+            cal_ttft.append(err(ttft, c.ttft_p50))
+    show(rows, calibrated, args.markdown)
+    in_scope = [abs(unc[c.name]) for c, *_ in rows if not c.note]
+    print(f"\nuncalibrated median |TPOT error|: all {statistics.median(map(abs, unc.values())):.1f}%"
+          f", single-step runs {statistics.median(in_scope):.1f}% ({len(in_scope)} runs)")
+    print(f"calibrated on one rate, other rates: median |TPOT error| "
+          f"{statistics.median(map(abs, cal_tpot)):.1f}% (max {max(map(abs, cal_tpot)):.1f}%), "
+          f"median |TTFT error| {statistics.median(map(abs, cal_ttft)):.1f}% "
+          f"({len(cal_tpot)} runs)")
+    print(f"({time.perf_counter() - t0:.0f} s)")
+
+
+def show(rows: list[tuple[Case, float, float, float]],
+         calibrated: list[tuple[str, Case, Case, float, float, float]], md: bool) -> None:
+    sep = " | " if md else "  "
+
+    def line(cells: list[str]) -> None:
+        print(("| " + sep.join(cells) + " |") if md else sep.join(cells))
+
+    head = ["run", "req/s", "TPOT p50 meas", "sim", "err", "TTFT p50 meas", "sim", "err",
+            "note"]
+    line(head)
+    if md:
+        print("|" + "---|" * len(head))
+    for c, tpot, ttft, _ in rows:
+        rate = "inf" if c.rate >= 1000 else f"{c.rate:g}"
+        line([c.name, rate, f"{c.tpot_p50:.1f}", f"{tpot:.1f}", f"{err(tpot, c.tpot_p50):+.0f}%",
+              f"{c.ttft_p50:,.0f}", f"{ttft:,.0f}", f"{err(ttft, c.ttft_p50):+.0f}%", c.note])
+    print()
+    head = ["calibrated on", "factor", "predicted run", "TPOT meas", "sim", "err", "TTFT meas",
+            "sim", "err"]
+    line(head)
+    if md:
+        print("|" + "---|" * len(head))
+    for _, anchor, c, k, tpot, ttft in calibrated:
+        line([f"{anchor.name}", f"x{k:.3f}", f"{c.rate:g} req/s" if c.rate < 1000 else "inf",
+              f"{c.tpot_p50:.1f}", f"{tpot:.1f}", f"{err(tpot, c.tpot_p50):+.1f}%",
+              f"{c.ttft_p50:,.0f}", f"{ttft:,.0f}", f"{err(ttft, c.ttft_p50):+.1f}%"])
+
+
+if __name__ == "__main__":
+    if not math.isfinite(1.0):
+        raise SystemExit(1)
+    main()
