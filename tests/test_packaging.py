@@ -31,6 +31,8 @@ WHEEL_NEEDS = ("rightsize/py.typed", "rightsize/catalog/data/gpus.csv",
                "rightsize/analyzers/diagnosis/data/kernel_taxonomy.csv",
                "rightsize/analyzers/diagnosis/data/fused_attention.json",
                "rightsize/reports/templates/report.html.j2",
+               "rightsize/reports/templates/serving_plan.html.j2",
+               "rightsize/reports/templates/serving_plan.js",
                "rightsize/reports/static/chart.umd.min.js",
                "rightsize/serve/templates/base.html.j2")
 

@@ -9,7 +9,6 @@ are. SLOs no listed GPU meets are one line and exit 1. Only click is imported at
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -116,21 +115,11 @@ def plan(hf_config: Path, rate: float | None, isl: int | None, osl: int | None,
 
 
 def _render(result: ServingPlan, fmt: str, written: list[Path], checked: str) -> str:
-    if fmt == "json":
-        data = result.to_json()
-        data["manifests"] = [str(p) for p in written]
-        data["manifests_check"] = checked or None
-        return json.dumps(data, indent=1, allow_nan=False) + "\n"
-    if fmt == "html":
-        from rightsize.reports.serving_html import render_plan_html
+    from rightsize.reports.renderer import Style, render_as
+    from rightsize.reports.serving_html import ServingPlanRenderer
 
-        return render_plan_html(result, [str(p) for p in written])
-    from rightsize.reports.serving_online_text import plan_text
-
-    text = plan_text(result)
-    if written:
-        text += f"\nManifests: {', '.join(map(str, written))}\n  {checked}\n"
-    return text
+    return render_as(ServingPlanRenderer(tuple(map(str, written)), checked or None), result,
+                     fmt, Style())
 
 
 def _write(result: ServingPlan, directory: Path, force: bool, name: str, image: str,

@@ -10,7 +10,6 @@ measured online run first (:mod:`rightsize.analyzers.serving.online_fit`). Text 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -65,7 +64,7 @@ if TYPE_CHECKING:
                    "or {gpu, tp, rate, tpot_ms_p50, ttft_ms_p50}.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Arrivals' seed.")
 @catalog_option
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
               show_default=True)
 def simulate(hf_config: Path, gpu: str, tp: int, pp: int, replicas: int,
              requests_csv: Path | None, rate: float | None, isl: int | None, osl: int | None,
@@ -79,7 +78,8 @@ def simulate(hf_config: Path, gpu: str, tp: int, pp: int, replicas: int,
     from rightsize.analyzers.serving.simulated import simulated
     from rightsize.analyzers.serving.step import Deployment, fits, step_model
     from rightsize.errors import RightsizeError
-    from rightsize.reports.serving_online_text import simulated_text
+    from rightsize.reports.renderer import Style, render_as
+    from rightsize.reports.serving_html import SimulatedRenderer
 
     load_choice(requests_csv, rate, isl, osl)
     config = read_model(hf_config)
@@ -121,10 +121,7 @@ def simulate(hf_config: Path, gpu: str, tp: int, pp: int, replicas: int,
                        precision=precision, kv_cache_tokens=model.kv_cache_tokens,
                        load=described, requests=len(reqs), calibrated_by=by, fit=fit,
                        assumes=tuple(model.assumes), notes=notes)
-    if fmt == "json":
-        click.echo(json.dumps(result.to_json(), indent=1, allow_nan=False))
-    else:
-        click.echo(simulated_text(result), nl=False)
+    click.echo(render_as(SimulatedRenderer(), result, fmt, Style()), nl=False)
 
 
 def _notes(limits: Limits, seqs: int, batched: int, given_seqs: int | None,

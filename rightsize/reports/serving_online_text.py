@@ -27,6 +27,13 @@ def _row(name: str, t: Times) -> tuple[str, ...]:
             cell(t.p90, t.p90_low, t.p90_high), cell(t.p99, t.p99_low, t.p99_high))
 
 
+def simulated_rows(s: Simulated) -> list[tuple[str, ...]]:
+    """The latency table: a header row, then TTFT, TPOT, ITL and E2E."""
+    return [("", "mean (range)", "p50 (range)", "p90 (range)", "p99 (range)"),
+            _row("TTFT", s.ttft_ms), _row("TPOT", s.tpot_ms), _row("ITL", s.itl_ms),
+            _row("E2E", s.e2e_ms)]
+
+
 def simulated_text(s: Simulated) -> str:
     pp = f" PP {s.pp}" if s.pp > 1 else ""
     lines = [safe_text(f"{s.model} on {s.replicas} x {s.gpu} TP {s.tp}{pp} ({s.precision}), "
@@ -34,10 +41,7 @@ def simulated_text(s: Simulated) -> str:
                        f"{s.max_num_batched_tokens}"
                        + ("" if s.chunked_prefill else ", no chunked prefill")),
              safe_text(f"load: {s.load}; {s.requests} requests"), ""]
-    rows = [("", "mean (range)", "p50 (range)", "p90 (range)", "p99 (range)"),
-            _row("TTFT", s.ttft_ms), _row("TPOT", s.tpot_ms), _row("ITL", s.itl_ms),
-            _row("E2E", s.e2e_ms)]
-    lines.append(render_table(rows))
+    lines.append(render_table(simulated_rows(s)))
     lines += ["", (f"throughput {s.throughput_rps:,.2f} req/s, {s.output_tokens_per_s:,.0f} "
               f"output tokens/s; KV cache peak {s.kv_cache_peak_pct:.1f}% of "
               f"{s.kv_cache_tokens:,} tokens; {s.preemptions} preemptions")]
@@ -57,7 +61,7 @@ def _ranged(v: float, lo: float | None, hi: float | None) -> str:
     return f"{ms(v)} ({ms_range(lo, hi)})"
 
 
-def _option_row(o: Option) -> tuple[str, ...]:
+def option_row(o: Option) -> tuple[str, ...]:
     return (safe_text(o.gpu, True), str(o.tp), str(o.pp), str(o.replicas), str(o.max_num_seqs),
             str(o.max_num_batched_tokens), f"${o.cost_per_hour_usd:,.2f}", ms(o.ttft_p95_ms),
             ms(o.tpot_p95_ms), f"{o.tokens_per_s:,.0f}")
@@ -80,7 +84,7 @@ def plan_text(p: ServingPlan) -> str:
              (f"  TTFT p95 {ttft}, TPOT p95 {tpot}, {r.tokens_per_s:,.0f} output tokens/s, "
              f"KV cache peak {r.kv_cache_peak_pct:.0f}%"),
              "  vllm serve MODEL " + " ".join(p.vllm_args), "", "frontier (simulated):",
-             render_table([OPTION_HEAD, *(_option_row(o) for o in p.frontier)])]
+             render_table([OPTION_HEAD, *(option_row(o) for o in p.frontier)])]
     if p.mixed is not None:
         m = p.mixed
         lines += ["", safe_text(
