@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from rightsize.analyzers.serving.factors import UNCALIBRATED, Calibration, Factors, Spread
-from rightsize.analyzers.serving.forward import Parts, context_us, step_parts
+from rightsize.analyzers.serving.forward import Parts, StepCurves, context_us, step_parts
 from rightsize.analyzers.serving.ops import PRECISIONS, Ops, build_ops
 from rightsize.analyzers.serving.timer import ProjectionTimer, Timer
 from rightsize.analyzers.sizing.model_shape import ModelShape
@@ -102,13 +102,16 @@ class ServingStep:
         self.assumes = assumes
         self.memory_per_gpu_bytes = memory_per_gpu_bytes
         self.kv_cache_tokens = kv_cache_tokens
+        self._curves: StepCurves | None = None
 
     def parts(self, prefill_tokens: np.ndarray, prefill_seqs: np.ndarray,
               prefill_attention_us: np.ndarray, decode_seqs: np.ndarray,
               decode_kv_sum: np.ndarray) -> Parts:
         """µs per step by operator class, before calibration."""
-        return step_parts(self.ops, self.timer, self.deployment.pp, prefill_tokens,
-                          prefill_seqs, prefill_attention_us, decode_seqs, decode_kv_sum)
+        if self._curves is None:
+            self._curves = StepCurves(self.ops, self.timer, self.deployment.pp)
+        return step_parts(self._curves, self.ops, self.timer, prefill_tokens, prefill_seqs,
+                          prefill_attention_us, decode_seqs, decode_kv_sum)
 
     def _ms(self, parts: Parts, prefill: np.ndarray) -> np.ndarray:
         return self.factors.step_ms(parts, prefill)

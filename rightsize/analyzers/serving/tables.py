@@ -51,28 +51,29 @@ def _fill(grid: np.ndarray, axis_values: list[np.ndarray]) -> np.ndarray:
     return np.where(np.isnan(g), np.nanmax(g), g)
 
 
-def _locate(axis: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _locate(axis: np.ndarray, x: np.ndarray,
+            log_axis: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Index of the lower neighbour, weight of the upper one, and log(x / top) above the
     top of the axis (0 inside; below the bottom the bottom's value holds)."""
-    la = np.log(axis)
+    la = np.log(axis) if log_axis is None else log_axis
     lx = np.log(np.maximum(np.asarray(x, dtype=float), 1e-9))
-    xc = np.clip(lx, la[0], la[-1])
+    xc = np.minimum(np.maximum(lx, la[0]), la[-1])
     if len(la) == 1:
         return np.zeros(lx.shape, int), np.zeros(lx.shape), lx - xc
-    i = np.clip(np.searchsorted(la, xc, side="right") - 1, 0, len(la) - 2)
+    i = np.minimum(np.searchsorted(la, xc, side="right") - 1, len(la) - 2)
     w = (xc - la[i]) / (la[i + 1] - la[i])
     return i, w, np.maximum(lx - xc, 0.0)
 
 
 def interp2(grid: np.ndarray, a0: np.ndarray, a1: np.ndarray, x0: np.ndarray, x1: np.ndarray,
             slopes: tuple[float, float] = (1.0, 1.0)) -> np.ndarray:
-    """exp of the bilinear interpolation of ``grid`` (log values) at log ``x0``, ``x1``;
-    beyond the top of an axis the value grows as (x / top) ** slope."""
-    i, wi, bi = _locate(a0, x0)
-    j, wj, bj = _locate(a1, x1)
-    v = ((1 - wi) * (1 - wj) * grid[i, j] + wi * (1 - wj) * grid[i + (len(a0) > 1), j]
-         + (1 - wi) * wj * grid[i, j + (len(a1) > 1)]
-         + wi * wj * grid[i + (len(a0) > 1), j + (len(a1) > 1)])
+    """exp of the bilinear interpolation of ``grid`` (log values) at log ``x0``, ``x1`` (``a0``,
+    ``a1``: the log axes); beyond the top of an axis the value grows as (x / top) ** slope."""
+    i, wi, bi = _locate(a0, x0, a0)
+    j, wj, bj = _locate(a1, x1, a1)
+    di, dj = int(len(a0) > 1), int(len(a1) > 1)
+    v = ((1 - wi) * ((1 - wj) * grid[i, j] + wj * grid[i, j + dj])
+         + wi * ((1 - wj) * grid[i + di, j] + wj * grid[i + di, j + dj]))
     return np.exp(v + slopes[0] * bi + slopes[1] * bj)
 
 
@@ -81,15 +82,16 @@ class GemmTable:
 
     def __init__(self, g: GemmGrid) -> None:
         self.m, self.n, self.k = g.m, g.n, g.k
+        self.lm, self.ln, self.lk = np.log(g.m), np.log(g.n), np.log(g.k)
         self.log_us = _fill(g.log_us, [g.m, g.n, g.k])
         work = np.log(2 * g.m[:, None, None] * g.n[None, :, None] * g.k[None, None, :])
         self.best_flops_per_us = float(np.exp(np.max(work - self.log_us)))
         self.floor_us = float(np.exp(np.min(self.log_us)))
 
     def us(self, m: np.ndarray, n: np.ndarray | int, k: int) -> np.ndarray:
-        im, wm, bm = _locate(self.m, m)
-        jn, wn, bn = _locate(self.n, np.broadcast_to(np.asarray(n, float), np.shape(m)))
-        ka, wka, bka = _locate(self.k, np.asarray([k], float))
+        im, wm, bm = _locate(self.m, m, self.lm)
+        jn, wn, bn = _locate(self.n, np.broadcast_to(np.asarray(n, float), np.shape(m)), self.ln)
+        ka, wka, bka = _locate(self.k, np.asarray([k], float), self.lk)
         kk, wk, bk = int(ka[0]), float(wka[0]), float(bka[0])
         g = self.log_us
         v = np.zeros(np.shape(m))
@@ -144,7 +146,8 @@ class AttentionTable:
             g = np.full((len(ab), len(an)), np.nan)
             for x, y, t in zip(np.searchsorted(ab, b), np.searchsorted(an, n), us, strict=True):
                 g[x, y] = np.log(t) if np.isnan(g[x, y]) else min(g[x, y], np.log(t))
-            got = self._grids[key] = (_fill(g, [ab, an]), ab, an, scale, windowed)
+            got = self._grids[key] = (_fill(g, [ab, an]), np.log(ab), np.log(an), scale,
+                                      windowed)
         return got
 
 

@@ -92,8 +92,8 @@ class ProjectionTimer:
         self.floor_us = self.rates.floor_us
         self.bandwidth = gpu.memory_bandwidth_gbs * 1e3 * self.rates.stream_fraction  # B/µs
         fitted = "fitted" if self.rates.fitted else "its vendor's median"
-        self.source = (f"per-kernel projection (datasheet peaks x {fitted} achieved rates,"
-                       " sizing/rates.py)")
+        self.source = (f"no measured table for {gpu.name}: the per-kernel projection"
+                       f" (datasheet peaks x {fitted} achieved rates, sizing/rates.py)")
         self._allreduce: dict[int, CollectiveLine] = {}
 
     def _compute_us(self, flops: np.ndarray, precision: str) -> np.ndarray:
