@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from rightsize.analyzers.plan.plan import Plan
     from rightsize.analyzers.plan.serving import KvBudget
     from rightsize.analyzers.plan.workload import HostUsage
+    from rightsize.analyzers.sizing.model_shape import ModelShape
 
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 DEFAULT_QUERY = 'sum(rate(http_requests_total{{app="{name}"}}[2m]))'
@@ -89,14 +90,14 @@ def read_demand(value: str) -> Demand:
     return demand.from_csv(text, path.name)
 
 
-def kv_budget(hf_config: Path, seq: int, precision: str) -> KvBudget:
+def kv_budget(hf_config: Path, seq: int, precision: str) -> tuple[KvBudget, ModelShape]:
     from rightsize.analyzers.plan.serving import kv_budget as budget
     from rightsize.analyzers.sizing.hf_config import from_hf_config
     from rightsize.cli.estimate import read_hf_config
     from rightsize.vocab import Precision
 
     shape = from_hf_config(read_hf_config(hf_config), hf_config.stem)
-    return budget(shape, Precision(precision), seq)
+    return budget(shape, Precision(precision), seq), shape
 
 
 K8S_VERSION = "1.30.0"  # the Kubernetes API the optional OpenAPI check validates against
@@ -211,16 +212,16 @@ def plan(paths: tuple[Path, ...], samples_per_step: int | None, tokens_per_step:
     catalog = load_catalog_for_cli(catalog_path)
     doc = load_document(paths)
     workload = from_document(doc, host_usage(paths))
-    kv = None
+    kv = shape = None
     if hf_config is not None:
         measured = doc.precision.workload if doc.precision else None
         # tf32 math keeps fp32 weights and KV cache; anything unrecognised: bf16, the default
         measured = "fp32" if measured == "tf32" else measured
         prec = precision or (measured if measured in PRECISIONS else "bf16")
-        kv = kv_budget(hf_config, seq, prec)
+        kv, shape = kv_budget(hf_config, seq, prec)
     inputs = planning.PlanInputs(samples_per_step or tokens_per_step or 1,
                                  "samples" if samples_per_step else "tokens", latency_slo_ms,
-                                 curve, headroom, kv)
+                                 curve, headroom, kv, shape)
     result = planning.build(doc, workload, inputs, catalog)
     written, checked = ([], "") if no_manifests else write_manifests(
         result, manifests_dir, force, name, image, keda_query, prometheus, paths)

@@ -24,8 +24,9 @@ from rightsize.analyzers.plan.capacity import (
 )
 from rightsize.analyzers.plan.demand import Demand
 from rightsize.analyzers.plan.partitions import Partition, fit
-from rightsize.analyzers.plan.serving import KvBudget, max_concurrent
+from rightsize.analyzers.plan.serving import KvBudget, max_concurrent, served
 from rightsize.analyzers.plan.workload import Workload
+from rightsize.analyzers.sizing.model_shape import ModelShape
 from rightsize.catalog import Catalog
 from rightsize.catalog.mig import profiles_for
 from rightsize.errors import RightsizeError
@@ -45,6 +46,7 @@ class PlanInputs:
     demand: Demand
     headroom: float  # fraction of each replica's throughput kept free
     kv: KvBudget | None = None
+    shape: ModelShape | None = None  # with kv: the serving step model bounds and scales the batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,20 +108,29 @@ def _capacity(c: Candidate, w: Workload, inputs: PlanInputs,
               catalog: Catalog) -> Capacity | str:
     assert c.projected_step_ms is not None
     batch, batch_source = inputs.samples_per_step, "--samples-per-step (measured batch)"
+    scale = 1.0
     if inputs.kv is not None:
-        limit = max_concurrent(inputs.kv, catalog.gpu(c.gpu).memory_bytes, inputs.headroom)
+        by_model = served(inputs.shape, inputs.kv.precision, c.gpu, catalog, inputs.kv.seq,
+                          batch, inputs.headroom) if inputs.shape is not None else None
+        limit = by_model.limit if by_model is not None else max_concurrent(
+            inputs.kv, catalog.gpu(c.gpu).memory_bytes, inputs.headroom)
         if limit == 0:
             return f"{c.gpu}: {inputs.kv.model} does not fit ({inputs.kv.fixed_bytes / 2**30:.2f}" \
                    f" GiB before any KV cache, with {inputs.headroom:.0%} headroom)"
-        if limit < batch:
+        if limit < batch and by_model is not None:
+            batch, batch_source, scale = limit, by_model.why, by_model.step_scale
+        elif limit < batch:
             batch, batch_source = limit, (f"KV cache bound: {limit} requests of {inputs.kv.seq}"
                                           " tokens fit (step assumed unchanged: conservative)")
-    status, note = slo_status(c.projected_step_ms, c.projected_step_ms_high, inputs.slo_ms)
-    high = c.projected_step_ms_high or c.projected_step_ms
-    cap = Capacity(c.gpu, c.projected_step_ms, c.projected_step_ms_low, c.projected_step_ms_high,
-                   "projection (analysis sizing)" if c.gpu != w.current_gpu
-                   else "measured on this GPU", batch, batch_source,
-                   round(batch * 1000 / c.projected_step_ms, 3), round(batch * 1000 / high, 3),
+    step = c.projected_step_ms * scale
+    low, high_end = _times(c.projected_step_ms_low, scale), _times(c.projected_step_ms_high, scale)
+    status, note = slo_status(step, high_end, inputs.slo_ms)
+    high = high_end or step
+    source = "projection (analysis sizing)" if c.gpu != w.current_gpu else "measured on this GPU"
+    if scale != 1.0:
+        source += f", x{scale:.3g} at the KV-bound batch (serving model)"
+    cap = Capacity(c.gpu, step, low, high_end, source, batch, batch_source,
+                   round(batch * 1000 / step, 3), round(batch * 1000 / high, 3),
                    status, note, c.usd_per_hour,
                    f"{c.price_provider} {c.price_instance} ({c.price_date_seen})"
                    if c.price_provider else None, None)
@@ -127,6 +138,10 @@ def _capacity(c: Candidate, w: Workload, inputs: PlanInputs,
         return cap
     usable = cap.per_replica_per_s * (1 - inputs.headroom)
     return with_costs(cap, replicas_for(inputs.demand, usable))
+
+
+def _times(x: float | None, k: float) -> float | None:
+    return None if x is None else x * k
 
 
 def gpu_resource(vendor: str) -> str:
