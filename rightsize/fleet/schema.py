@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from rightsize.analyzers.thresholds import CONFIDENCE
+
 SCHEMA_VERSION = 2
 
 SOURCE_TRACE = "trace"  # a job analyzed from its traces (fleet scan, rightsize serve)
@@ -27,12 +29,6 @@ STATUS_OK = "ok"
 STATUS_BAD_INPUT = "bad-input"  # the input cannot be read or analyzed (its reason says why)
 STATUS_FAILED = "failed"  # rightsize itself failed (a bug, a worker that died)
 
-# A trace row's confidence in words, from its diagnosis' number (docs/diagnosis.md): the same
-# three levels fleet metrics gives its recommendations. ``high`` from 0.7: a verdict with no
-# trace (counters or an ncu export alone, capped at 0.5) never reads high; ``low`` under 0.4: a
-# verdict near the 60% busy line with a close runner-up (0.5 x 0.5 x ...) reads low.
-CONFIDENCE_HIGH_FROM = 0.7
-CONFIDENCE_MEDIUM_FROM = 0.4
 LEVELS = ("high", "medium", "low")
 
 SHARES = ("compute", "memory", "pcie", "dataloader", "communication", "host", "idle")
@@ -107,17 +103,18 @@ def frame(rows: list[dict[str, object]]) -> pl.DataFrame:
 
 
 def level(confidence: float | None) -> str | None:
-    """A diagnosis' confidence (0..1) in words (:data:`CONFIDENCE_HIGH_FROM`)."""
+    """A diagnosis' confidence (0..1) in words: the same three levels fleet metrics gives its
+    recommendations, at the bands of ``thresholds.ConfidenceBands``."""
     if confidence is None:
         return None
-    return ("high" if confidence >= CONFIDENCE_HIGH_FROM else
-            "medium" if confidence >= CONFIDENCE_MEDIUM_FROM else "low")
+    return ("high" if confidence >= CONFIDENCE.high_from else
+            "medium" if confidence >= CONFIDENCE.medium_from else "low")
 
 
 def level_expr(confidence: pl.Expr) -> pl.Expr:
     """:func:`level` over a column (null stays null)."""
-    return (pl.when(confidence >= CONFIDENCE_HIGH_FROM).then(pl.lit("high"))
-            .when(confidence >= CONFIDENCE_MEDIUM_FROM).then(pl.lit("medium"))
+    return (pl.when(confidence >= CONFIDENCE.high_from).then(pl.lit("high"))
+            .when(confidence >= CONFIDENCE.medium_from).then(pl.lit("medium"))
             .when(confidence.is_not_null()).then(pl.lit("low"))
             .otherwise(pl.lit(None, pl.String)))
 

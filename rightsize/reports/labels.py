@@ -1,28 +1,14 @@
 """What users read instead of internal identifiers: labels for thresholds, signals, counters.
 
-Every key the analyzers emit that a report shows has a label here; a key added later still
+Every key the analyzers emit that a report shows has a label: thresholds in the threshold
+table's metadata (``rightsize.analyzers.thresholds``), the rest here; a key added later still
 shows as words (:func:`humanize`), never as ``snake_case_us``.
 """
 
 from __future__ import annotations
 
-THRESHOLDS = {
-    "work_bound_pct": "Work bounds the step from (% of the step busy)",
-    "dataloader_pct": "Data-loader wait worth fixing above (% of the step, TensorBoard plugin)",
-    "communication_pct": "Exposed communication worth fixing above (% of the step, "
-    "TensorBoard plugin)",
-    "gpu_util_pct": "Low GPU utilization below (%, TensorBoard plugin)",
-    "disagreement_pct": "NVML vs trace utilization gap worth reporting (points)",
-    "tiny_op_us": "CPU-only: ops shorter than this are dispatch overhead (µs)",
-    "cpu_ridge_flops_per_byte": "CPU-only: assumed ridge point (FLOP per byte)",
-    "min_recorded_pct": "Inconclusive when less of the step is recorded (%)",
-    "startup_pct": "Inconclusive when start-up work (init, compile, autotune) fills (% of the "
-    "step)",
-    "min_kernels": "Inconclusive with fewer kernels in the steps than",
-    "signals_disagree_pct": "Inconclusive when NVML and the trace disagree on busy time by "
-    "(points)",
-    "min_nvml_samples": "NVML samples needed in the steps to contradict the trace",
-}
+from rightsize.analyzers.thresholds import DiagnosisThresholds, label
+
 SIGNALS = {
     "ncu": "Nsight Compute speed-of-light",
     "counters": "GPU hardware counters (GPM/DCGM)",
@@ -51,7 +37,8 @@ def humanize(key: str) -> str:
 
 
 def threshold(key: str) -> str:
-    return THRESHOLDS.get(key) or humanize(key)
+    """A diagnosis threshold's label, from the threshold table's metadata."""
+    return label(DiagnosisThresholds, key) or humanize(key)
 
 
 def signal(key: str) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from rightsize.analyzers.diagnosis.counters import COUNTERS_ONLY_MAX_CONFIDENCE, diagnose_counters
+from rightsize.analyzers.diagnosis.counters import diagnose_counters
+from rightsize.analyzers.thresholds import SIGNALS
 from rightsize.pipeline import analyze_paths
 from rightsize.vocab import Bound
 from tests.conftest import shared_path
@@ -24,7 +25,7 @@ def test_busy_gpu_split_by_math_vs_dram():
         pytest.approx(27.0)
     assert d.shares_pct["host"] == pytest.approx(10.0) and d.shares_pct["dataloader"] is None
     # margin |63 - 27| / 90 = 0.4 -> 0.5 * (0.5 + 0.2)
-    assert d.confidence == 0.35 <= COUNTERS_ONLY_MAX_CONFIDENCE
+    assert d.confidence == 0.35 <= SIGNALS.counters_only_max_confidence
 
 
 def test_waiting_gpu_is_host_and_says_why():

@@ -7,7 +7,7 @@ import pytest
 
 from rightsize.analyzers.analysis import Context, analyze_trace
 from rightsize.analyzers.diagnosis.steady import steady
-from rightsize.analyzers.sizing.projection import LINK_ACHIEVABLE_FRACTION
+from rightsize.analyzers.thresholds import SIZING
 from rightsize.catalog import load_catalog
 from tests.framebuilder import FrameBuilder
 
@@ -68,7 +68,7 @@ def test_the_pinning_what_if_of_a_one_off_copy_is_the_steady_steps():
     assert step_ms == pytest.approx((6 * 92.02 + 40.01) / 6)
     # the copies' cost of a steady step: the 2 ms cudaMemcpyAsync that blocks the host over its
     # DMA (step 0: 42 ms); the same 16 MiB pinned, at 84% of the H100's PCIe Gen5 x16
-    rate = load_catalog().gpu("H100 SXM").host_link_gbs_per_direction * LINK_ACHIEVABLE_FRACTION
+    rate = load_catalog().gpu("H100 SXM").host_link_gbs_per_direction * SIZING.link_achievable_fraction
     pinned_ms = 16 * MIB / rate / 1e6
     # host and idle left around it: 10 us before the launch, 20 us from the DMA's end to the
     # first GEMM, 29 gaps of 10 us between GEMMs

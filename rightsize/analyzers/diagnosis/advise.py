@@ -25,6 +25,7 @@ from rightsize.analyzers.document.diagnosis import Recommendation, WhatIf
 from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.kernels import tensor_core_flag
 from rightsize.analyzers.metrics.precision import with_precision
+from rightsize.analyzers.thresholds import ADVICE
 from rightsize.catalog import Gpu
 from rightsize.vocab import Bound, Precision
 
@@ -146,11 +147,6 @@ FOR_BOUND = {Bound.DATALOADER: ("dataloader-stall", "dataloader-stall-cpu"),
              Bound.COMPUTE: ("fp32-without-tensor-cores",)}
 
 
-# A rule whose action addresses less of the step than this (its ``impact`` measure) is not
-# worth a line: pinning a 28 MiB copy that is 0.6% of a 139 ms step.
-MIN_IMPACT_PCT = 1.0
-
-
 # The exposed-communication rule's last sentence when the caller does not know the job's fabric
 # (analysis.py passes job.fabric.interconnect_advice: no "use NVLink" to a job already on it).
 NO_FABRIC = "A faster interconnect may help; this job's fabric is not known."
@@ -161,7 +157,7 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
               words: Mapping[str, str] | None = None) -> list[Recommendation]:
     """The rules that fire on ``measures`` (missing measures never fire), none on an
     inconclusive verdict, each only on the verdicts its ``bounds`` allow and only when its
-    ``impact`` is at least :data:`MIN_IMPACT_PCT` of the step.
+    ``impact`` is at least ``thresholds.ADVICE.min_impact_pct`` of the step.
 
     The rules for the verdict ``bound`` come first; then by impact (the share of the step the
     action addresses, from the rule's ``impact`` measure), then in :data:`FOR_BOUND`'s order
@@ -191,7 +187,7 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
         if "bounds" in rule and bound is not None and str(bound) not in rule["bounds"]:
             continue
         impact = got(rule.get("impact", ""))
-        if impact is not None and impact < MIN_IMPACT_PCT:
+        if impact is not None and impact < ADVICE.min_impact_pct:
             continue
         evidence = (f"{value:.1f} {rule['unit']} "  # the unit names the measure, for people
                     f"({rule['op']} {rule['threshold']}; {rule['source']})")

@@ -7,8 +7,8 @@ columns. Signals, best first (``Signal``):
 
 1. **ncu**: per kernel, matched by normalized name; the larger of Nsight Compute's SM and
    memory throughput (% of peak) decides. ncu's own ladder grades it: >= 60% of peak the unit
-   is the main limiter, below the kernel is latency-limited (``NCU_HEAVY_PCT``), which lowers
-   confidence, not the class.
+   is the main limiter, below the kernel is latency-limited (``thresholds.SIGNALS``), which
+   lowers confidence, not the class.
 2. **counters**: GPM/DCGM samples in the step window: the busier of the math pipes (tensor,
    FP) vs DRAM bandwidth utilization decides for every kernel of that window.
 3. **roofline**: the kernel's launching op's FLOPs/bytes from recorded shapes
@@ -31,8 +31,6 @@ from rightsize.analyzers.diagnosis import roofline
 from rightsize.analyzers.diagnosis.taxonomy import classify_names
 from rightsize.traces.kernel_names import normalize_kernel_name
 from rightsize.vocab import Signal, WorkClass
-
-NCU_HEAVY_PCT = 60.0  # ncu: >= 60% is the main limiter; below, the kernel is latency-limited
 
 Ridge = Callable[[str | None], float | None]  # precision -> FLOPs per byte at the ridge
 

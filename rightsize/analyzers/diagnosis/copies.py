@@ -16,7 +16,7 @@ from rightsize.analyzers.document.diagnosis import Diagnosis
 from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.per_step import exclusive_windows
 from rightsize.analyzers.metrics.steps import Steps
-from rightsize.analyzers.sizing.projection import LINK_ACHIEVABLE_FRACTION
+from rightsize.analyzers.thresholds import SIZING
 from rightsize.traces.schema import Trace
 
 # A host-to-device copy this large from pageable memory is worth pinning: the staging copy
@@ -53,7 +53,7 @@ def pinned_model(trace: Trace, steps: Steps, pageable: pl.DataFrame, diag: Diagn
     pinned = large_h2d(trace, "pinned")
     rate = (float(pinned["bytes"].sum()) / float(pinned["dur_ns"].sum()) if pinned.height
             and pinned["dur_ns"].sum() else
-            link_gbs * LINK_ACHIEVABLE_FRACTION if link_gbs else None)  # GB/s = bytes/ns
+            link_gbs * SIZING.link_achievable_fraction if link_gbs else None)  # GB/s = bytes/ns
     if rate is None or rate <= 0:
         return {}, {}
     s = cast(Mapping[str, float], diag.shares_pct)

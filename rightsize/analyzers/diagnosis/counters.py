@@ -1,10 +1,10 @@
 """A verdict from GPU counters alone (nvidia-smi / DCGM / NVML samples, no trace).
 
 Input: GPU_SAMPLES rows (``rightsize.traces.samples``). Output: a
-:class:`~rightsize.analyzers.diagnosis.verdict.Diagnosis` with ``device == "counters"`` and a confidence
-capped at ``COUNTERS_ONLY_MAX_CONFIDENCE``, because counters cannot see what a trace sees: they
-cannot tell data loading from other host work, and without profiling fields (GPM / DCGM_FI_PROF)
-they cannot split busy time into compute and memory.
+:class:`~rightsize.analyzers.diagnosis.verdict.Diagnosis` with ``device == "counters"`` and a
+confidence capped (``thresholds.SIGNALS.counters_only_max_confidence``), because counters cannot
+see what a trace sees: they cannot tell data loading from other host work, and without profiling
+fields (GPM / DCGM_FI_PROF) they cannot split busy time into compute and memory.
 
 Definition, on the GPU with the highest mean utilization:
 
@@ -14,7 +14,7 @@ Definition, on the GPU with the highest mean utilization:
   FP16 utilization) vs DRAM bandwidth utilization, when those are sampled; otherwise the split
   is unknown (null);
 * ``pcie`` = mean of max(TX, RX) throughput over the link's capacity (PCIe generation x width),
-  reported next to the shares, and the verdict when it exceeds ``PCIE_BOUND_PCT``.
+  reported next to the shares, and the verdict when it exceeds ``SIGNALS.pcie_bound_pct``.
 
 The verdict follows the trace rule: busy >= 60% -> the larger of compute/memory; else host.
 """
@@ -25,19 +25,16 @@ from typing import cast
 
 import polars as pl
 
-from rightsize.analyzers.diagnosis.thresholds import THRESHOLDS, DiagnosisThresholds
 from rightsize.analyzers.document.diagnosis import (
     Diagnosis,
     Evidence,
     NvmlUtilization,
     Utilization,
 )
+from rightsize.analyzers.thresholds import DIAGNOSIS as THRESHOLDS
+from rightsize.analyzers.thresholds import SIGNALS, DiagnosisThresholds
 from rightsize.vocab import Bound, DeviceKind
 
-COUNTERS_ONLY_MAX_CONFIDENCE = 0.5  # counters see averages, not what the GPU waits for
-IDLE_GPU_UTIL_PCT = 1.0  # every sample below 1% busy: the GPU ran nothing worth judging
-MIN_SAMPLES = 2  # one reading of a counter is a moment, not a workload
-PCIE_BOUND_PCT = 50.0  # the host link is at least half full on average
 # PCIe payload bandwidth per lane per direction, GB/s (gen 1..6), as gpus.csv counts x16 links.
 PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 1.0, 4: 2.0, 5: 4.0, 6: 8.0}
 MATH = ("gpm_tensor_util_pct", "gpm_fp32_util_pct", "gpm_fp16_util_pct")
@@ -71,18 +68,19 @@ def diagnose_counters(samples: pl.DataFrame,
     }
     evidence = [Evidence("signals", float(g.height), None,
                          f"diagnosed from GPU counters alone ({g.height} samples of GPU {best}, "
-                         f"no trace): confidence is capped at {COUNTERS_ONLY_MAX_CONFIDENCE}"),
+                         "no trace): confidence is capped at "
+                         f"{SIGNALS.counters_only_max_confidence}"),
                 Evidence("utilization", busy, thresholds.work_bound_pct,
                          f"mean utilization.gpu {busy:.1f}%"
                          f" (peak {cast(float, g['gpu_util_pct'].max()):.0f}%)")]
     if pcie is not None:
-        evidence.append(Evidence("pcie", pcie, PCIE_BOUND_PCT,
+        evidence.append(Evidence("pcie", pcie, SIGNALS.pcie_bound_pct,
                                  f"host link carries {pcie:.1f}% of its capacity on average"))
     peak = float(cast(float, g["gpu_util_pct"].max()))
-    if g.height < MIN_SAMPLES or peak < IDLE_GPU_UTIL_PCT:
+    if g.height < SIGNALS.min_counter_samples or peak < SIGNALS.idle_gpu_util_pct:
         # Seen on a DCGM scrape of an idle T4: one sample at 0% was called host-bound (0.50).
         why = (f"one sample of GPU {best}: a single reading is no workload"
-               if g.height < MIN_SAMPLES else
+               if g.height < SIGNALS.min_counter_samples else
                f"GPU {best} was idle in every sample (utilization.gpu at most {peak:.0f}%): "
                "no work ran to judge")
         evidence.insert(0, Evidence("signals", float(g.height), None,
@@ -90,7 +88,7 @@ def diagnose_counters(samples: pl.DataFrame,
                                     "(rightsize run, or dcgmi dmon / nvidia-smi --query-gpu "
                                     "over the job), or record a trace"))
         bound, margin = Bound.INCONCLUSIVE, 0.0
-    elif pcie is not None and pcie > PCIE_BOUND_PCT:
+    elif pcie is not None and pcie > SIGNALS.pcie_bound_pct:
         bound, margin = Bound.PCIE, pcie / 100.0
     elif busy < thresholds.work_bound_pct:
         bound, margin = Bound.HOST, (100.0 - busy) / 100.0
@@ -109,7 +107,7 @@ def diagnose_counters(samples: pl.DataFrame,
                                  "busy, but no profiling counters (GPM/DCGM_FI_PROF) to split "
                                  "compute from memory"))
     confidence = None if bound in (None, Bound.INCONCLUSIVE) else round(
-        COUNTERS_ONLY_MAX_CONFIDENCE * (0.5 + 0.5 * min(margin, 1.0)), 2)
+        SIGNALS.counters_only_max_confidence * (0.5 + 0.5 * min(margin, 1.0)), 2)
     util = Utilization(None, NvmlUtilization(
         samples=g.height, gpu_util_pct_mean=busy,
         gpu_util_pct_peak=peak))

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from rightsize.analyzers.diagnosis.capture import Capture
 from rightsize.analyzers.diagnosis.roofline import ShapeNote
-from rightsize.analyzers.diagnosis.thresholds import DiagnosisThresholds
 from rightsize.analyzers.document.diagnosis import Evidence, HostWork, Utilization
+from rightsize.analyzers.thresholds import DiagnosisThresholds
 from rightsize.vocab import Bound
 
 STEADY = "profile steady-state steps, e.g. steps 10-15 with torch.profiler.schedule(wait=1, " \

@@ -33,7 +33,6 @@ from rightsize.analyzers.diagnosis.classify import (
 from rightsize.analyzers.diagnosis.evidence import findings, inconclusive_reasons
 from rightsize.analyzers.diagnosis.host_work import host_work
 from rightsize.analyzers.diagnosis.shares import cpu_shares, gpu_shares
-from rightsize.analyzers.diagnosis.thresholds import THRESHOLDS, DiagnosisThresholds
 from rightsize.analyzers.document.diagnosis import (
     Diagnosis,
     NvmlUtilization,
@@ -44,6 +43,8 @@ from rightsize.analyzers.document.diagnosis import (
 from rightsize.analyzers.metrics import intervals as iv
 from rightsize.analyzers.metrics.per_step import per_step, split_over_time
 from rightsize.analyzers.metrics.steps import Steps
+from rightsize.analyzers.thresholds import DIAGNOSIS as THRESHOLDS
+from rightsize.analyzers.thresholds import DiagnosisThresholds
 from rightsize.traces.schema import Trace
 from rightsize.vocab import SHARES, Bound, DeviceKind, Signal
 

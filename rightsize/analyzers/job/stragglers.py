@@ -3,8 +3,8 @@
 Input: the matched calls (``matching.Matched``) and the job's steps per rank. Output: the
 :class:`~rightsize.analyzers.document.job.Straggler` nodes, the largest impact first.
 
-A call's last rank is the one that arrived last by more than :attr:`Thresholds.tie_ns`; it
-alone made the call ``late`` (its arrival - the second-last's) longer. A rank is a straggler
+A call's last rank is the one that arrived last by more than ``tie_ns``
+(``thresholds.StragglerThresholds``); it alone made the call ``late`` (its arrival - the second-last's) longer. A rank is a straggler
 when it is last at a clearly larger share of its calls than chance gives any rank
 (``last_share_over_chance`` x 1/n for n ranks) or causes most of the job's lateness
 (``dominant_late_share``), and the time it costs the job is not negligible
@@ -17,40 +17,21 @@ a delay that began before the profiled window shows there, not in any lead-in. P
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
 
 from rightsize.analyzers.document.job import Straggler
 from rightsize.analyzers.job.collectives import LEAD_PARTS
 from rightsize.analyzers.job.matching import Matched
+from rightsize.analyzers.thresholds import STRAGGLERS as THRESHOLDS
+from rightsize.analyzers.thresholds import StragglerThresholds
 
-
-@dataclass(frozen=True, slots=True)
-class Thresholds:
-    # Kineto wrote whole microseconds until 2023: closer arrivals cannot be ordered.
-    tie_ns: int = 1_000
-    # Last at 1.5x the fair share (1/n) of its calls: 75% of 2 ranks, 19% of 8, 1.2% of 128;
-    # or, late at fewer calls (a data-loader stall once a step delays only the step's first
-    # collective), the cause of at least half of all the job's lateness.
-    last_share_over_chance: float = 1.5
-    dominant_late_share: float = 0.5
-    # The others' wait for it is at least 1% of the step (below that, tuning it gains nothing).
-    min_late_pct_of_step: float = 1.0
-    # At least this many calls it was last at: one late call is an anecdote.
-    min_last_calls: int = 2
-    # The cause is named only when the lead-in grew by at least half of the lateness.
-    min_explained: float = 0.5
-
-
-THRESHOLDS = Thresholds()
 CAUSE_WORDS = {"compute": "GPU compute (kernels the others did not run as long)",
                "copy": "host-device copies", "dataloader": "its data loader (__next__ waits)",
                "host": "host work with its GPU idle (Python, launches, syncs)"}
 
 
 def stragglers(matched: Matched, steps_per_rank: dict[int | None, int], step_ms: float | None,
-               thresholds: Thresholds = THRESHOLDS,
+               thresholds: StragglerThresholds = THRESHOLDS,
                step_starts: dict[int | None, list[int]] | None = None) -> tuple[Straggler, ...]:
     """The stragglers among the ranks of ``matched`` (see the module docstring);
     ``step_starts`` (each rank's step start times) says how late each began its steps."""
@@ -119,7 +100,7 @@ def _started_late_ms(starts: dict[int | None, list[int]], rank: int) -> float | 
 
 
 def _cause(excess: dict[str, float], late_ms: float,
-           thresholds: Thresholds) -> tuple[str, float | None]:
+           thresholds: StragglerThresholds) -> tuple[str, float | None]:
     part = max(excess, key=lambda p: excess[p])
     grew = excess[part]
     if grew <= 0 or grew < thresholds.min_explained * late_ms:

@@ -1,6 +1,6 @@
 """The sizing data model: what is sized (:class:`Workload`), under which :class:`Constraints`,
 and the result (:class:`Candidate` per GPU, :class:`Sizing`: the document's ``sizing`` nodes),
-with the advisor's named judgement calls (:class:`SizingThresholds`). The logic is in
+with the advisor's named judgement calls (``rightsize.analyzers.thresholds``). The logic is in
 ``projection``.
 """
 
@@ -18,37 +18,13 @@ if TYPE_CHECKING:
     from rightsize.analyzers.sizing.kernels_projection import KernelWork
 
 __all__ = ["Candidate", "CommWork", "Constraints", "Objective", "Sizing", "SizingError",
-           "SizingThresholds", "Verdict", "Workload"]
+           "Verdict", "Workload"]
 
 
 class SizingError(RightsizeError):
     """The workload or constraints cannot be sized as given."""
 
 
-@dataclass(frozen=True, slots=True)
-class SizingThresholds:
-    """Named judgement calls of the advisor, one reason each."""
-
-    # A cheaper GPU must save at least this much per unit of work to call the current one
-    # over-provisioned: prices move by more than 10% between providers and months.
-    over_provisioned_savings_pct: float = 20.0
-    # Peak allocated memory at or above this fraction of the device means the batch or model
-    # is being squeezed (smaller batches, offload): under-provisioned.
-    memory_pressure_fraction: float = 0.95
-    # Data-loader + host + idle at or above half the step: the GPU is not what limits the job.
-    stall_fraction: float = 0.5
-    # CPU-only runs moved to a GPU: dense transformer training reaches 40-50% of peak tensor
-    # FLOPS (PaLM: 46.2% MFU, Chowdhery et al. 2022); we take 40%.
-    achieved_flops_fraction: float = 0.40
-    # Streaming kernels reach 80-90% of HBM peak bandwidth (STREAM-style measurements).
-    achieved_bandwidth_fraction: float = 0.80
-    # Host, idle and data-loader time is set by the CPU, which changes with the machine: on the
-    # shared H100/MI300X trace pairs it moved 12.1-22.3% (Qwen 3.28 -> 4.01 ms per step), so a
-    # projected range widens by this fraction of it on every GPU but the measured one.
-    host_move_fraction: float = 0.225
-
-
-THRESHOLDS = SizingThresholds()
 # Precisions a GPU must run natively to be recommended (int4 weight-only runs in 16-bit anyway).
 NATIVE_PRECISIONS = (Precision.TF32, Precision.BF16, Precision.FP16, Precision.FP8,
                      Precision.INT8)

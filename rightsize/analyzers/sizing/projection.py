@@ -37,14 +37,12 @@ from rightsize.analyzers.sizing.kernels_projection import project_kernels_ms
 from rightsize.analyzers.sizing.model import (
     FIXED_SHARES,
     NATIVE_PRECISIONS,
-    THRESHOLDS,
     UNNAMED_GPU,
     Candidate,
     Constraints,
     Objective,
     Sizing,
     SizingError,
-    SizingThresholds,
     Verdict,
     Workload,
 )
@@ -61,6 +59,8 @@ from rightsize.analyzers.sizing.rates import (
     peak_flops,
 )
 from rightsize.analyzers.sizing.run_setup import ASSUMPTIONS as MEMORY_ASSUMPTIONS
+from rightsize.analyzers.thresholds import SIZING as THRESHOLDS
+from rightsize.analyzers.thresholds import SizingThresholds
 from rightsize.catalog import Catalog, Gpu
 from rightsize.vocab import Bound, Precision, Share
 
@@ -130,23 +130,19 @@ def _split_ms(workload: Workload, current: Gpu | None, gpu: Gpu,
     return fixed, gpu_ms + pcie
 
 
-# Copies at half the link or more were bound by it; below, by the host. On an H100 (PCIe gen 5
-# x16, 64 GB/s per direction): pinned copies 54.0 GB/s (84%), pageable 6.7 GB/s (10%).
-LINK_BOUND_FRACTION = 0.5
-LINK_ACHIEVABLE_FRACTION = 0.84  # of a link's nominal rate, by pinned copies (the H100 above)
 
 
 def pcie_ratio(measured_gbs: float | None, cur_link: float | None,
                new_link: float | None) -> float:
     """New / current time of the host<->device copies. Link-bound copies (at least
-    ``LINK_BOUND_FRACTION`` of the current link) scale with the link; host-bound ones (pageable
+    ``link_bound_fraction`` of the current link) scale with the link; host-bound ones (pageable
     staging) keep their rate on any link that carries it, and slow down only where the new
     link's achievable rate is lower still."""
     if not (measured_gbs and cur_link and new_link):
         return _ratio(cur_link, new_link)
-    if measured_gbs >= LINK_BOUND_FRACTION * cur_link:  # link-bound
+    if measured_gbs >= THRESHOLDS.link_bound_fraction * cur_link:  # link-bound
         return cur_link / new_link
-    return measured_gbs / min(measured_gbs, new_link * LINK_ACHIEVABLE_FRACTION)
+    return measured_gbs / min(measured_gbs, new_link * THRESHOLDS.link_achievable_fraction)
 
 
 def _host_ms(workload: Workload) -> float:
