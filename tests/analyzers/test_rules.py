@@ -75,7 +75,8 @@ EVERY_RULE = Measures(
     memory_of_device_pct=95.0, fp32_matmul_pct=50.0, host_wait_pct=40.0, kernel_wait_pct=30.0,
     pageable_h2d_copies=5.0, sync_idle_pct=20.0, fp32_step_pct=20.0, eager_attention_pct=40.0,
     eager_attention_step_pct=20.0, sm_activity_pct=20.0, data_parallel_ops=3.0,
-    memory_pct=60.0, host_cpu_work_pct=30.0, framework_pct=60.0, pcie_pct=20.0)
+    memory_pct=60.0, host_cpu_work_pct=30.0, framework_pct=60.0, pcie_pct=20.0,
+    repeated_work_pct=20.0)
 # What a GPU may lack, the words that would advise it, and the words that say it lacks it.
 LACKS = {
     "bf16": (lambda g: not g.supports("bf16"), r"bf16|bfloat16|flash_attention_2"),
@@ -106,7 +107,8 @@ def test_no_rule_advises_what_the_hardware_lacks_on_any_catalog_gpu():
         fired: dict[str, str] = {}
         for bound, m, ranks in itertools.product(
                 (b for b in Bound if b != Bound.INCONCLUSIVE),
-                (EVERY_RULE, dataclasses.replace(EVERY_RULE, gpu_util_pct=None)), (8, 16)):
+                [dataclasses.replace(EVERY_RULE, gpu_util_pct=u, repeated_work_pct=r)
+                 for u in (20.0, None) for r in (20.0, None)], (8, 16)):
             words = {"interconnect": interconnect_advice(gpu, ranks)}
             for r in recommend(m, bound, 100.0, gpu, words):
                 fired[f"{r.id} ({bound}, {ranks} ranks)"] = " ".join(

@@ -18,7 +18,8 @@ def test_report_reads_the_analysis_json_the_quick_start_writes(tmp_path):
     assert res.returncode == 0, res.stderr
     res = cli("report", "analysis.json", "--format", "text", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith("Verdict: dataloader-bound (confidence 0.78)")
+    # 0.79: the time inside Optimizer.step ranges is recorded host time (coverage), issue 38
+    assert res.stdout.startswith("Verdict: dataloader-bound (confidence 0.79)")
     res = cli("report", "analysis.json", "--format", "json", cwd=tmp_path)
     saved = json.loads((tmp_path / "analysis.json").read_text())
     assert json.loads(res.stdout) == saved  # the document itself, not analyzed again

@@ -108,7 +108,8 @@ def test_summary_is_verdict_evidence_gpu_and_path():
 
 def test_text_of_a_sample():
     text = render_text(typed(real_doc()))
-    assert text.startswith("Verdict: dataloader-bound (confidence 0.78)")
+    # 0.79: the time inside Optimizer.step ranges is recorded host time (coverage), issue 38
+    assert text.startswith("Verdict: dataloader-bound (confidence 0.79)")
     assert "Steps: 3 (profiler_step), mean 38.65 ms" in text and "\033[" not in text
     assert "no GPU in the trace" in text
     assert "note: no GPU kernels in the trace: GPU metrics are null" in text

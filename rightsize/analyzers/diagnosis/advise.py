@@ -81,6 +81,9 @@ class Measures:
     # preprocessing, ops on CPU tensors), and the rest (framework, launches, unrecorded time)
     host_cpu_work_pct: float | None = None
     framework_pct: float | None = None
+    # all but one of the entries of a library call repeated with one stack in a step, summed
+    # over the calls (diagnosis/host_calls.py); None without Python frames
+    repeated_work_pct: float | None = None
     # Python-function recording (with_stack) slows every Python call: up to this much of the
     # measured step (half the framework share) is the recorder's, lowering every what-if's low
     tracer_pct: float | None = None
@@ -139,8 +142,9 @@ def rules() -> tuple[dict[str, Any], ...]:
 
 
 # The rules that act on each verdict's own share: listed first when they fire.
-FOR_BOUND = {Bound.DATALOADER: ("dataloader-stall", "dataloader-stall-cpu"),
-             Bound.HOST: ("host-cpu-work", "host-bound", "host-wait"),
+FOR_BOUND = {Bound.DATALOADER: ("repeated-host-work", "dataloader-stall",
+                                 "dataloader-stall-cpu"),
+             Bound.HOST: ("repeated-host-work", "host-cpu-work", "host-bound", "host-wait"),
              Bound.PCIE: ("pageable-copies", "pcie-bound"),
              Bound.COMMUNICATION: ("exposed-communication",),
              Bound.MEMORY: ("memory-bound-kernels",),
@@ -193,7 +197,7 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
                     f"({rule['op']} {rule['threshold']}; {rule['source']})")
         strength = abs(value - rule["threshold"]) / max(abs(rule["threshold"]), 1.0)
         filled = {"host_parts": "", "interconnect": NO_FABRIC, "attention": "",
-                  **(words or {})}
+                  "repeated_calls": "", "repeat_fix": "", **(words or {})}
         detail = rule["detail"].format(value=value, **hardware_words(gpu), **filled)
         out.append((impact or 0.0, strength,
                     Recommendation(rule["id"], rule["title"], detail, evidence,
@@ -201,7 +205,18 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
     def order(x: tuple[float, float, Recommendation]) -> tuple[bool, float, int, float]:
         rid = x[2].id
         return (rid not in own, -x[0], own.index(rid) if rid in own else 0, -x[1])
-    return [r for _, _, r in sorted(out, key=order)]
+    return [r for _, _, r in sorted(_unsuperseded(out), key=order)]
+
+
+def _unsuperseded(out: list[tuple[float, float, Recommendation]]
+                  ) -> list[tuple[float, float, Recommendation]]:
+    """Without the rules whose ``superseded_by`` rule fired with at least half their impact
+    (the same time, advised more precisely)."""
+    impact = {r.id: i for i, _, r in out}
+    by_id = {rule["id"]: rule for rule in rules()}
+    return [x for x in out if not any(
+        s in impact and impact[s] >= 0.5 * x[0]
+        for s in by_id.get(x[2].id, {}).get("superseded_by", ()))]
 
 
 TRACER_WORDS = ("; Python-function recording (with_stack) slowed the host side: the low end "

@@ -117,6 +117,7 @@ def findings(shares: dict[str, float], busy: float, bound: Bound | None,
                 f"framework overhead (Python, op dispatch, ops under {th.tiny_op_us:.0f} us): "
                 f"{shares['host']:.1f}% of the step; {empty} {shares['idle']:.1f}%")
         ev.append(Evidence("host", shares["host"] + shares["idle"], None, text))
+    ev.extend(_calls(host, shares))
     if shares["pcie"] > 0:
         ev.append(Evidence("pcie", shares["pcie"], None, "host<->device copies not hidden "
                            f"under kernels: {shares['pcie']:.1f}% of the step"))
@@ -187,3 +188,18 @@ def _split(host: HostWork | None) -> str:
     if not said:
         return ""
     return f" ({'; '.join(said)}; framework and launch overhead {host.framework_pct:.1f}%)"
+
+
+def _calls(host: HostWork | None, shares: dict[str, float]) -> list[Evidence]:
+    """The library call owning the most CPU time while the GPU waits, and its repeats; about
+    the data loader's share when the wait is mostly the loader's."""
+    if host is None or not host.calls or host.calls[0].pct < 1.0:
+        return []
+    c = host.calls[0]
+    called = f", called from {c.caller}" if c.caller else ""
+    again = (f", {c.per_step:g} times a step with the same call stack ({c.repeat_pct:.1f}% in "
+             "all but one)" if c.repeat_pct > 0 else "")
+    share = "dataloader" if shares["dataloader"] >= shares["host"] else "host"
+    return [Evidence(share, c.pct, None,
+                     f"the job's own CPU work while the GPU waits, by the call that owns it: "
+                     f"{c.call} ({c.library}{called}) {c.pct:.1f}% of the step{again}")]

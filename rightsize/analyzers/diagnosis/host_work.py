@@ -40,6 +40,7 @@ import numpy as np
 import polars as pl
 
 from rightsize.analyzers.diagnosis.capture import STARTUP_OPS
+from rightsize.analyzers.diagnosis.host_calls import library_calls
 from rightsize.analyzers.diagnosis.shares import annotated
 from rightsize.analyzers.document.diagnosis import HostPart, HostWork
 from rightsize.analyzers.metrics import intervals as iv
@@ -89,20 +90,25 @@ MIN_CPU_OP_NS = 20_000
 TOP_NAMES = 3
 
 
-def host_work(trace: Trace, host: iv.Intervals, step_ns: int,
-              steps: Steps | None = None) -> HostWork | None:
-    """Split the ``host`` share (intervals) of a GPU trace; percentages of ``step_ns``."""
+def host_work(trace: Trace, host: iv.Intervals, step_ns: int, steps: Steps | None = None,
+              loader: iv.Intervals | None = None) -> HostWork | None:
+    """Split the ``host`` share (intervals) of a GPU trace; percentages of ``step_ns``. The
+    library calls (``host_calls``) are looked for where the GPU waits on the host or on the
+    data loader (``loader``: the data-loader share, whose ``__next__`` runs the Dataset's
+    code in the main process when there are no workers)."""
     host_ns = iv.total(host)
-    if host_ns <= 0 or step_ns <= 0:
+    waiting = iv.union_all(host, loader) if loader is not None else host
+    if iv.total(waiting) <= 0 or step_ns <= 0:
         return None
-    ops = trace.cpu_ops.select("ts_ns", "dur_ns", "name", "cat")
+    ops = trace.cpu_ops.select("ts_ns", "dur_ns", "name", "cat", "pid", "tid")
     ranges_pct, ranges = _ranges(trace, host, ops, steps, step_ns)
     frames = ops.filter(pl.col("cat") == "python_function")
+    found = library_calls(frames, LIBRARIES, waiting, steps)
     parts: list[tuple[str, iv.Intervals, pl.DataFrame]] = []
     for label, pattern in LIBRARIES.items():
         hit = frames.filter(pl.col("name").str.contains(pattern))
-        if hit.height:
-            parts.append((label, _span(hit), hit))
+        if label in found.by_library:  # the time its frames own (innermost), not their spans
+            parts.append((label, found.by_library[label], hit))
     cpu = _cpu_ops(ops.filter((pl.col("cat") == "cpu_op")
                               & pl.col("name").str.contains(OP_NAMESPACES)
                               & ~pl.col("name").str.contains(METADATA_OPS)), trace.runtime)
@@ -123,7 +129,8 @@ def host_work(trace: Trace, host: iv.Intervals, step_ns: int,
     return HostWork(cpu_work_pct=100.0 * cpu_ns / step_ns,
                     framework_pct=100.0 * (host_ns - cpu_ns) / step_ns - ranges_pct,
                     parts=tuple(out), python_frames=frames.height > 0,
-                    ranges_pct=ranges_pct, ranges=ranges)
+                    ranges_pct=ranges_pct, ranges=ranges, calls=found.calls,
+                    model=found.model, model_runs_per_step=found.model_runs_per_step)
 
 
 def _ranges(trace: Trace, host: iv.Intervals, ops: pl.DataFrame, steps: Steps | None,
@@ -199,15 +206,62 @@ def host_parts(host: HostWork | None) -> str:
 def named_stall(host: HostWork | None, step_ms: float) -> dict[str, Any]:
     """The part of the step the diagnosis can name where the GPU waits (ms), and what it is
     with what to do: ``sizing.Workload``'s ``named_stall_ms`` and ``named_stall`` (the
-    sizing's reason says it); 0 and "" when nothing is named."""
-    if host is None or not host.ranges_pct:
+    sizing's reason says it when it is most of the wait): a library call repeated per item,
+    else the call owning the most CPU time, or annotated ranges, whichever holds more; 0
+    and "" when nothing is named."""
+    named: list[tuple[float, str]] = []
+    if host is not None and host.ranges_pct:
+        startup = any(re.search(STARTUP_OPS, n) for n in host.ranges)
+        todo = ("JIT compilation, autotuning or warm-up, which a steady-state step does not"
+                " repeat and a bigger GPU does not shrink: profile steps after warm-up before"
+                " sizing" if startup else "host work a bigger GPU does not shrink: speed it up"
+                " or move it off the step")
+        said = (f"while the host is inside recorded ranges ({', '.join(host.ranges)}) with"
+                f" nothing finer recorded: {todo}")
+        named.append((host.ranges_pct, said))
+    if host is not None and host.calls:
+        c = next((c for c in host.calls if c.repeat_pct > 0), host.calls[0])
+        where = f"{c.call} ({c.library}" + (f", called from {c.caller})" if c.caller else ")")
+        named.append((c.pct, (
+            f"while {where} runs {c.per_step:g} times in each step with the same call stack:"
+            " the same work per item, which a bigger GPU does not shrink; do it once per step"
+            " (preprocess once, batch the queries into one call"
+            f"{repeat_words(host)['repeat_fix']})") if c.repeat_pct > 0 else (
+            f"while the host runs {where}: the job's own CPU work, which a bigger GPU does"
+            " not shrink; move it off the step (DataLoader workers, the GPU) or speed it up")))
+    if not named:
         return {"named_stall_ms": 0.0, "named_stall": ""}
-    names = ", ".join(host.ranges)
-    startup = any(re.search(STARTUP_OPS, n) for n in host.ranges)
-    todo = ("JIT compilation, autotuning or warm-up, which a steady-state step does not repeat"
-            " and a bigger GPU does not shrink: profile steps after warm-up before sizing"
-            if startup else "host work a bigger GPU does not shrink: speed it up or move it"
-            " off the step")
-    return {"named_stall_ms": step_ms * host.ranges_pct / 100,
-            "named_stall": f"while the host is inside recorded ranges ({names}) with nothing"
-                           f" finer recorded: {todo}"}
+    pct, words = max(named, key=lambda x: x[0])
+    return {"named_stall_ms": step_ms * pct / 100, "named_stall": words}
+
+
+# What makes a repeated call cheaper besides doing it once, by where it runs (the call and its
+# caller: a SciPy resize inside a Hugging Face image processor is the processor's to replace).
+REPEAT_FIX = (
+    (r"image_processing|image_transforms|feature_extraction|processing_utils",
+     ("; load the fast image processor (AutoImageProcessor.from_pretrained(...,"
+      " use_fast=True), or use_fast=True on the pipeline: torchvision on tensors, which also"
+      " runs on the GPU with device='cuda')")),
+    (r"tokeniz|sentencepiece", "; tokenize all the texts in one call of the fast tokenizer"),
+    (r"^PIL\.", "; decode and transform each image once"),
+)
+
+
+def repeat_words(host: HostWork | None) -> dict[str, str]:
+    """The repeated-work rule's words: which calls repeat, how often, from where
+    (``repeated_calls``), and what else makes them cheaper (``repeat_fix``)."""
+    rep = [c for c in (host.calls if host is not None else ()) if c.repeat_pct > 0]
+    if host is None or not rep:
+        return {"repeated_calls": "", "repeat_fix": ""}
+    c = rep[0]
+    called = f", called from {c.caller}" if c.caller else ""
+    text = (f"{c.call} ({c.library}{called}) runs {c.per_step:g} times in each step with the "
+            f"same call stack and like durations, {c.pct:.1f}% of the step")
+    if rep[1:]:
+        text += "; so do " + ", ".join(f"{o.call} ({o.per_step:g}x)" for o in rep[1:])
+    if host.model:
+        text += (f"; the model ({host.model}) runs {host.model_runs_per_step:g} times a step"
+                 " as well")
+    fix = next((words for pattern, words in REPEAT_FIX
+                if re.search(pattern, c.call) or re.search(pattern, c.caller)), "")
+    return {"repeated_calls": text, "repeat_fix": fix}

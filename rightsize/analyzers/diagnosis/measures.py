@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, cast
 import polars as pl
 
 from rightsize.analyzers.diagnosis import advise, attention, copies, steady
-from rightsize.analyzers.diagnosis.host_work import host_parts
+from rightsize.analyzers.diagnosis.host_work import host_parts, repeat_words
 from rightsize.analyzers.document import metrics as dm
 from rightsize.analyzers.document.diagnosis import Diagnosis, Recommendation
 from rightsize.analyzers.job.fabric import interconnect_advice
@@ -50,7 +50,7 @@ def recommendations(rank: SectionInput) -> tuple[Recommendation, ...]:
                                 prop(trace, primary, "memory_bytes"), rank["hta"], gpu)
     return tuple(advise.recommend(
         measured, diag.bound, diag.step_ns / steps.count / 1e6, gpu,
-        {"host_parts": host_parts(diag.host_work),
+        {"host_parts": host_parts(diag.host_work), **repeat_words(diag.host_work),
          "interconnect": interconnect_advice(gpu, trace.meta.world_size or 1), **words}))
 
 
@@ -101,6 +101,8 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
         memory_pct=s["memory"],
         pcie_pct=s["pcie"],
         host_cpu_work_pct=hw.cpu_work_pct if hw is not None else (0.0 if gpu else None),
+        repeated_work_pct=sum(c.repeat_pct for c in hw.calls)
+        if hw is not None and hw.python_frames else None,
         framework_pct=s["host"] + s["idle"] - (hw.cpu_work_pct + hw.ranges_pct
                                                  if hw is not None else 0.0),
         tracer_pct=hw.framework_pct / 2 if hw is not None and hw.python_frames else None,

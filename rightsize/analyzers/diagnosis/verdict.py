@@ -88,7 +88,8 @@ def diagnose(
         bound, confidence = Bound.INCONCLUSIVE, None
     elif confidence is not None:
         confidence = round(confidence * evidence_factor(facts), 2)
-    host = host_work(trace, parts["host"], step_ns, steps) if on_gpu else None
+    host = host_work(trace, parts["host"], step_ns, steps, parts["dataloader"]) \
+        if on_gpu else None
     items = reasons + findings(shares, busy, bound, signal_pct, util, on_gpu, facts, notes,
                                thresholds, host)
     return Diagnosis(

@@ -112,6 +112,18 @@ class HostPart(Node):
 
 
 @node
+class HostCall(Node):
+    """A library call that owns CPU time while the GPU waits (``diagnosis/host_calls.py``)."""
+
+    call: str  # where the library was entered: "scipy.ndimage.zoom"
+    library: str  # its package as people name it ("SciPy"), else its host_work.LIBRARIES label
+    caller: str  # the frame above it: "transformers.models.owlv2.image_processing_owlv2.resize"
+    pct: float = num(2)  # % of the step: the time it owns while the GPU waits
+    per_step: float = num(2)  # times it is entered with one call stack, in the median step
+    repeat_pct: float = num(2)  # % of the step in all but one of those (0: no repeat)
+
+
+@node
 class HostWork(Node):
     """The ``host`` share split (``diagnosis/host_work.py``): the job's own CPU work, which
     moves to DataLoader workers or the GPU, and framework/launch overhead, which torch.compile
@@ -125,9 +137,18 @@ class HostWork(Node):
     # and the ranges with the most of it; no keys when there is none
     ranges_pct: float = num(2, default=0.0)
     ranges: tuple[str, ...] = ()
+    # the library calls with the most time while the GPU waits (host and data-loader shares),
+    # and the model's top module when it runs more than once a step; no keys when none
+    calls: tuple[HostCall, ...] = ()
+    model: str = ""
+    model_runs_per_step: float = num(2, default=0.0)
 
     def _present(self, name: str) -> bool:
-        return name not in ("ranges_pct", "ranges") or bool(self.ranges_pct)
+        if name in ("ranges_pct", "ranges"):
+            return bool(self.ranges_pct)
+        if name in ("model", "model_runs_per_step"):
+            return bool(self.model)
+        return name != "calls" or bool(self.calls)
 
 
 @node
