@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from rightsize.cli.common import catalog_option, load_catalog_for_cli
+from rightsize.cli.fleet_serving import add_serving, parse_slo, read_configs, serving_options
 
 if TYPE_CHECKING:
     from rightsize.analyzers.fleet_metrics import FleetMetrics
     from rightsize.fleet.table import FleetTable
     from rightsize.reports.fleet_metrics_patches import Patch
     from rightsize.traces.fleet_series import SeriesSet
+    from rightsize.traces.prometheus import Query
 
 TOKEN_ENV = "RIGHTSIZE_PROMETHEUS_TOKEN"
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -105,6 +107,7 @@ def when(text: str, option: str) -> float:
               help="Also write each workload as a row (source metrics) of this fleet table "
                    "(the same workload and window again replaces its row); fleet report "
                    "shows them beside the traced jobs.")
+@serving_options
 @catalog_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress or messages on stderr.")
 def metrics(url: str | None, files: tuple[Path, ...], since: str, start: str | None,
@@ -112,7 +115,8 @@ def metrics(url: str | None, files: tuple[Path, ...], since: str, start: str | N
             save_path: Path | None, group_by: str | None, gpu: str | None,
             provider: str | None, headroom: float, min_window: str, fmt: str,
             output: Path | None, patches_dir: Path | None, force: bool,
-            table_dir: Path | None, catalog_path: Path | None, quiet: bool) -> None:
+            table_dir: Path | None, slo: str | None, hf_configs: tuple[str, ...],
+            catalog_path: Path | None, quiet: bool) -> None:
     """Right-size every GPU workload from cluster metrics (dcgm-exporter, cAdvisor)."""
     from rightsize.analyzers.fleet_metrics import Thresholds, analyze
     from rightsize.cli.output import Progress, write_output
@@ -123,6 +127,7 @@ def metrics(url: str | None, files: tuple[Path, ...], since: str, start: str | N
     if save_path is not None and url is None:
         raise RightsizeError("--save needs --prometheus")
     th = Thresholds(headroom=headroom, min_window_s=seconds(min_window, "--min-window"))
+    serving_slo, configs = parse_slo(slo), read_configs(hf_configs)
     catalog = load_catalog_for_cli(catalog_path)
     if gpu is not None:
         catalog.gpu(gpu)  # a name the catalog does not know: one line now, not a row later
@@ -137,6 +142,9 @@ def metrics(url: str | None, files: tuple[Path, ...], since: str, start: str | N
         data = _from_files(files)
     groups = tuple(g.strip() for g in group_by.split(",") if g.strip()) if group_by else None
     result = analyze(data, catalog, th, gpu=gpu, group_by=groups, provider=provider)
+    if url is not None:
+        result = add_serving(result, _query(url, selector, token_env, timeout_s), data,
+                             serving_slo, configs, catalog)
     progress.done()
     written, checked = ([], "") if patches_dir is None else _write_patches(
         result, patches_dir, force, th.target_pct, url or "http://prometheus:9090", files)
@@ -189,6 +197,13 @@ def _from_files(files: tuple[Path, ...]) -> SeriesSet:
 
     sets = [fleet_files.read(p) for p in files]
     return merge(sets, ", ".join(str(p) for p in files))
+
+
+def _query(url: str, selector: str, token_env: str, timeout_s: float) -> Query:
+    from rightsize.traces import prometheus
+
+    return prometheus.Query(prometheus.check_url(url), 0.0, 0.0, 0.0, selector,
+                            os.environ.get(token_env) or None, timeout_s)
 
 
 def _from_prometheus(url: str, since: str, start: str | None, end: str | None, step: str,

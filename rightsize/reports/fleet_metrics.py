@@ -112,7 +112,9 @@ class FleetMetricsRenderer:
         self.next_command = next_command
 
     def text(self, model: FleetMetrics, style: Style) -> str:
-        return render_text(model, self.next_command)
+        from rightsize.reports.fleet_serving_text import serving_text
+
+        return render_text(model, self.next_command) + serving_text(model.serving)
 
     def json(self, model: FleetMetrics) -> Any:
         return model.to_json()

@@ -406,3 +406,15 @@ def instant_value(q: Query, query: str) -> float | None:
     except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError):
         raise PrometheusError(f"{q.url}: an unreadable answer to {query[:80]!r}") from None
     return value if value is not None and np.isfinite(value) else None
+
+
+def instant_vector(q: Query, query: str) -> list[tuple[dict[str, str], float]]:
+    """Every series of an instant ``query`` at the window's end: (labels, value), values that
+    are not finite numbers left out."""
+    body = _instant(q, query, q.end_s)
+    try:
+        result = json.loads(body)["data"]["result"]
+        out = [(dict(r["metric"]), float(r["value"][1])) for r in result]
+    except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError):
+        raise PrometheusError(f"{q.url}: an unreadable answer to {query[:80]!r}") from None
+    return [(labels, v) for labels, v in out if np.isfinite(v)]

@@ -84,7 +84,9 @@ def test_bearer_token_from_the_environment() -> None:
         ok = cli("fleet", "metrics", "--prometheus", url, "--since", "1h", "--step", "60s",
                  env={"RIGHTSIZE_PROMETHEUS_TOKEN": "s3cret"})
         assert ok.returncode == 0, ok.stderr
-        assert set(seen) == {"Bearer s3cret"} and len(seen) == 2 * 7  # rate probe, raw page
+        # per metric a rate probe and a raw page; then the serving rows' one probe for
+        # vLLM/SGLang histograms (nothing more when none answers)
+        assert set(seen) == {"Bearer s3cret"} and len(seen) == 2 * 7 + 1
         bad = cli("fleet", "metrics", "--prometheus", url, "--since", "1h",
                   env={"RIGHTSIZE_PROMETHEUS_TOKEN": ""})
         assert bad.returncode == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from rightsize.analyzers.fleet_metrics.serving import ServingRow
 from rightsize.node import Node, internal, node, num
 
 
@@ -126,6 +127,7 @@ class FleetMetrics(Node):
     savings_per_month_usd: float | None = num(2)
     notes: tuple[str, ...] = ()
     rows: tuple[WorkloadRow, ...] = ()
+    serving: tuple[ServingRow, ...] = ()  # vLLM/SGLang workloads (fleet_metrics/serving.py)
 
 
 SCHEMA_VERSION = 1
