@@ -176,12 +176,7 @@ def sizing_axes(points: Sequence[tuple[float | None, float | None, float | None,
     ys = [p[3] for p in points if p[3] is not None]
     if not xs or not ys:
         return None
-    return _axis(xs, lambda v: f"{v:,g}"), _axis(ys, _usd_tick)
-
-
-def _usd_tick(v: float) -> str:
-    """``$0.02``, ``$0.10``, ``$1.50``; a tick below a tenth of a cent keeps its digits."""
-    return fmt.usd(v) if v >= 0.001 else f"${v:.7f}".rstrip("0")
+    return _axis(xs, lambda v: f"{v:,g}"), _axis(ys, fmt.usd)
 
 
 def _axis(values: Sequence[float], label: Callable[[float], str]) -> Axis:

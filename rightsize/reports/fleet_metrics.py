@@ -15,6 +15,7 @@ from typing import Any
 
 from rightsize import __version__
 from rightsize.analyzers.fleet_metrics.model import FleetMetrics, Outcome, WorkloadRow
+from rightsize.reports.fmt import usd
 from rightsize.reports.html import environment
 from rightsize.reports.renderer import Style
 
@@ -22,10 +23,6 @@ GIB = 1 << 30
 # CSV columns: the row's scalar keys, in the row's order (lists and mappings are JSON-only)
 CSV_SKIP = ("labels", "samples", "metrics", "metrics_missing", "util_by_hour_pct", "evidence",
             "alternatives")
-
-
-def money(v: float | None) -> str:
-    return "-" if v is None else f"${v:,.0f}"
 
 
 def current(r: WorkloadRow) -> str:
@@ -52,16 +49,16 @@ def render_text(res: FleetMetrics, next_command: str = "") -> str:
         rec = r.recommended if r.outcome is not Outcome.INCONCLUSIVE else "inconclusive"
         out.append(f"{_cut(r.workload, 34):<34} {_cut(current(r), 24):<24} -> "
                    f"{_cut(rec or '-', 36):<36} {(r.confidence or '-'):<6} "
-                   f"{money(r.cost_per_month_now_usd):>9} "
-                   f"{money(r.cost_per_month_recommended_usd):>9} "
-                   f"{money(r.savings_per_month_usd):>9}")
+                   f"{usd(r.cost_per_month_now_usd):>9} "
+                   f"{usd(r.cost_per_month_recommended_usd):>9} "
+                   f"{usd(r.savings_per_month_usd):>9}")
         out.append(f"    {r.outcome}: {_cut(r.why, 150)}")
     out.append("")
     out.append("Outcomes: " + ", ".join(f"{k} {v}" for k, v in res.outcomes.items()))
     if res.cost_per_month_now_usd is not None:
-        out.append(f"Conclusive rows: {money(res.cost_per_month_now_usd)}/month now, "
-                   f"{money(res.cost_per_month_recommended_usd)}/month recommended, saves "
-                   f"{money(res.savings_per_month_usd)}/month "
+        out.append(f"Conclusive rows: {usd(res.cost_per_month_now_usd)}/month now, "
+                   f"{usd(res.cost_per_month_recommended_usd)}/month recommended, saves "
+                   f"{usd(res.savings_per_month_usd)}/month "
                    f"({res.hours_per_month:g} h a month)")
     out.extend(f"note: {n}" for n in res.notes)
     if next_command:
@@ -98,7 +95,7 @@ def render_html(res: FleetMetrics, next_command: str = "") -> str:
              "peak_gib": (r.mem_used_peak_bytes / GIB
                           if r.mem_used_peak_bytes is not None else None)} for r in res.rows]
     return environment().get_template("fleet_metrics.html.j2").render(
-        res=res, rows=rows, version=__version__, next_command=next_command, money=money)
+        res=res, rows=rows, version=__version__, next_command=next_command)
 
 
 class FleetMetricsRenderer:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rightsize.fleet.report import FleetReport, Group, Week
-from rightsize.reports.fmt import safe_line
+from rightsize.reports.fmt import safe_line, usd, usd_per_steps
 from rightsize.reports.renderer import Style
 
 NA = "n/a"
@@ -19,12 +19,6 @@ NA = "n/a"
 
 def _h(v: float | None) -> str:
     return NA if v is None else f"{v:,.1f}" if v >= 10 else f"{v:.3g}"
-
-
-def _usd(v: float | None) -> str:
-    if v is None:
-        return NA
-    return f"${v:,.0f}" if abs(v) >= 100 else f"${v:,.2f}" if abs(v) >= 0.01 else f"${v:.2g}"
 
 
 def _cut(s: object, width: int) -> str:
@@ -35,7 +29,7 @@ def _cut(s: object, width: int) -> str:
 def _groups(title: str, groups: tuple[Group, ...]) -> list[str]:
     out = [f"{title:<30} {'jobs':>6} {'with hours':>10} {'GPU-hours':>10} {'cost':>10}"]
     out += [f"  {_cut(g.name, 28):<28} {g.jobs:>6} {g.jobs_with_hours:>10} {_h(g.gpu_hours):>10}"
-            f" {_usd(g.cost_usd):>10}" for g in groups]
+            f" {usd(g.cost_usd):>10}" for g in groups]
     return out + [""]
 
 
@@ -54,8 +48,8 @@ def _weeks(this: Week | None, prev: Week | None) -> list[str]:
            f"  sizing verdicts: {_delta(this.by_verdict, prev.by_verdict)}",
            f"  bottlenecks: {_delta(this.by_bound, prev.by_bound)}"]
     if this.savings_per_month_usd is not None or prev.savings_per_month_usd is not None:
-        out.append(f"  savings on offer per month: {_usd(this.savings_per_month_usd)} (previous"
-                   f" week {_usd(prev.savings_per_month_usd)})")
+        out.append(f"  savings on offer per month: {usd(this.savings_per_month_usd)} (previous"
+                   f" week {usd(prev.savings_per_month_usd)})")
     return out
 
 
@@ -66,7 +60,7 @@ def render_text(r: FleetReport) -> str:
            f"GPU-hours: {safe_line(r.hours_note)}"]
     if r.usage_unmatched:
         out.append(f"  usage labels with no job: {_cut(', '.join(r.usage_unmatched), 80)}")
-    out += [(f"total: {_h(r.gpu_hours)} GPU-hours, cost {_usd(r.cost_usd)} (at each job's "
+    out += [(f"total: {_h(r.gpu_hours)} GPU-hours, cost {usd(r.cost_usd)} (at each job's "
              "current GPU price)"), ""]
     out += _groups("By sizing verdict", r.by_verdict)
     out += _groups("By bottleneck", r.by_bound)
@@ -78,15 +72,15 @@ def render_text(r: FleetReport) -> str:
             "savings per month (metrics workloads, their own), then per 1k steps (trace jobs: "
             "no --usage)" if mixed else "savings per 1k steps (no --usage: per month unknown)")
     out.append(f"Over-provisioned jobs, by {head}: {r.over_provisioned_total}"
-               + (f", {_usd(r.savings_per_month_usd)} a month in all"
+               + (f", {usd(r.savings_per_month_usd)} a month in all"
                   if r.savings_per_month_usd is not None else ""))
     for s in r.over_provisioned[:20]:
-        per = (f"{_usd(s.savings_per_month_usd)}/month" if s.savings_per_month_usd is not None
-               else f"{_usd(s.savings_per_1k_steps_usd)}/1k steps")
+        per = (f"{usd(s.savings_per_month_usd)}/month" if s.savings_per_month_usd is not None
+               else usd_per_steps(s.savings_per_1k_steps_usd))
         move = (f"{s.gpus or 1} x {s.gpu} -> {s.recommended}" if s.source == "metrics" else
                 f"{s.gpus or 1} x {s.gpu} -> {s.recommended_gpus or 1} x {s.recommended_gpu}")
         out.append(f"  {_cut(s.job, 28):<28} {_cut(s.team or '-', 10):<10} saves "
-                   f"{s.savings_pct or 0:>3.0f}% {per:>17}  {_cut(move, 72)}")
+                   f"{s.savings_pct or 0:>3.0f}% {per:>21}  {_cut(move, 72)}")
     if r.over_provisioned_total > 20:
         out.append(f"  ... {r.over_provisioned_total - 20} more (--format json lists "
                    f"{len(r.over_provisioned)})")

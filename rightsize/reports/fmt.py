@@ -6,6 +6,7 @@ never 0.
 
 from __future__ import annotations
 
+import math
 import re
 
 NA = "n/a"
@@ -66,24 +67,23 @@ def nbytes(n: float | None) -> str:
 
 
 def usd(v: float | None) -> str:
-    """Dollars: cents from $0.10 up, three significant digits below, ``<$0.001`` for less."""
+    """Dollars, spelled one way in every report: whole dollars from $100 (``$1,307``), cents
+    from $0.10 (``$12.35``), two significant digits below (``$0.042``, ``$0.0042``), so a
+    small cost never reads as $0.00."""
     if v is None:
         return NA
+    if abs(v) >= 100:
+        return f"${v:,.0f}"
     if abs(v) >= 0.1 or v == 0:
         return f"${v:,.2f}"
-    if abs(v) < 0.001:
-        return "<$0.001"
-    return f"${v:.2g}" if abs(v) >= 0.01 else f"${v:.3f}".rstrip("0")
+    digits = 1 - math.floor(math.log10(abs(v)))
+    return f"${v:.{digits}f}".rstrip("0")
 
 
 def usd_per_steps(per_1k: float | None) -> str:
-    """A cost per 1k steps, or per 1M steps when that is under a cent (``$0.42 per 1M steps``),
-    so a cheap step never reads as $0.00."""
-    if per_1k is None:
-        return NA
-    if 0 < abs(per_1k) < 0.01:
-        return f"{usd(per_1k * 1000)} per 1M steps"
-    return f"{usd(per_1k)} per 1k steps"
+    """A cost per step, always per 1k steps (the document's ``usd_per_1k_steps``):
+    ``$0.27 per 1k steps``, ``$0.0088 per 1k steps``."""
+    return NA if per_1k is None else f"{usd(per_1k)} per 1k steps"
 
 
 def num(v: float | None, nd: int = 2) -> str:

@@ -12,15 +12,11 @@ from typing import Any
 
 from rightsize.analyzers.plan.capacity import Capacity, SloStatus
 from rightsize.analyzers.plan.plan import Plan
-from rightsize.reports.fmt import safe_text
+from rightsize.reports.fmt import safe_text, usd
 from rightsize.reports.renderer import Style
 
 HEAD = ("GPU", "step ms (range)", "per replica/s", "SLO", "replicas peak/p95/mean",
         "GPU-h/day", "$/day auto", "$/day static", "saved")
-
-
-def _money(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.2f}"
 
 
 def candidate_row(c: Capacity) -> tuple[str, ...]:
@@ -30,8 +26,8 @@ def candidate_row(c: Capacity) -> tuple[str, ...]:
     r = c.replicas
     reps = "-" if r is None else f"{r.peak}/{r.p95}/{r.mean:g}"
     return (c.gpu, rng, f"{c.per_replica_per_s:,.4g}", str(c.slo), reps,
-            "-" if r is None else f"{r.gpu_hours_per_day:g}", _money(c.usd_per_day),
-            _money(c.static_usd_per_day), "-" if c.savings_pct is None else f"{c.savings_pct}%")
+            "-" if r is None else f"{r.gpu_hours_per_day:g}", usd(c.usd_per_day),
+            usd(c.static_usd_per_day), "-" if c.savings_pct is None else f"{c.savings_pct}%")
 
 
 def candidate_order(c: Capacity) -> tuple[int, float, float]:

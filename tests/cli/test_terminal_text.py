@@ -54,13 +54,14 @@ def test_wrap_indents_items_and_keeps_paths_whole():
 
 
 def test_money_never_reads_zero_dollars():
-    assert fmt.usd(12.345) == "$12.35"
+    assert fmt.usd(1306.6) == "$1,307" and fmt.usd(150) == "$150"
+    assert fmt.usd(12.345) == "$12.35" and fmt.usd(0.1) == "$0.10"
     assert fmt.usd(0.0423) == "$0.042"
-    assert fmt.usd(0.00423) == "$0.004"
-    assert fmt.usd(0.0004) == "<$0.001"
+    assert fmt.usd(0.00423) == "$0.0042"
+    assert fmt.usd(0.0004) == "$0.0004" and fmt.usd(0.05) == "$0.05"
     assert fmt.usd(0.0) == "$0.00"
     assert fmt.usd_per_steps(0.27) == "$0.27 per 1k steps"
-    assert fmt.usd_per_steps(0.00004) == "$0.04 per 1M steps"
+    assert fmt.usd_per_steps(0.0088) == "$0.0088 per 1k steps"  # one unit: never per 1M
     assert fmt.usd_per_steps(None) == "n/a"
 
 

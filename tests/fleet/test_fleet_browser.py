@@ -73,19 +73,19 @@ def test_ranked_savings_and_summary(page):
         [...r.querySelectorAll('td')].map(td => td.firstChild.textContent.trim()))""")
     # the workloads' own savings a month (5,840 - 1,460; 2,555 - 365), then the usage's
     assert [(r[0], r[1], r[5], r[8], r[9], r[10]) for r in rows] == [
-        ("1", "ml/web", "75%", "$4,380.00", "metrics", "high"),
-        ("2", "ml/small", "86%", "$2,190.00", "metrics", "medium"),
-        ("3", "a", "50%", "$150.00", "trace", "-"), ("4", "e", "60%", "$12.00", "trace", "-")]
+        ("1", "ml/web", "75%", "$4,380", "metrics", "high"),
+        ("2", "ml/small", "86%", "$2,190", "metrics", "medium"),
+        ("3", "a", "50%", "$150", "trace", "-"), ("4", "e", "60%", "$12.00", "trace", "-")]
     assert [(r[3], r[4], r[6], r[7]) for r in rows[:2]] == [
         ("4 × A100 80GB SXM", "1 x A100 80GB SXM", "n/a (no steps)", "2920"),
         ("1 × A100 80GB SXM", "1 x MIG 1g.10gb on A100 80GB SXM", "n/a (no steps)", "730")]
     cards = p.eval_on_selector_all(".card .v", "vs => vs.map(v => v.textContent.trim())")
     # 110 h of usage + a month of the workloads' GPUs: 2,920 + 730 + 730
-    assert cards[1:] == ["4490", "$10,175.00", "4 jobs"]
+    assert cards[1:] == ["4490", "$10,175", "4 jobs"]
     by_source = p.eval_on_selector_all("#by-source tbody tr", """rs => rs.map(r =>
         [...r.querySelectorAll('td')].map(td => td.textContent.trim()))""")
-    assert by_source == [["metrics", "3", "3", "4380", "$9,855.00"],
-                         ["trace", "5", "2", "110", "$320.00"]]
+    assert by_source == [["metrics", "3", "3", "4380", "$9,855"],
+                         ["trace", "5", "2", "110", "$320"]]
     assert ("2 of 3 labels matched a job; 3 metrics workloads: their GPUs held x 730 h; usage "
             "labels with no job: zzz") in p.inner_text("#hours-note")
     changed = p.eval_on_selector_all("#changed li", "ls => ls.map(l => l.textContent)")

@@ -107,7 +107,7 @@ def test_cli_text_and_json(table, tmp_path):
     assert lines[1] == "5 jobs recorded 2026-11-18..2026-11-20: 4 ok, 1 bad inputs, 0 failed"
     assert "total: 110.0 GPU-hours, cost $320 (at each job's current GPU price)" in lines
     assert any(ln.startswith("  a ") and ln.endswith(
-        "saves  50%        $150/month  1 x H100 SXM -> 1 x L4") for ln in lines)
+        "saves  50%            $150/month  1 x H100 SXM -> 1 x L4") for ln in lines)
     assert "  c: host / over-provisioned -> compute / right-sized" in lines
     res = cli("fleet", "report", "--table", table.root, "--format", "json", "--team", "nlp")
     data = json.loads(res.stdout)

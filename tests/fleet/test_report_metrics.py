@@ -111,8 +111,8 @@ def test_cli_source_filter_text_and_json(table):
     assert ("Over-provisioned jobs, by savings per month (metrics workloads, their own), then "
             "per 1k steps (trace jobs: no --usage): 4, $6,570 a month in all") in lines
     assert [ln.split(None, 2)[2] for ln in lines if ln.startswith("  ml/")][:2] == [
-        "saves  75%      $4,380/month  4 x A100 80GB SXM -> 1 x A100 80GB SXM",
-        "saves  86%      $2,190/month  1 x A100 80GB SXM -> 1 x MIG 1g.10gb on A100 80GB SXM"]
+        "saves  75%          $4,380/month  4 x A100 80GB SXM -> 1 x A100 80GB SXM",
+        "saves  86%          $2,190/month  1 x A100 80GB SXM -> 1 x MIG 1g.10gb on A100 80GB SXM"]
     assert lines[lines.index("By source (trace, metrics)       jobs with hours  GPU-hours"
                              "       cost") + 1].split() == ["metrics", "3", "3", "720.0",
                                                              "$1,476"]

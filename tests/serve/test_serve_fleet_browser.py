@@ -105,7 +105,7 @@ def test_the_fleet_page_draws_lists_and_filters(browser: Any,
         [...r.querySelectorAll('td')].map(td => td.firstChild.textContent.trim()))""")
     # $1.79 x 730 h a month now, a seventh of it on the slice: $1,306.70 - $186.67 saved
     assert [(r[1], r[4], r[6], r[7], r[8], r[9]) for r in over] == [
-        ("ml/small", "1 x MIG 1g.10gb on A100 80GB SXM", "n/a (no steps)", "730", "$1,120.03",
+        ("ml/small", "1 x MIG 1g.10gb on A100 80GB SXM", "n/a (no steps)", "730", "$1,120",
          "metrics")]
     assert page.locator("#over-table a.job").count() == 0  # a workload has no report page
     assert page.eval_on_selector_all("img", "is => is.length") == 0
