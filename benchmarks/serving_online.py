@@ -207,6 +207,19 @@ def main() -> None:
             cal_ttft.append(err(ttft, c.ttft_p50))
     show(rows, calibrated, args.markdown)
     in_scope = [abs(unc[c.name]) for c, *_ in rows if not c.note]
+    for label, pick in (("dstack single-step", lambda c: c.name.startswith("405B")),
+                        ("MLPerf", lambda c: c.name.startswith("70B"))):
+        errs = [abs(unc[c.name]) for c, *_ in rows if not c.note and pick(c)]
+        print(f"uncalibrated median |TPOT error|, {label}: {statistics.median(errs):.1f}% "
+              f"({len(errs)} runs)")
+    for label, pick in (("dstack", lambda c: c.name.startswith("405B")),
+                        ("MLPerf", lambda c: c.name.startswith("70B"))):
+        e = [abs(err(t, c.tpot_p50)) for _, _, c, _, t, _ in calibrated if pick(c)]
+        f = [abs(err(t, c.ttft_p50)) for _, _, c, _, _, t in calibrated if pick(c)]
+        if e:
+            print(f"calibrated, {label}: median |TPOT error| {statistics.median(e):.1f}% (max "
+                  f"{max(e):.1f}%), median |TTFT error| {statistics.median(f):.1f}% "
+                  f"({len(e)} runs)")
     print(f"\nuncalibrated median |TPOT error|: all {statistics.median(map(abs, unc.values())):.1f}%"
           f", single-step runs {statistics.median(in_scope):.1f}% ({len(in_scope)} runs)")
     print(f"calibrated on one rate, other rates: median |TPOT error| "
