@@ -26,6 +26,7 @@ The driver holds only the results: inputs are paths or small keys, never frames.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -219,12 +220,61 @@ def _ray_init(options: EngineOptions) -> Any:
         raise RightsizeError("the Ray engine needs Ray: pip install 'rightsize[ray]'") from None
     if not ray.is_initialized():
         _check_reachable(options.address)
+        local = options.address is None and not os.environ.get("RAY_ADDRESS")
         try:
-            ray.init(address=options.address, ignore_reinit_error=True, log_to_driver=False)
+            with _quiet_token_notice():
+                ray.init(address=options.address, ignore_reinit_error=True, log_to_driver=False,
+                         **(_private_local_ray(ray) if local else {}))
         except ConnectionError as exc:
             raise RightsizeError(f"cannot join the Ray cluster at {options.address or 'auto'}: "
                                  f"{' '.join(str(exc).split())[:300]}") from None
     return ray
+
+
+def _private_local_ray(ray: Any) -> dict[str, Any]:
+    """A local Ray that leaves nothing behind: its sessions, logs and sockets in a temporary
+    folder of its own (not /tmp/ray), its auth token there too (Ray's default for a new local
+    cluster writes one to ``~/.ray/auth_token``, which later ``ray start`` clusters pick up and
+    their drivers then fail with InvalidAuthToken). Ray reads the token's path from the
+    environment, so it is set for as long as this cluster runs; at exit the cluster stops,
+    the folder goes and the variable is restored."""
+    import atexit
+    import secrets
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="rs-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    token = os.path.join(folder, "auth_token")  # short path: Ray's socket names must fit
+    with open(os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as fh:
+        fh.write(secrets.token_hex(32))
+    before = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    os.environ["RAY_AUTH_TOKEN_PATH"] = token
+
+    def clean_up() -> None:
+        ray.shutdown()
+        shutil.rmtree(folder, ignore_errors=True)
+        if before is None:
+            os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+        else:
+            os.environ["RAY_AUTH_TOKEN_PATH"] = before
+
+    atexit.register(clean_up)  # runs before Ray's own exit hook (registered earlier)
+    return {"_temp_dir": folder, "include_dashboard": False}
+
+
+@contextlib.contextmanager
+def _quiet_token_notice() -> Iterator[None]:
+    """Ray warns on every new local cluster that token auth is on and how to opt out; for
+    the private cluster above that is noise, so its logger is held at errors while it starts."""
+    import logging
+
+    log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def _check_reachable(address: str | None) -> None:

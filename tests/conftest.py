@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,39 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("RIGHTSIZE_SHARED", REPO.parent / "shared"))
 SAMPLES = REPO / "samples"
+# The user's HOME, kept for the one test that needs their package sources (an isolated build).
+USER_HOME = os.environ.get("HOME", "")
+# The settings of the user's that the suite keeps: where the shared data and Chromium are, and
+# the test knobs. Every other RIGHTSIZE_* (a cache dir, a parser choice, a Prometheus token)
+# and every RAY_* (an address, an auth mode or token) is the user's and is cleared.
+KEPT_SETTINGS = ("RIGHTSIZE_SHARED", "RIGHTSIZE_CHROMIUM", "RIGHTSIZE_SHOTS", "RIGHTSIZE_FUZZ_")
+_HOME: str | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite runs in a HOME of its own: nothing a user's earlier Ray (``~/.ray/auth_token``),
+    Chromium, font or template cache left there is read, and nothing the suite's Ray, browser
+    or caches write lands in the user's HOME. Loopback requests bypass a user's proxy."""
+    global _HOME
+    if _HOME is not None:
+        return
+    _HOME = tempfile.mkdtemp(prefix="rightsize-tests-home-")
+    for name in list(os.environ):
+        if (name.startswith("RAY_") or name.startswith("RIGHTSIZE_")
+                and not name.startswith(KEPT_SETTINGS)):
+            del os.environ[name]
+    for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+        os.environ.pop(name, None)
+    os.environ["HOME"] = _HOME
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    loopback = "127.0.0.1,localhost,::1"
+    for name in ("NO_PROXY", "no_proxy"):
+        os.environ[name] = ",".join(filter(None, (os.environ.get(name), loopback)))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _HOME is not None:
+        shutil.rmtree(_HOME, ignore_errors=True)
 
 
 def shared_path(*parts: str) -> Path:

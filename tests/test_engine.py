@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
 from rightsize.engine import EngineOptions, Failed, map_ordered, map_unordered
 from rightsize.errors import RightsizeError
+from tests.conftest import SAMPLES, cli
 
 
 def square(x: int) -> int:
@@ -56,3 +59,23 @@ def assigned_memory(x: int) -> float:
     import ray
 
     return float(ray.get_runtime_context().get_assigned_resources().get("memory", 0.0))
+
+
+@pytest.mark.slow  # a local Ray starts and stops: about 20 s on the 2-core VM
+def test_a_local_ray_keeps_its_state_out_of_home(tmp_path):
+    """``--engine ray`` without an address starts a local Ray: its sessions and auth token go
+    to a folder of its own, removed at exit, and nothing to HOME (Ray's default writes
+    ``~/.ray/auth_token``, which a later ``ray start`` cluster picks up while its drivers,
+    joining by address, do not: InvalidAuthToken)."""
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'rightsize[ray]')")
+    home = tmp_path / "home"
+    home.mkdir()
+    before = set(Path("/tmp").glob("rs-ray-*"))
+    res = cli("analyze", SAMPLES / "runs" / "train_dataloader-cpu", "--engine", "ray",
+              "--no-report", "--format", "json", "-q", cwd=tmp_path, timeout=300,
+              env={"HOME": str(home)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout)["diagnosis"]["bound"] == "dataloader"
+    assert list(home.rglob("*")) == []
+    assert set(Path("/tmp").glob("rs-ray-*")) == before  # the private folder went at exit
+    assert "Token authentication" not in res.stderr

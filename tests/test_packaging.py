@@ -6,6 +6,7 @@ so a file the sdist forgets is missing from the wheel too.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tarfile
@@ -13,7 +14,7 @@ import zipfile
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, USER_HOME
 
 # What the tests read besides the package and themselves, and what runs them.
 SDIST_NEEDS = ("samples/runs/train_dataloader-cpu/manifest.json", "samples/configs/gpt2.json",
@@ -46,8 +47,11 @@ def test_sdist_is_complete_and_its_wheel_has_the_package_data(tmp_path):
         isolation = ["--no-isolation"]  # offline and fast when the backend is at hand
     except ImportError:
         isolation = []
+    # an isolated build installs the backend from the user's package sources (their pip.conf)
+    env = dict(os.environ, HOME=USER_HOME) if not isolation and USER_HOME else None
     res = subprocess.run([sys.executable, "-m", "build", *isolation, "--outdir", str(tmp_path),
-                          str(REPO)], check=False, capture_output=True, text=True, timeout=300)
+                          str(REPO)], check=False, capture_output=True, text=True, timeout=300,
+                         env=env)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     [sdist] = tmp_path.glob("rightsize-*.tar.gz")
     with tarfile.open(sdist) as tar:
