@@ -17,6 +17,7 @@ import click
 from rightsize.cli.common import catalog_option, load_catalog_for_cli
 from rightsize.cli.estimate import Count
 from rightsize.cli.serving_load import load_choice, positive_rate, read_model, read_requests
+from rightsize.cli.serving_measured import load_calibration, measured_options
 
 if TYPE_CHECKING:
     from rightsize.analyzers.serving.plan import ServingPlan
@@ -61,6 +62,7 @@ def default_gpus(catalog: Catalog) -> tuple[str, ...]:
 @click.option("--num-requests", type=Count(), default=DEFAULT_PLAN_REQUESTS,
               show_default=True, help="Requests per simulation with --rate.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Arrivals' seed.")
+@measured_options
 @catalog_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
               show_default=True)
@@ -79,8 +81,10 @@ def default_gpus(catalog: Catalog) -> tuple[str, ...]:
 def plan(hf_config: Path, rate: float | None, isl: int | None, osl: int | None,
          requests_csv: Path | None, ttft_p95_ms: float, tpot_p95_ms: float, gpus: str | None,
          max_gpus: int, precision: str, num_requests: int, seed: int,
-         catalog_path: Path | None, fmt: str, output: Path | None, manifests_dir: Path | None,
-         force: bool, name: str, image: str, model_id: str | None, prometheus: str) -> None:
+         measured: tuple[str, ...], measured_hf_config: Path | None, measured_gpu: str | None,
+         measured_tp: int | None, measured_window: str, catalog_path: Path | None, fmt: str,
+         output: Path | None, manifests_dir: Path | None, force: bool, name: str, image: str,
+         model_id: str | None, prometheus: str) -> None:
     """The cheapest deployment meeting TTFT and TPOT p95 SLOs at a request rate."""
     from rightsize.analyzers.serving.load import rate_of
     from rightsize.analyzers.serving.plan import Load, Slo
@@ -103,8 +107,13 @@ def plan(hf_config: Path, rate: float | None, isl: int | None, osl: int | None,
     else:
         assert rate is not None and isl and osl
         load = Load.poisson(rate, isl, osl, num_requests, seed)
+    from rightsize.analyzers.serving.tables import default_tables
+
+    calibration = load_calibration(measured, measured_hf_config, config, precision, catalog,
+                                   default_tables(), measured_gpu, measured_tp, measured_window)
     result = make_plan(config, hf_config.stem, load, Slo(ttft_p95_ms, tpot_p95_ms),
-                       Space(listed, max_gpus, precision), catalog, curves=fmt == "html")
+                       Space(listed, max_gpus, precision), catalog, calibration,
+                       curves=fmt == "html")
     written, checked = ([], "") if manifests_dir is None else _write(
         result, manifests_dir, force, name, image, model_id or hf_config.stem, prometheus,
         max_gpus, (hf_config, *([requests_csv] if requests_csv else [])))

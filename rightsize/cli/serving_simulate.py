@@ -26,6 +26,7 @@ from rightsize.cli.serving_load import (
     read_model,
     read_requests,
 )
+from rightsize.cli.serving_measured import load_calibration, measured_options
 
 if TYPE_CHECKING:
     from rightsize.analyzers.serving.online_fit import OnlineFit
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
               help="Calibrate on a measured online run: a benchmark_serving.py result JSON, "
                    "or {gpu, tp, rate, tpot_ms_p50, ttft_ms_p50}.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Arrivals' seed.")
+@measured_options
 @catalog_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
               show_default=True)
@@ -70,6 +72,8 @@ def simulate(hf_config: Path, gpu: str, tp: int, pp: int, replicas: int,
              requests_csv: Path | None, rate: float | None, isl: int | None, osl: int | None,
              num_requests: int, max_num_seqs: int | None, max_num_batched_tokens: int | None,
              no_chunked_prefill: bool, precision: str, measured_rate: Path | None, seed: int,
+             measured: tuple[str, ...], measured_hf_config: Path | None,
+             measured_gpu: str | None, measured_tp: int | None, measured_window: str,
              catalog_path: Path | None, fmt: str) -> None:
     """TTFT, TPOT, ITL and E2E of one deployment under an online load, with ranges."""
     from rightsize.analyzers.serving.load import poisson
@@ -82,6 +86,8 @@ def simulate(hf_config: Path, gpu: str, tp: int, pp: int, replicas: int,
     from rightsize.reports.serving_html import SimulatedRenderer
 
     load_choice(requests_csv, rate, isl, osl)
+    if measured and measured_rate is not None:
+        raise RightsizeError("give --measured or --measured-rate, not both")
     config = read_model(hf_config)
     catalog = load_catalog_for_cli(catalog_path)
     dep = Deployment(catalog.gpu(gpu).name, tp, pp, precision)
@@ -96,7 +102,11 @@ def simulate(hf_config: Path, gpu: str, tp: int, pp: int, replicas: int,
     why = fits(config, dep, catalog=catalog, batch=1, seq=longest)
     if why is not None:
         raise RightsizeError(f"{dep.gpu} TP {tp} PP {pp}: {why}")
-    model = step_model(config, dep, catalog=catalog)
+    from rightsize.analyzers.serving.tables import default_tables
+
+    calibration = load_calibration(measured, measured_hf_config, config, precision, catalog,
+                                   default_tables(), measured_gpu, measured_tp, measured_window)
+    model = step_model(config, dep, calibration=calibration, catalog=catalog)
     seqs, batched = vllm_defaults(catalog.gpu(dep.gpu))
     limits = Limits(max_num_seqs or seqs, max_num_batched_tokens or batched,
                     model.kv_cache_tokens, not no_chunked_prefill)

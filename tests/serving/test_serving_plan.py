@@ -143,3 +143,40 @@ def test_simulate_bad_input_is_one_line(tmp_path: Path, args: tuple[str, ...],
             *(str(req) if a == "REQ" else a for a in args))
     assert r.returncode == 1
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_measured_static_points_calibrate_the_simulation(tmp_path: Path) -> None:
+    base = ("serving", "simulate", "--hf-config", LLAMA3, "--gpu", "H100 SXM", "--rate", "2",
+            "--isl", "512", "--osl", "64", "--num-requests", "100", "--format", "json")
+    pred = json.loads(cli("serving", "predict", "--hf-config", LLAMA3, "--gpu", "H100 SXM",
+                          "--batch", "8", "--isl", "512", "--osl", "64", "--format",
+                          "json").stdout)["predictions"][0]
+    points = tmp_path / "m.csv"
+    # a stack twice as slow as the model on this point
+    points.write_text("gpu,tp,batch,isl,osl,ttft_ms,tpot_ms\n"
+                      f"H100 SXM,1,8,512,64,{2 * pred['ttft_ms']},{2 * pred['tpot_ms']}\n")
+    plain = json.loads(cli(*base).stdout)
+    r = cli(*base, "--measured", points)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["calibrated_by"] and s["calibrated_by"] != plain["calibrated_by"]
+    assert s["tpot_ms"]["p50"] > 1.5 * plain["tpot_ms"]["p50"]
+    both = cli(*base, "--measured", points, "--measured-rate", points)
+    assert both.returncode == 1
+    assert both.stderr == "rightsize: error: give --measured or --measured-rate, not both\n"
+
+
+def test_plan_from_a_requests_csv(tmp_path: Path) -> None:
+    # 121 requests 0.5 s apart: (121 - 1) / 60 s = 2 req/s; one length, so no mixed option
+    req = tmp_path / "req.csv"
+    req.write_text("arrival_s,prompt_tokens,output_tokens\n"
+                   + "".join(f"{100 + 0.5 * i},256,64\n" for i in range(121)))
+    r = cli("serving", "plan", "--hf-config", LLAMA3, "--requests", req, "--ttft-p95-ms",
+            "2000", "--tpot-p95-ms", "100", "--gpus", "L4", "--max-gpus", "4", "--format",
+            "json")
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    assert (p["rate_per_s"], p["isl_mean"], p["osl_mean"]) == (2.0, 256.0, 64.0)
+    assert p["load"] == "req.csv: 121 requests" and p["requests_simulated"] == 121
+    assert p["mixed"] is None
+    assert p["mixed_note"] == "no mixed-GPU option: every request has the same length"
