@@ -14,8 +14,10 @@ from rightsize.reports.fleet_text import FleetRenderer
 from rightsize.reports.plan_text import PlanRenderer
 from rightsize.reports.render import ANALYSIS
 from rightsize.reports.renderer import FORMATS, Style, dumps, formats, render_as
+from rightsize.reports.serving_html import ServingPlanRenderer, SimulatedRenderer
 
-FAMILIES = [ANALYSIS, COMPARE, PlanRenderer(), FleetRenderer(), FleetMetricsRenderer()]
+FAMILIES = [ANALYSIS, COMPARE, PlanRenderer(), FleetRenderer(), FleetMetricsRenderer(),
+            ServingPlanRenderer(), SimulatedRenderer()]
 
 
 @pytest.mark.parametrize("renderer", FAMILIES, ids=lambda r: type(r).__name__)
