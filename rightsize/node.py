@@ -21,9 +21,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn, TypeVar, dataclass_transform
+from typing import Any, Generic, NoReturn, TypeVar, dataclass_transform, overload
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 ROUND = "round"  # metadata: digits a float field is rounded to
 EXTRA = "extra"  # the field that keeps the keys a newer rightsize wrote
@@ -77,6 +78,32 @@ def internal(*, default: Any = None) -> Any:
     """A field of the object that the JSON document does not carry."""
     return dataclasses.field(default=default, compare=False, repr=False,
                              metadata={INTERNAL: True})
+
+
+class entry(Generic[V]):
+    """A typed attribute that reads one key of a mapping field, by the attribute's name or
+    ``key``: ``diagnosis = entry[Diagnosis | None]("headline")`` reads
+    ``self.headline.get("diagnosis")``; ``default`` where the key is absent (``required``: a
+    ``KeyError`` instead). Not a field: it is not written, the mapping is."""
+
+    def __init__(self, mapping: str, default: Any = None, *, key: str = "",
+                 required: bool = False) -> None:
+        self.mapping, self.default, self.key, self.required = mapping, default, key, required
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = self.key or name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> entry[V]: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type) -> V: ...
+
+    def __get__(self, obj: object, owner: type) -> Any:
+        if obj is None:
+            return self
+        values = getattr(obj, self.mapping)
+        return values[self.key] if self.required else values.get(self.key, self.default)
 
 
 def _field(default: Any, metadata: dict[str, Any]) -> Any:

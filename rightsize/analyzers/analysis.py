@@ -27,6 +27,7 @@ from rightsize.analyzers.metrics.host_timeline import HostTimeline, host_timelin
 from rightsize.analyzers.metrics.steps import StepOptions, Steps
 from rightsize.analyzers.sizing import projection as sizing
 from rightsize.catalog import Catalog, DeviceMatch
+from rightsize.node import entry
 from rightsize.traces.schema import Trace
 
 
@@ -58,10 +59,11 @@ class RankAnalysis:
     def rank(self) -> int | None:
         return self.trace.meta.rank
 
-    @property
-    def steps(self) -> Steps:
-        steps: Steps = self.values["step_ranges"]
-        return steps
+    steps = entry[Steps]("values", key="step_ranges", required=True)
+    diagnosis = entry[Diagnosis | None]("values")
+    recommendations = entry[tuple[Recommendation, ...]]("values", ())
+    sizing = entry[Sizing | None]("values")
+    device_match = entry[DeviceMatch | None]("values")
 
     @property
     def primary_device(self) -> int | None:
@@ -79,23 +81,6 @@ class RankAnalysis:
         """The classified device work (kernels, or CPU leaf ops)."""
         work: pl.DataFrame | None = self.values["verdict"].work
         return work
-
-    @property
-    def diagnosis(self) -> Diagnosis | None:
-        return self.values.get("diagnosis")
-
-    @property
-    def recommendations(self) -> tuple[Recommendation, ...]:
-        recs: tuple[Recommendation, ...] = self.values.get("recommendations", ())
-        return recs
-
-    @property
-    def sizing(self) -> Sizing | None:
-        return self.values.get("sizing")
-
-    @property
-    def device_match(self) -> DeviceMatch | None:
-        return self.values.get("device_match")
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ from rightsize.analyzers.document.metrics import (
 )
 from rightsize.analyzers.document.sizing import HostTimeline, PrecisionMix, Sizing, Timeline
 from rightsize.analyzers.sections import required_keys, value_types
-from rightsize.node import OMIT_NONE, FrozenMap, Node, flattened, node
+from rightsize.node import OMIT_NONE, FrozenMap, Node, entry, flattened, node
 
 # Changes when a key is renamed or removed or its meaning changes; adding keys does not.
 SCHEMA_VERSION = 1
@@ -69,46 +69,16 @@ class Document(Node):
     job: Job | None = field(default=None, metadata={OMIT_NONE: True})
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
-    def steps(self) -> StepStats:
-        steps: StepStats = self.headline.get("steps", NO_STEPS)
-        return steps
-
-    @property
-    def metrics(self) -> Metrics:
-        metrics: Metrics = self.headline.get("metrics", NO_METRICS)
-        return metrics
-
-    @property
-    def diagnosis(self) -> Diagnosis | None:
-        return self.headline.get("diagnosis")
-
-    @property
-    def recommendations(self) -> tuple[Recommendation, ...]:
-        recs: tuple[Recommendation, ...] = self.headline.get("recommendations", ())
-        return recs
-
-    @property
-    def sizing(self) -> Sizing | None:
-        return self.headline.get("sizing")
-
-    @property
-    def precision(self) -> PrecisionMix | None:
-        return self.headline.get("precision")
-
-    @property
-    def timeline(self) -> Timeline | None:
-        return self.headline.get("timeline")
-
-    @property
-    def top_kernels(self) -> tuple[TopKernel, ...]:
-        top: tuple[TopKernel, ...] = self.headline.get("top_kernels", ())
-        return top
-
-    @property
-    def top_ops(self) -> tuple[TopOp, ...]:
-        top: tuple[TopOp, ...] = self.headline.get("top_ops", ())
-        return top
+    # typed names for the headline sections' values
+    steps = entry[StepStats]("headline", NO_STEPS)
+    metrics = entry[Metrics]("headline", NO_METRICS)
+    diagnosis = entry[Diagnosis | None]("headline")
+    recommendations = entry[tuple[Recommendation, ...]]("headline", ())
+    sizing = entry[Sizing | None]("headline")
+    precision = entry[PrecisionMix | None]("headline")
+    timeline = entry[Timeline | None]("headline")
+    top_kernels = entry[tuple[TopKernel, ...]]("headline", ())
+    top_ops = entry[tuple[TopOp, ...]]("headline", ())
 
     def section(self, key: str) -> Any:
         """A section's value by its key, wherever the document writes it (``None``, or no
