@@ -44,6 +44,7 @@ def template_environment(package: str) -> jinja2.Environment:
         pct=fmt.pct,
         nbytes=fmt.nbytes,
         usd=fmt.usd,
+        what_if=fmt.what_if,
         num=fmt.num,
         value=fmt.value,
         short=fmt.short,

@@ -18,7 +18,9 @@ from typing import Any
 
 from rightsize.analyzers import sections as analyzer_sections
 from rightsize.analyzers.document import Document
+from rightsize.analyzers.document.diagnosis import Recommendation
 from rightsize.analyzers.document.metrics import NO_STEPS
+from rightsize.analyzers.document.sizing import Timeline
 from rightsize.reports import charts as views
 from rightsize.reports import fmt, labels, tables
 from rightsize.reports import sections as parts
@@ -32,9 +34,8 @@ from rightsize.reports.sections import (
     NamedValue,
     Overview,
     Provenance,
-    Timeline,
 )
-from rightsize.reports.tables import KernelRow, Memory, OpRow, Recommendation, SizingView
+from rightsize.reports.tables import KernelRow, Memory, OpRow, SizingView
 from rightsize.rundir import RunInfo, run_info
 from rightsize.vocab import Bound
 
@@ -53,7 +54,7 @@ class ReportModel:
     overview: Overview
     evidence: Evidence
     breakdown: Breakdown
-    timeline: Timeline
+    timeline: Timeline | None  # the document's, downsampled; None: nothing to draw
     kernels: tuple[KernelRow, ...]
     precision: tables.PrecisionView | None
     ops: tuple[OpRow, ...]
@@ -70,6 +71,7 @@ class ReportModel:
 
     def charts(self) -> dict[str, Any]:
         """The data the page's charts draw, as plain JSON types (into JavaScript via tojson)."""
+        tl = self.timeline
         return {
             "breakdown": {
                 "labels": [r.label for r in self.breakdown.rows],
@@ -82,9 +84,9 @@ class ReportModel:
                 "colors": [category_color(s.name) for s in self.evidence.shares],
             },
             "timeline": {
-                "t_ms": list(self.timeline.t_ms),
-                "trace_busy_pct": _opt_list(self.timeline.trace_busy_pct),
-                "nvml_gpu_util_pct": _opt_list(self.timeline.nvml_gpu_util_pct),
+                "t_ms": list(tl.t_ms) if tl else [],
+                "trace_busy_pct": list(tl.trace_busy_pct) if tl else None,
+                "nvml_gpu_util_pct": _opt_list(tl.nvml_gpu_util_pct if tl else None),
             },
             "step_split": {
                 "kind": self.step_split.kind,
@@ -107,16 +109,16 @@ class ReportModel:
             "sizing_now": _unpriced_now(self.sizing, self.headline),
             "sizing": [
                 {
-                    "label": c.label,
-                    "step_ms": c.projected_step_ms,
-                    "step_low_ms": c.projected_low_ms,
-                    "step_high_ms": c.projected_high_ms,
-                    "usd_per_1k_steps": c.usd_per_1k_steps,
-                    "current": c.current,
-                    "recommended": c.recommended,
-                    "fits": c.fits_memory is not False,
+                    "label": r.label,
+                    "step_ms": r.candidate.projected_step_ms,
+                    "step_low_ms": r.candidate.projected_step_ms_low,
+                    "step_high_ms": r.candidate.projected_step_ms_high,
+                    "usd_per_1k_steps": r.candidate.usd_per_1k_steps,
+                    "current": r.current,
+                    "recommended": r.recommended,
+                    "fits": r.candidate.fits_memory is not False,
                 }
-                for c in self.sizing.chart_points
+                for r in self.sizing.chart_points
             ],
         }
 
@@ -124,12 +126,13 @@ class ReportModel:
 def _axes(points: Sequence[tables.CandidateRow], rows: Sequence[tables.CandidateRow],
           step_ms: float | None) -> dict[str, dict[str, object]] | None:
     now: list[tuple[float | None, float | None, float | None, float | None]] = [
-        (c.projected_step_ms, c.projected_step_ms, c.projected_step_ms, None)
-        for c in rows if c.current]  # an unpriced GPU now is still drawn (a line)
+        (r.candidate.projected_step_ms, r.candidate.projected_step_ms,
+         r.candidate.projected_step_ms, None) for r in rows if r.current]  # an unpriced GPU now is still drawn (a line)
     if step_ms is not None:
         now.append((step_ms, step_ms, step_ms, None))
-    axes = views.sizing_axes([(c.projected_low_ms, c.projected_high_ms, c.projected_step_ms,
-                               c.usd_per_1k_steps) for c in points] + now)
+    axes = views.sizing_axes([(c.projected_step_ms_low, c.projected_step_ms_high,
+                               c.projected_step_ms, c.usd_per_1k_steps)
+                              for c in (r.candidate for r in points)] + now)
     return None if axes is None else {"x": axes[0].to_json(), "y": axes[1].to_json()}
 
 
@@ -139,8 +142,9 @@ def _unpriced_now(s: tables.SizingView, h: Headline) -> dict[str, Any] | None:
     if any(c.current for c in s.chart_points):
         return None
     now = next((c for c in s.rows if c.current), None)
-    if now is not None and now.projected_step_ms is not None:
-        return {"label": now.label, "step_ms": now.projected_step_ms, "note": "no price"}
+    if now is not None and now.candidate.projected_step_ms is not None:
+        return {"label": now.label, "step_ms": now.candidate.projected_step_ms,
+                "note": "no price"}
     if now is None and h.device_name is None and h.step_ms is not None and s.chart_points:
         return {"label": "this CPU", "step_ms": h.step_ms, "note": "measured"}
     return None
@@ -168,7 +172,7 @@ def build_model(doc: Document, manifest: Mapping[str, Any] | None = None) -> Rep
         or tuple(tables.op_row(o, signals) for o in doc.top_ops[:TOP_OPS]),
         memory=tables.memory(doc),
         sizing=tables.sizing_view(doc.sizing),
-        recommendations=tuple(tables.recommendation(r) for r in doc.recommendations),
+        recommendations=doc.recommendations,
         provenance=provenance(doc, run),
         document=doc,
         warnings=capture_warnings(doc, manifest),

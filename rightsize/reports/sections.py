@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from rightsize.analyzers.document import Document
 from rightsize.analyzers.document import diagnosis as dd
@@ -75,12 +76,20 @@ class UtilRow:
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    items: tuple[str, ...]
+    """The diagnosis (the document's node) and its evidence drawn as rows: shares in the
+    vocabulary's order, thresholds and signals labelled, utilization beside NVML."""
+
+    diagnosis: dd.Diagnosis | None
     shares: tuple[ShareRow, ...]
     thresholds: tuple[NamedValue, ...]
     signals: tuple[NamedValue, ...]  # how many kernel groups each signal decided
     utilization: tuple[UtilRow, ...]
     empty: str | None
+
+    @property
+    def items(self) -> tuple[str, ...]:
+        """The evidence, in the diagnosis' order."""
+        return self.diagnosis.evidence if self.diagnosis is not None else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +107,6 @@ class Breakdown:
     steps: int
     definition: str | None
     hta: tuple[NamedValue, ...]
-    empty: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Timeline:
-    bucket_ms: float | None
-    t_ms: tuple[float, ...]
-    trace_busy_pct: tuple[float | None, ...] | None
-    nvml_gpu_util_pct: tuple[float | None, ...] | None
     empty: str | None
 
 
@@ -181,7 +181,7 @@ def overview(doc: Document) -> Overview:
 def evidence(doc: Document) -> Evidence:
     d = doc.diagnosis
     if d is None:
-        return Evidence((), (), (), (), utilization(doc.metrics, None),
+        return Evidence(None, (), (), (), utilization(doc.metrics, None),
                         "No diagnosis in this analysis: the bottleneck verdict, "
                         "its evidence and thresholds are not available.")
     keys = [k for k in SHARE_ORDER if k in d.shares_pct]
@@ -195,7 +195,7 @@ def evidence(doc: Document) -> Evidence:
         counts[key] = counts.get(key, 0) + 1
     signals = tuple(NamedValue(labels.signal(k), f"{n} kernel group{'s' if n != 1 else ''}")
                     for k, n in sorted(counts.items()))
-    return Evidence(d.evidence, shares, thresholds, signals,
+    return Evidence(d, shares, thresholds, signals,
                     utilization(doc.metrics, d.utilization), None)
 
 
@@ -242,29 +242,23 @@ def breakdown(doc: Document) -> Breakdown:
     return Breakdown(rows, step, steps, definition, hta_rows, None)
 
 
-def timeline(tl: ds.Timeline | None) -> Timeline:
+def timeline(tl: ds.Timeline | None) -> ds.Timeline | None:
+    """The document's timeline, in at most :data:`MAX_TIMELINE_POINTS` buckets (means of
+    neighbours: the page stays small); ``None``: nothing to draw."""
     if tl is None or not tl.t_ms:
-        return Timeline(None, (), None, None, "No utilization timeline in this analysis.")
-    t = list(tl.t_ms)
-    busy: list[float | None] = list(tl.trace_busy_pct)
-    nvml = None if tl.nvml_gpu_util_pct is None else list(tl.nvml_gpu_util_pct)
-    factor = max(1, -(-len(t) // MAX_TIMELINE_POINTS))  # ceil: keep the page small
-    bucket: float | None = tl.bucket_ms
-    if factor > 1:
-        t = [t[i] for i in range(0, len(t), factor)]
-        busy = _mean_buckets(busy, factor)
-        nvml = None if nvml is None else _mean_buckets(nvml, factor)
-        bucket = tl.bucket_ms * factor
-    return Timeline(bucket, tuple(t), tuple(busy), _tup(nvml), None)
+        return None
+    factor = max(1, -(-len(tl.t_ms) // MAX_TIMELINE_POINTS))  # ceil
+    if factor == 1:
+        return tl
+    nvml = tl.nvml_gpu_util_pct
+    return ds.Timeline(tl.bucket_ms * factor, tl.t_ms[::factor],
+                       cast(tuple[float, ...], _mean_buckets(tl.trace_busy_pct, factor)),
+                       None if nvml is None else _mean_buckets(nvml, factor))
 
 
-def _tup(v: list[float | None] | None) -> tuple[float | None, ...] | None:
-    return None if v is None else tuple(v)
-
-
-def _mean_buckets(values: Sequence[float | None], factor: int) -> list[float | None]:
+def _mean_buckets(values: Sequence[float | None], factor: int) -> tuple[float | None, ...]:
     out: list[float | None] = []
     for i in range(0, len(values), factor):
         chunk = [v for v in values[i : i + factor] if v is not None]
         out.append(round(sum(chunk) / len(chunk), 3) if chunk else None)
-    return out
+    return tuple(out)

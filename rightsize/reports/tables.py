@@ -64,22 +64,19 @@ class Memory:
 
 @dataclass(frozen=True, slots=True)
 class CandidateRow:
-    label: str
-    gpu: str
-    gpus: int
-    fits_memory: bool | None
-    projected_step_ms: float | None
-    projected_low_ms: float | None  # the projection's range (its validation error)
-    projected_high_ms: float | None
-    usd_per_hour: float | None
-    usd_per_1k_steps: float | None
-    energy_j_per_step: float | None
-    price_source: str | None
+    """One candidate GPU as the sizing table shows it: the document's node, and what the row
+    says of it (now, recommended, where its price comes from)."""
+
+    candidate: ds.Candidate
     current: bool
     recommended: bool
-    recommendable: bool = True
-    warnings: tuple[str, ...] = ()
+    price_source: str | None
     price_undated: bool = False  # no source dates the price: "?" in price_source
+
+    @property
+    def label(self) -> str:
+        c = self.candidate
+        return c.gpu if c.gpus == 1 else f"{c.gpus} × {c.gpu}"
 
 
 UNDATED_MARK = "?"
@@ -112,16 +109,6 @@ class SizingView:
     chart_points: tuple[CandidateRow, ...]  # every priced, projected candidate (capped)
     hidden: int  # candidates left out of the table
     empty: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Recommendation:
-    id: str
-    title: str
-    detail: str
-    evidence: tuple[str, ...]
-    what_if: str | None = None  # "if applied: 118.3 ms per step (118.3-148.0 ms)"
-    assumes: str | None = None
 
 
 def signal_index(diagnosis: dd.Diagnosis | None) -> dict[str, tuple[str | None, str | None]]:
@@ -187,14 +174,13 @@ def sizing_view(sz: ds.Sizing | None) -> SizingView:
     rows = [_candidate(c, sz.current, rec) for c in sz.candidates]
     rows.sort(key=lambda r: (
         not (r.current or r.recommended),
-        r.fits_memory is False,
-        r.usd_per_1k_steps is None,
-        r.usd_per_1k_steps or 0.0,
-        r.projected_step_ms or 0.0,
+        r.candidate.fits_memory is False,
+        r.candidate.usd_per_1k_steps is None,
+        r.candidate.usd_per_1k_steps or 0.0,
+        r.candidate.projected_step_ms or 0.0,
     ))
-    points = tuple(
-        r for r in rows if r.usd_per_1k_steps is not None and r.projected_step_ms is not None
-    )[:MAX_CHART_POINTS]
+    points = tuple(r for r in rows if r.candidate.usd_per_1k_steps is not None
+                   and r.candidate.projected_step_ms is not None)[:MAX_CHART_POINTS]
     table = tuple(rows[:MAX_CANDIDATE_ROWS])
     empty = None if rows else (sz.reason or "No candidate GPU could be projected.")
     return SizingView(sz.verdict, sz.reason, sz.current_note, table, points,
@@ -208,24 +194,9 @@ def _candidate(c: ds.Candidate, current: str | None,
     undated = bool(c.price_provider) and not (seen and DATE_SEEN.fullmatch(seen.strip()))
     src = " · ".join(x for x in (c.price_provider, c.price_instance,
                                  UNDATED_MARK if undated else seen) if x)
-    return CandidateRow(
-        label=c.gpu if c.gpus == 1 else f"{c.gpus} × {c.gpu}",
-        gpu=c.gpu,
-        gpus=c.gpus,
-        fits_memory=c.fits_memory,
-        projected_step_ms=c.projected_step_ms,
-        projected_low_ms=c.projected_step_ms_low,
-        projected_high_ms=c.projected_step_ms_high,
-        usd_per_hour=c.usd_per_hour,
-        usd_per_1k_steps=c.usd_per_1k_steps,
-        energy_j_per_step=c.energy_j_per_step,
-        price_source=src or None,
-        price_undated=undated,
-        current=c.gpu == current and c.gpus == 1,
-        recommended=(c.gpu, c.gpus) == rec,
-        recommendable=c.recommendable,
-        warnings=c.warnings,
-    )
+    return CandidateRow(c, current=c.gpu == current and c.gpus == 1,
+                        recommended=(c.gpu, c.gpus) == rec, price_source=src or None,
+                        price_undated=undated)
 
 
 MAX_PRECISION_GROUPS = 12
@@ -241,16 +212,6 @@ def precision_view(mix: ds.PrecisionMix | None) -> PrecisionView | None:
     return PrecisionView(mix.workload, rows, mix.unknown_pct,
                          tuple(PrecisionRow(g.group or "(unnamed)", g.precision, None, g.time_ms)
                                for g in groups))
-
-
-def recommendation(r: dd.Recommendation) -> Recommendation:
-    ev = r.evidence
-    w = r.what_if
-    what_if = None if w is None else (
-        f"if applied: {fmt.ms(w.step_ms, 1)} per step, range {fmt.ms(w.step_ms_low, 1)} to "
-        f"{fmt.ms(w.step_ms_high, 1)}")
-    return Recommendation(r.id, r.title, r.detail, (ev,) if isinstance(ev, str) else ev,
-                          what_if, w.assumes if w is not None else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,7 +194,7 @@ def _details(model: ReportModel, color: bool) -> str:
         lines.extend(safe(line) for line in job[1:])
     if model.recommendations:
         lines.append(b("Recommendations"))
-        lines.extend(f"  - {safe(r.title)}" + (f" ({safe(r.what_if)})" if r.what_if else "")
+        lines.extend(f"  - {safe(r.title)}" + (f" ({fmt.what_if(r.what_if)})" if r.what_if else "")
                      for r in model.recommendations[:5])
     lines.extend(dim(f"note: {safe(n)}") for n in model.provenance.notes)
     return wrap(lines) + "\n"

@@ -24,7 +24,7 @@ def test_cpu_sample_has_every_section_with_empty_states():
     assert m.title == "rightsize: rank0.pid17679.pt.trace.json.gz"
     assert m.headline.device_name is None and m.headline.step_ms == 38.651812
     assert (m.headline.bound, m.headline.recommended_gpu) == ("dataloader", None)  # CPU-only
-    assert m.kernels == () and m.timeline.empty and m.breakdown.empty is None
+    assert m.kernels == () and m.timeline is None and m.breakdown.empty is None
     assert m.overview.steps == 3 and m.overview.step_source == "profiler_step"
     assert m.evidence.utilization == ()  # no GPU, no NVML: nothing to pair
     assert any(x.startswith("GPU: no GPU activity") for x in m.provenance.missing)
@@ -69,7 +69,7 @@ def test_full_document():
     assert all(v is not None for v in m.timeline.nvml_gpu_util_pct)  # gaps averaged over
     assert [r.label for r in m.sizing.rows][:2] == ["L4", "V100-SXM2-32GB"]
     assert m.sizing.rows[0].recommended and m.sizing.rows[1].current
-    assert [c.label for c in m.sizing.chart_points if c.gpu == "T4"] == []  # not projected
+    assert [r.label for r in m.sizing.chart_points if r.candidate.gpu == "T4"] == []  # unprojected
     assert m.memory.used_pct == 10.0
     assert m.recommendations[0].evidence == ("data loader wait 33% of the step",)
     assert ("cuda", "n/a") in [(t.name, t.value) for t in m.provenance.tools]
@@ -186,7 +186,7 @@ def test_an_undated_price_is_marked_once_not_spelled_out_on_every_row():
     cands[1].update(price_provider="Lambda", price_instance="gpu_1x_a10", price_date_seen="undated")
     cands[2]["price_date_seen"] = "2026-11-09"
     m = build_model(typed(doc))
-    rows = {r.gpu: r for r in m.sizing.rows}
+    rows = {r.candidate.gpu: r for r in m.sizing.rows}
     assert (rows["V100-SXM2-32GB"].price_source, rows["V100-SXM2-32GB"].price_undated) == (
         "aws · x · ?", True)
     assert rows["L4"].price_source == "Lambda · gpu_1x_a10 · ?"

@@ -31,9 +31,9 @@ def test_range_and_precision_in_the_model():
     m = build_model(_doc())
     h = m.headline
     assert (h.projected_step_ms, h.projected_low_ms, h.projected_high_ms) == (190.0, 171.0, 209.0)
-    l4 = next(r for r in m.sizing.rows if r.gpu == "L4")
-    assert (l4.projected_low_ms, l4.projected_high_ms) == (171.0, 209.0)
-    t4 = next(r for r in m.sizing.rows if r.gpu == "T4")
+    l4 = next(r.candidate for r in m.sizing.rows if r.candidate.gpu == "L4")
+    assert (l4.projected_step_ms_low, l4.projected_step_ms_high) == (171.0, 209.0)
+    t4 = next(r.candidate for r in m.sizing.rows if r.candidate.gpu == "T4")
     assert not t4.recommendable and t4.warnings == ("the T4 has no bf16 math: projected at fp32",)
     p = m.precision
     assert p is not None and p.workload == "bf16" and p.unknown_pct == 1.76

@@ -199,3 +199,8 @@ class Recommendation(Node):
     evidence: str | tuple[str, ...]  # what was measured against which threshold, and its source
     what_if: WhatIf | None = None  # None: the rule removes no measured share of the step
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def evidence_lines(self) -> tuple[str, ...]:
+        """The evidence as lines (a rule file writes one sentence or several)."""
+        return (self.evidence,) if isinstance(self.evidence, str) else self.evidence
