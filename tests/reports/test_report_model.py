@@ -71,7 +71,7 @@ def test_full_document():
     assert m.sizing.rows[0].recommended and m.sizing.rows[1].current
     assert [r.label for r in m.sizing.chart_points if r.candidate.gpu == "T4"] == []  # unprojected
     assert m.memory.used_pct == 10.0
-    assert m.recommendations[0].evidence == ("data loader wait 33% of the step",)
+    assert m.recommendations[0].evidence_lines == ("data loader wait 33% of the step",)
     assert ("cuda", "n/a") in [(t.name, t.value) for t in m.provenance.tools]
     assert "nvml: missing (no driver)" in m.provenance.missing
     json.dumps(m.charts(), allow_nan=False)
