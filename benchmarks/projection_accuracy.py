@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fit_rates import PROCEDURE, fit, gather
-from timings import HOST, Workload, model_of, read_all
+from timings import HOST, Workload, fit_catalog, model_of, read_all
 
 from rightsize.analyzers.sizing.rates import (
     Rates,
@@ -37,7 +37,7 @@ from rightsize.analyzers.sizing.rates import (
     parse_rates,
     project_kernel_s,
 )
-from rightsize.catalog import Catalog, load_catalog
+from rightsize.catalog import Catalog
 
 
 def _rates(table: RatesTable, catalog: Catalog, gpu: str, dataset: str) -> Rates:
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="also leave-one-model-out and leave-one-GPU-out (refits the rates)")
     ap.add_argument("--traces", type=Path, help="trace-pair folder, for --cv refits")
     args = ap.parse_args(argv)
-    catalog = load_catalog()
+    catalog = fit_catalog()
     if args.pair:
         rows = pair_traces(args.pair[0], args.pair[1], catalog)
     elif args.dirs:

@@ -147,7 +147,8 @@ SECTIONS: list[Section] = [
     _entry("verdict", "diagnosis.section:verdict", (*_RANK, "device_match"),
            ("kernels", "cpu_ops", "transfers", "runtime")),
     # the document's keys before ``ranks``: the primary rank's
-    _head("steps", "metrics.steps:stats", ("step_ranges", "verdict"), "metrics:StepStats",
+    _head("steps", "metrics.steps:stats", (*_RANK, "verdict"), "metrics:StepStats",
+          frames=("kernels", "transfers"),
           missing="rightsize.analyzers.document.metrics:NO_STEPS"),
     _head("metrics", "metrics.headline:section", (*_RANK, "hta", "memory_peaks"),
           "metrics:Metrics", frames=("kernels", "transfers", "memory"),

@@ -23,23 +23,36 @@ def _run(*args: str) -> dict:
     return json.loads(res.stdout)
 
 
+AMD = {"MI100", "MI210", "MI250 (one GCD)"}  # NeuSight's, specs in benchmarks/data/fit_gpus.csv
+
+
 def test_timings_in_sample(shared):
     doc = _run(str(shared / "timings"))
-    # 18 NeuSight configurations x their GPU pairs + Vidur 3 models x TP x 13 token counts x 6
-    assert doc["pairs_count"] == 1174 == len(doc["pairs"])
-    assert doc["mean_abs_error_pct"] <= 7.0  # 6.72 with the shipped rates
-    # 33.41: the 30% target is not met; the four pairs above it are inconsistencies between
-    # NeuSight's own L4 measurements (README, "How accurate the projection is")
-    assert doc["max_abs_error_pct"] <= 34.0
-    over = {(r["workload"], r["source"], r["target"]) for r in doc["pairs"]
-            if abs(r["error_pct"]) > 30}
+    # 18 NeuSight configurations x their GPU pairs (the MI-series too) + Vidur 3 models x TP x
+    # 13 token counts x 6
+    assert doc["pairs_count"] == 1488 == len(doc["pairs"])
+    row = doc["pairs"][0]
+    assert set(row) == {"workload", "source", "target", "source_ms", "measured_ms",
+                        "projected_ms", "error_pct"}
+    nvidia = [r for r in doc["pairs"] if not {r["source"], r["target"]} & AMD]
+    errs = [abs(r["error_pct"]) for r in nvidia]
+    assert len(nvidia) == 1174 and sum(errs) / len(errs) <= 6.2  # 6.14 with the shipped rates
+    # 37.22: the 30% target is not met; the four pairs above it are inconsistencies between
+    # NeuSight's own L4 measurements (docs/sizing.md, Validation)
+    assert max(errs) <= 38.0
+    over = {(r["workload"], r["source"], r["target"]) for r in nvidia if abs(r["error_pct"]) > 30}
     assert over == {("neusight/bert_large-inf-512-8", "L4", "T4"),
                     ("neusight/bert_large-inf-512-8", "L4", "H100 SXM"),
                     ("neusight/bert_large-train-512-2", "A100 80GB PCIe", "L4"),
                     ("neusight/bert_large-train-512-8", "A100 80GB PCIe", "L4")}
-    row = doc["pairs"][0]
-    assert set(row) == {"workload", "source", "target", "source_ms", "measured_ms",
-                        "projected_ms", "error_pct"}
+    # between vendors (an MI-series GPU and an NVIDIA one): 256 pairs, mean 11.6%; past 40%
+    # only GPT-2 large training at batch 4, whose MI210/MI250 end-to-end time is 1.7x their
+    # per-op sum (0.92-0.96 in every other configuration)
+    cross = [r for r in doc["pairs"] if len({r["source"], r["target"]} & AMD) == 1]
+    cerr = [abs(r["error_pct"]) for r in cross]
+    assert len(cross) == 256 and sum(cerr) / len(cerr) <= 11.7
+    assert {r["workload"] for r in cross if abs(r["error_pct"]) > 40} == {
+        "neusight/gpt2_large-train-1024-4"}
 
 
 @pytest.mark.parametrize("name", [
@@ -82,3 +95,50 @@ def test_carry_is_the_slope_of_one_gpus_deviation_on_anothers():
             op = fr.Op(name, "gemm", flops, 1e6, "fp16", model * 1e3 * math.exp(dev), 1.0)
             samples.append(fr.Sample(gpu, "vidur/x", op))
     assert fr.fit_carry(samples, gpus, catalog) == {"gemm": 0.8}
+
+
+def _trace_pairs():
+    spec = importlib.util.spec_from_file_location("trace_pairs",
+                                                  REPO / "benchmarks" / "trace_pairs.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["trace_pairs"] = mod
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_part_of_the_trace_pairs_both_ways(shared):
+    """The GPU part (steps.gpu_ms: kernels, copies, memsets) of each H100/MI300X pair projected
+    by the sizing code onto the other GPU: within 15% of the measured one in all six
+    directions, inside its range, and the two directions of a pair agree on the speed ratio
+    within their ranges (docs/sizing.md, "Between vendors"). In sample: the shipped rates
+    saw the pairs' traces; left out, below."""
+    tp = _trace_pairs()
+    from timings import fit_catalog
+
+    rows = tp.rows(shared / "traces" / "kineto", [shared / "timings"], fit_catalog(),
+                   left_out=False)
+    assert [(r["workload"][:8], r["source"], r["target"]) for r in rows] == [
+        (w, a, b) for w in ("Falconsa", "Qwen_Qwe", "gaunerns")
+        for a, b in (("H100 SXM", "MI300X"), ("MI300X", "H100 SXM"))]
+    assert max(abs(r["error_pct"]) for r in rows) <= 15.0  # 14.2 (bert-small onto the MI300X)
+    assert all(r["in_range"] for r in rows)
+    assert all(s["agree"] for s in tp.symmetry(rows))
+
+
+@pytest.mark.slow
+def test_gpu_part_with_each_pair_left_out_of_the_rates(shared):
+    """The same with the rates refitted without the pair's two traces (the pair a check they
+    never saw): Falconsai and bert-small stay within 15% both ways; Qwen, the only pair with
+    large GEMMs and large elementwise kernels on the MI300X, is 25.8% off onto it and 18.6%
+    back (its range, error_pct_cross_vendor, is that largest error); the directions agree."""
+    tp = _trace_pairs()
+    from timings import fit_catalog
+
+    rows = tp.rows(shared / "traces" / "kineto", [shared / "timings"], fit_catalog())
+    errs = {(r["workload"][:8], r["source"]): r["left_out_error_pct"] for r in rows}
+    assert all(abs(v) <= 15.0 for k, v in errs.items() if k[0] != "Qwen_Qwe")
+    assert errs[("Qwen_Qwe", "H100 SXM")] == pytest.approx(25.8, abs=0.5)
+    assert errs[("Qwen_Qwe", "MI300X")] == pytest.approx(-18.6, abs=0.5)
+    assert all(r["left_out_in_range"] for r in rows)
+    assert all(s["agree"] for s in tp.symmetry(rows, tp.LEFT_OUT))

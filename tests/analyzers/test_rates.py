@@ -125,20 +125,35 @@ def test_unfitted_gpu_gets_its_vendors_median():
     assert rate_key("bf16") == rate_key("fp16") == "fp16" and rate_key("fp32") == "fp32"
 
 
+# GPUs the timings measured that the catalog lacks (benchmarks/data/fit_gpus.csv): fitted, and
+# used through their vendor's median
+FIT_ONLY = {"MI100", "MI210", "MI250 (one GCD)"}
+
+
 def test_shipped_rates_cover_the_measured_gpus():
     table = load_rates()
     catalog = {g.name for g in load_catalog().gpus}
-    assert set(table.rates) <= catalog
-    assert {"H100 SXM", "MI300X", "A100 80GB SXM", "L4", "T4"} <= set(table.rates)
+    assert set(table.rates) <= catalog | FIT_ONLY
+    assert {"H100 SXM", "MI300X", "A100 80GB SXM", "L4", "T4"} | FIT_ONLY <= set(table.rates)
     for r in table.rates.values():
         assert 0 < r.stream_fraction <= 1 and r.floor_us > 0
         assert all(0 < v <= 1 for v in r.gemm_max.values())
         assert set(r.gemm_shape) == set(r.gemm_max)
         assert r.carry == table.rates["H100 SXM"].carry
-    # the share of a deviation that recurs on another GPU, fitted (fit_rates.fit_carry)
-    assert set(table.rates["H100 SXM"].carry) == {GEMM, STREAM}
-    assert all(0 <= v <= 1 for v in table.rates["H100 SXM"].carry.values())
-    assert 0 < table.error_pct < 100 and "fit_rates.py" in table.procedure
+        assert all(0 < v <= 1 for v in r.class_fraction.values())
+    # the share of a deviation that recurs on another GPU, fitted (fit_rates.fit_carry), per
+    # class within a vendor and between vendors (NeuSight's MI-series against its NVIDIA GPUs)
+    h100 = table.rates["H100 SXM"]
+    assert {GEMM, STREAM, "bmm", "softmax", "norm", "elementwise"} <= set(h100.carry)
+    assert {GEMM, STREAM, "bmm", "softmax", "norm", "elementwise"} <= set(h100.carry_cross_vendor)
+    assert all(0 <= v <= 1 for v in (*h100.carry.values(), *h100.carry_cross_vendor.values()))
+    # fused attention has its own rate on the GPUs that ran it; the MI300X's strided
+    # elementwise kernels reach about half its vectorized bandwidth
+    assert 0 < table.rates["MI300X"].attention_ratio < table.rates["H100 SXM"].attention_ratio
+    assert table.rates["MI300X"].class_fraction["strided"] < \
+        table.rates["MI300X"].class_fraction["elementwise"]
+    assert 0 < table.error_pct < table.error_pct_cross_vendor < 100
+    assert "fit_rates.py" in table.procedure
 
 
 def test_kernel_work_groups_ops_by_shape_and_classes_the_rest():
@@ -159,8 +174,8 @@ def test_kernel_work_groups_ops_by_shape_and_classes_the_rest():
     assert got == [
         ("gemm_k", GEMM, 1e9, 25.0, 0.5, 2),  # op 2: gemm + split-K reduce, 50 ns
         ("gemm_k", GEMM, 1e9, 20.0, 0.5, 1),
-        ("attention", GEMM, None, 15.0, 0.5, 1),  # by name, though classed memory
-        ("elementwise", STREAM, None, 3.0, 0.5, 1),
+        ("attention", "attention", None, 15.0, 0.5, 1),  # by name, though classed memory
+        ("elementwise", "elementwise", None, 3.0, 0.5, 1),
     ]
     measured, projected = project_kernels_ms(items, (A, RA), (A, RA))
     assert measured == pytest.approx(63e-6) and projected == pytest.approx(63e-6)

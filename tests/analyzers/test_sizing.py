@@ -212,13 +212,20 @@ def test_cross_vendor_projection_on_the_real_catalog():
         "bf16", f))
     memory = 30 * (3350 * h100.stream_fraction) / (5300 * mi300.stream_fraction)
     assert mi.projected_step_ms == pytest.approx(compute + memory + 10)
-    # the GPU part's validation error, and the host's 10 ms moving 22.5% on another machine
-    spread = (compute + memory) * load_rates().error_pct / 100 + 10 * 0.225
+    # the GPU part's validation error between vendors (the trace pairs' leave-one-pair-out
+    # error), and the host's 10 ms moving 22.5% on another machine
+    gpu_spread = (compute + memory) * load_rates().error_pct_cross_vendor / 100
+    spread = gpu_spread + 10 * 0.225
     assert mi.projected_step_ms_low == pytest.approx(compute + memory + 10 - spread)
     assert mi.projected_step_ms_high == pytest.approx(compute + memory + 10 + spread)
+    # the GPU part alone: no host time in it, its own range
+    assert mi.projected_gpu_ms == pytest.approx(compute + memory)
+    assert mi.projected_gpu_ms_low == pytest.approx(compute + memory - gpu_spread)
+    assert mi.projected_gpu_ms_high == pytest.approx(compute + memory + gpu_spread)
     assert s.current == "H100 SXM"
     cur = {c.gpu: c for c in s.candidates}["H100 SXM"]
     assert cur.projected_step_ms_low == cur.projected_step_ms == cur.projected_step_ms_high == 50
+    assert cur.projected_gpu_ms_low == cur.projected_gpu_ms == cur.projected_gpu_ms_high == 40
 
 
 def _real(precision="bf16", **kw):

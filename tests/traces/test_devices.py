@@ -39,9 +39,8 @@ def test_hip_memory_is_on_the_kernels_device(tmp_path, both_parsers):
     assert mem["device"].to_list() == [2, 2, -1] and mem["device_type"].to_list() == [6, 6, 0]
     rank = analyze_trace(trace, Context(catalog=load_catalog()))
     assert rank.primary_device == 2
-    assert rank.peak_memory is not None
-    assert (rank.peak_memory.peak_allocated_bytes, rank.peak_memory.peak_reserved_bytes) == (
-        (1 << 20) + 4096, 2 << 20)
+    m = rank.values["metrics"]
+    assert (m.peak_memory_bytes, m.peak_reserved_bytes) == ((1 << 20) + 4096, 2 << 20)
 
 
 def test_several_gpus_keep_their_numbers(tmp_path):
@@ -78,9 +77,9 @@ def test_the_mi300x_traces_peak(both_parsers):
     trace = read_kineto(path)
     assert trace.memory.height == 620 and set(trace.memory["device"]) == {2}
     rank = analyze_trace(trace, Context(catalog=load_catalog()))
-    assert rank.peak_memory is not None
-    assert (rank.peak_memory.device, rank.peak_memory.peak_allocated_bytes,
-            rank.peak_memory.peak_reserved_bytes) == (2, 272_628_736, 291_504_128)
+    m = rank.values["metrics"]
+    assert (m.device, m.peak_memory_bytes, m.peak_reserved_bytes) == (
+        2, 272_628_736, 291_504_128)
     assert rank.sizing is not None
     assert all(c.fits_memory for c in rank.sizing.candidates)  # 0.25 GiB fits every GPU
     assert "peak memory is unknown" not in rank.sizing.reason

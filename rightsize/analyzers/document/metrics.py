@@ -123,6 +123,9 @@ class StepStats(Node):
     names: tuple[str, ...]
     per_step: tuple[StepSplit, ...] = ()  # empty without a diagnosis
     split_over_time: SplitOverTime | None = None  # only for a capture of a single step
+    # the GPU part of the mean step: the union of the primary device's kernel, copy and memset
+    # time in each step, averaged (None: no GPU, or a document of an older rightsize)
+    gpu_ms: float | None = num(6, default=None)
 
 
 NO_STEPS = StepStats(0, None, None, None, "none", False, 0, ())

@@ -65,6 +65,12 @@ class Candidate(Node):
     # (no keys for a single-rank run)
     communication_ms: float | None = num(4, default=None, omit_none=True)
     fabric: str | None = field(default=None, metadata={OMIT_NONE: True})
+    # the GPU part of the projected step (kernels, copies and communication: what
+    # ``steps.gpu_ms`` measures on the current GPU) and its range, the validation error
+    # between the two GPUs (sizing/ranges.py); None without a projection
+    projected_gpu_ms: float | None = num(4, default=None)
+    projected_gpu_ms_low: float | None = num(4, default=None)
+    projected_gpu_ms_high: float | None = num(4, default=None)
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a newer rightsize
 
 

@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from rightsize.analyzers.document.metrics import StepStats
+from rightsize.analyzers.metrics import intervals as iv
 from rightsize.traces.schema import Trace
 
 if TYPE_CHECKING:
@@ -216,4 +217,17 @@ def stats(rank: SectionInput) -> StepStats:
         s.count, float(durs.mean()) / 1e6, int(durs.min()) / 1e6, int(durs.max()) / 1e6,
         s.source, s.device_aware, s.dropped, tuple(s.names),
         per_step=d.per_step if d is not None else (),
-        split_over_time=d.split if d is not None else None)
+        split_over_time=d.split if d is not None else None,
+        gpu_ms=gpu_ms(rank.trace, s, rank.device))
+
+
+def gpu_ms(trace: Trace, s: Steps, device: int | None) -> float | None:
+    """The GPU part of the mean step (ms): the union of the primary device's kernel, copy and
+    memset time inside each step, averaged over the steps; None without a GPU."""
+    if device is None or not s.count:
+        return None
+    parts = [f.filter(pl.col("device") == device).select("ts_ns", "dur_ns")
+             for f in (trace.kernels, trace.transfers)]
+    busy = pl.concat(parts)
+    spans = iv.union(iv.from_durations(busy["ts_ns"].to_numpy(), busy["dur_ns"].to_numpy()))
+    return float(iv.per_window(spans, s.start_ns, s.end_ns).mean()) / 1e6

@@ -16,16 +16,25 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from rightsize.analyzers.diagnosis.roofline import ATTENTION, CONV, MATMUL
 from rightsize.analyzers.metrics.precision import with_precision
-from rightsize.analyzers.sizing.rates import GEMM, STREAM, Rates, project_kernel_s
+from rightsize.analyzers.sizing.kernel_class import (
+    ATTENTION_CLASS,
+    COPY_CLASS,
+    ELEMENTWISE,
+    GEMM,
+    MATRIX,
+    STRIDED,
+    STRIDED_KERNELS,
+    kernel_class,
+)
+from rightsize.analyzers.sizing.rates import Rates, project_kernel_s
 from rightsize.catalog import Gpu
 from rightsize.vocab import WorkClass
 
-GEMM_OPS = MATMUL | CONV | ATTENTION
 # Kernels of unknown size whose names say matrix or attention math scale as GEMMs, whatever
 # their class (a latency-limited attention kernel is still tensor-core work).
 MATRIX_NAMES = r"gemm|attn|attention|flash|fmha|cijk_|xmma|conv|mfma|wgmma"
+ATTENTION_NAMES = r"attn|attention|flash|fmha"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +42,7 @@ class KernelWork:
     """Kernels with one shape: ``count`` instances per step taking ``dur_ns`` in all."""
 
     name: str  # the first kernel's name (or the group)
-    kind: str  # rates.GEMM or rates.STREAM
+    kind: str  # its kernel_class (gemm, bmm, conv, attention, softmax, norm, elementwise...)
     flops: float | None  # per instance; None: unknown (scaled by kind)
     bytes: float | None
     precision: str
@@ -64,23 +73,38 @@ def kernel_work(work: pl.DataFrame, steps: int,
     per_op = (known.sort("ts_ns" if "ts_ns" in known.columns else "dur_ns")
               .group_by("external_id")
               .agg(name=pl.col("name").first(), op=pl.col("op").first(),
+                   group=pl.col("group").first(),
                    flops=pl.col("flops").first(), bytes=pl.col("bytes").first(),
                    precision=pl.col("kernel_precision").first(), dur_ns=pl.col("dur_ns").sum(),
                    kernels=pl.len()))
-    shaped = (per_op.group_by("name", "op", "flops", "bytes", "precision", "kernels")
+    shaped = (per_op.group_by("name", "op", "group", "flops", "bytes", "precision", "kernels")
               .agg(pl.col("dur_ns").sum(), count=pl.len()))
-    items = [KernelWork(name, GEMM if op in GEMM_OPS else STREAM, flops, bytes_, prec,
+    items = [KernelWork(name, kernel_class(op, group, name), flops, bytes_, prec,
                         dur / steps, cnt / steps, int(kernels))
-             for name, op, flops, bytes_, prec, kernels, dur, cnt in shaped.iter_rows()]
-    rest = (w.filter(~pl.col("shaped")).with_columns(pl.coalesce("group", "name").alias("group"))
-            .with_columns(pl.col("group").fill_null(""))
-            .group_by("group", "work", "kernel_precision")
+             for name, op, group, flops, bytes_, prec, kernels, dur, cnt in shaped.iter_rows()]
+    rest = (w.filter(~pl.col("shaped"))
+            .with_columns(pl.coalesce("group", "name").alias("label"),
+                          strided=pl.col("name").str.contains(STRIDED_KERNELS.pattern))
+            .with_columns(pl.col("label").fill_null(""))
+            .group_by("label", "group", "work", "kernel_precision", "strided")
             .agg(pl.col("dur_ns").sum(), count=pl.len()))
-    items += [KernelWork(group, GEMM if cls == WorkClass.COMPUTE.value
-                         or re.search(MATRIX_NAMES, group.lower()) else STREAM, None, None,
+    items += [KernelWork(label, _unsized_class(label, group, cls, strided), None, None,
                          prec, dur / steps, cnt / steps)
-              for group, cls, prec, dur, cnt in rest.iter_rows()]
+              for label, group, cls, prec, strided, dur, cnt in rest.iter_rows()]
     return tuple(sorted(items, key=lambda k: (-k.dur_ns, k.name)))
+
+
+def _unsized_class(label: str, group: str | None, work: str | None, strided: bool) -> str:
+    """A kernel without FLOPs/bytes: its name's class; compute-bound kernels or names of
+    matrix math (a latency-limited attention kernel is still tensor-core work) are GEMMs."""
+    klass = kernel_class(None, group)
+    if strided and klass in (ELEMENTWISE, COPY_CLASS):
+        return STRIDED
+    if klass in MATRIX:
+        return klass
+    if work == WorkClass.COMPUTE.value or re.search(MATRIX_NAMES, label.lower()):
+        return ATTENTION_CLASS if re.search(ATTENTION_NAMES, label.lower()) else GEMM
+    return klass
 
 
 def project_kernels_ms(items: Iterable[KernelWork], src: tuple[Gpu, Rates],

@@ -52,6 +52,7 @@ from rightsize.analyzers.sizing.placement import (
     nvlink_group,
     parallelism_for,
 )
+from rightsize.analyzers.sizing.ranges import ranges
 from rightsize.analyzers.sizing.rates import (
     TYPICAL_GEMM_FLOPS,
     RatesTable,
@@ -177,14 +178,9 @@ def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
         fixed += new_ms - comm_ms
         comm_ms = new_ms
     step = None if bound is None else fixed + bound * workload.gpus / gpus
-    low = high = gpu_high = step
-    if step is not None and bound is not None and (gpu is not current or comm is not None):
-        spread = bound * workload.gpus / gpus * table.error_for(current or gpu, gpu) / 100 \
-            if gpu is not current else 0.0
-        gpu_high = step + spread + comm_high
-        if gpu is not current:  # another machine's CPU
-            spread += _host_ms(workload) * THRESHOLDS.host_move_fraction
-        low, high = step - spread - comm_low, step + spread + comm_high
+    r = ranges(step, None if bound is None else bound * workload.gpus / gpus, comm_ms,
+               comm_low, comm_high, _host_ms(workload), table.error_for(current or gpu, gpu),
+               THRESHOLDS.host_move_fraction, gpu is not current, comm is not None)
     # the whole job pays: every rank runs on ``gpus`` of them (one trace is one rank of N)
     ranks = workload.ranks if workload.gpus == 1 else 1
     if layout is not None:
@@ -207,13 +203,16 @@ def _candidate(workload: Workload, constraints: Constraints, catalog: Catalog,
     return Candidate(gpu.name, gpus, fits, step, usd_h, usd_1k, energy,
                      price.provider if price else None, price.instance_type if price else None,
                      price.date_seen if price else None, meets, str(used), words, wire,
-                     low, high, gpu.consumer, not any(w.startswith(NOT_LIKE) for w in warnings),
+                     r.step_low_ms, r.step_high_ms, gpu.consumer,
+                     not any(w.startswith(NOT_LIKE) for w in warnings),
                      ok, tuple(warnings),
                      # the host's own spread moves every machine alike, the current one too:
                      # the objective judges what the GPU changes
-                     objective.meets(step, gpu_high, workload, constraints,
+                     objective.meets(step, r.objective_high_ms, workload, constraints,
                                      gpu is current and gpus == 1 and comm is None),
                      ranks=ranks if ranks > 1 else None,
+                     projected_gpu_ms=r.gpu_ms, projected_gpu_ms_low=r.gpu_low_ms,
+                     projected_gpu_ms_high=r.gpu_high_ms,
                      communication_ms=comm_ms if layout is not None else None,
                      fabric=layout.words if layout is not None else None)
 

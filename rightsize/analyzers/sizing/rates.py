@@ -21,6 +21,7 @@ of the same ops measured on two GPUs (``carry`` 1: the plain ratio of the model'
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from rightsize.analyzers.sizing.kernel_class import ATTENTION_CLASS, MATRIX
 from rightsize.catalog import Gpu
 
 # Kinds of kernel the model distinguishes (kernels without FLOPs/bytes scale by their kind).
@@ -67,12 +69,30 @@ class Rates:
     # Precision value -> Hill exponent of the GEMM curve (absent: 1): below 1 the efficiency
     # rises over more decades of FLOPs (A100: from 1e9 to 1e11), above 1 it saturates sooner.
     gemm_shape: Mapping[str, float] = field(default_factory=dict)
+    # Streaming class (kernel_class: softmax, norm, elementwise, reduction, copy) -> its own
+    # achieved fraction of DRAM bandwidth on large ops (absent: ``stream_fraction``)
+    class_fraction: Mapping[str, float] = field(default_factory=dict)
+    # Fused attention's rate over the GEMM curve's at the same FLOPs (FlashAttention on an
+    # H100, the Triton attn_fwd on an MI300X: softmax and rescaling between two GEMMs)
+    attention_ratio: float | None = None
+    # as ``carry``, between GPUs of different vendors (other kernels, other libraries)
+    carry_cross_vendor: Mapping[str, float] = field(default_factory=dict)
 
-    def bandwidth_fraction(self, gpu: Gpu, bytes_per_kernel: float) -> float:
-        """The fraction of DRAM bandwidth a kernel moving ``bytes_per_kernel`` reaches."""
+    def bandwidth_fraction(self, gpu: Gpu, bytes_per_kernel: float, kind: str = "") -> float:
+        """The fraction of DRAM bandwidth a kernel of ``kind`` moving ``bytes_per_kernel``
+        reaches."""
         if self.l2_fraction is not None and gpu.l2_mb and bytes_per_kernel <= gpu.l2_mb * 2**20:
             return self.l2_fraction
-        return self.stream_fraction
+        return self.class_fraction.get(kind, self.stream_fraction)
+
+    def carry_for(self, kind: str, other: Gpu, this: Gpu) -> float:
+        """The share of a ``kind`` kernel's deviation from the model that recurs on ``other``."""
+        if same_chip(this, other):
+            return 1.0
+        table = self.carry_cross_vendor if this.vendor != other.vendor \
+            and self.carry_cross_vendor else self.carry
+        general = GEMM if kind in MATRIX else STREAM
+        return table.get(kind, table.get(general, self.carry.get(general, 1.0)))
 
     def gemm_fraction(self, precision: str, flops: float) -> float:
         top = self.gemm_max.get(rate_key(precision))
@@ -91,9 +111,13 @@ class RatesTable:
     error_pct: float  # range of a projection between fitted GPUs (p90 |error|, leave-one-model-out)
     procedure: str
     error_pct_unfitted: float | None = None  # ... involving an unfitted GPU (leave-one-GPU-out)
+    # ... between GPUs of two vendors (the trace pairs' GPU part, leave-one-pair-out)
+    error_pct_cross_vendor: float | None = None
 
     def error_for(self, *gpus: Gpu) -> float:
         """The |error| (%) a projection between ``gpus`` carries as its range."""
+        if self.error_pct_cross_vendor is not None and len({g.vendor for g in gpus}) > 1:
+            return self.error_pct_cross_vendor
         if all(g.name in self.rates for g in gpus) or self.error_pct_unfitted is None:
             return self.error_pct
         return self.error_pct_unfitted
@@ -122,23 +146,40 @@ class RatesTable:
             carry=pool[0].carry,
             gemm_shape={p: statistics.median(r.gemm_shape.get(p, 1.0) for r in pool
                                              if p in r.gemm_max) for p in precisions},
+            class_fraction={k: statistics.median(r.class_fraction[k] for r in pool
+                                                 if k in r.class_fraction)
+                            for k in {k for r in pool for k in r.class_fraction}},
+            attention_ratio=_median([r.attention_ratio for r in pool]),
+            carry_cross_vendor=pool[0].carry_cross_vendor,
         )
+
+
+def _median(values: list[float | None]) -> float | None:
+    got = [v for v in values if v is not None]
+    return statistics.median(got) if got else None
 
 
 def parse_rates(doc: Mapping[str, Any]) -> RatesTable:
     """A rates document (the layout fit_rates.py writes) as a :class:`RatesTable`."""
     rates = {}
     carry = {str(k): float(v) for k, v in doc.get("carry", {}).items()}
+    cross = {str(k): float(v) for k, v in doc.get("carry_cross_vendor", {}).items()}
+
+    def floats(d: Mapping[str, Any] | None) -> dict[str, float]:
+        return {str(k): float(v) for k, v in (d or {}).items()}
     for name, r in doc["gpus"].items():
-        rates[name] = Rates(name, str(r["vendor"]), float(r["floor_us"]), float(r["stream_fraction"]),
-                            {k: float(v) for k, v in r["gemm_max"].items()},
-                            {k: float(v) for k, v in r["gemm_half_flops"].items()}, True, tuple(r.get("sources", ())),
-                            {k: float(v) for k, v in r.get("dataset_floor_us", {}).items()},
+        ratio = r.get("attention_ratio")
+        rates[name] = Rates(name, str(r["vendor"]), float(r["floor_us"]),
+                            float(r["stream_fraction"]), floats(r["gemm_max"]),
+                            floats(r["gemm_half_flops"]), True, tuple(r.get("sources", ())),
+                            floats(r.get("dataset_floor_us")),
                             None if r.get("l2_fraction") is None else float(r["l2_fraction"]),
-                            carry, {k: float(v) for k, v in r.get("gemm_shape", {}).items()})
-    unfitted = doc.get("error_pct_unfitted")
+                            carry, floats(r.get("gemm_shape")), floats(r.get("class_fraction")),
+                            None if ratio is None else float(ratio), cross)
+    unfitted, cross_err = doc.get("error_pct_unfitted"), doc.get("error_pct_cross_vendor")
     return RatesTable(rates, float(doc["error_pct"]), str(doc["procedure"]),
-                      None if unfitted is None else float(unfitted))
+                      None if unfitted is None else float(unfitted),
+                      None if cross_err is None else float(cross_err))
 
 
 @cache
@@ -162,11 +203,13 @@ def kernel_s(gpu: Gpu, rates: Rates, flops: float, bytes_: float, precision: str
     byte never bound it, and the GEMM efficiency curve does not describe it.
     """
     t_flops = 0.0
-    if flops > 0 and kind == GEMM:
-        t_flops = flops / (peak_flops(gpu, precision) * rates.gemm_fraction(
-            _used(gpu, precision), flops))
+    if flops > 0 and kind in MATRIX:
+        rate = peak_flops(gpu, precision) * rates.gemm_fraction(_used(gpu, precision), flops)
+        if kind == ATTENTION_CLASS and rates.attention_ratio:
+            rate *= rates.attention_ratio
+        t_flops = flops / rate
     t_bytes = bytes_ / (gpu.memory_bandwidth_gbs * 1e9
-                        * rates.bandwidth_fraction(gpu, bytes_ / max(kernels, 1)))
+                        * rates.bandwidth_fraction(gpu, bytes_ / max(kernels, 1), kind))
     return max(rates.floor_us * 1e-6 * kernels, t_flops, t_bytes)
 
 
@@ -198,16 +241,16 @@ def project_kernel_s(measured_s: float, src: tuple[Gpu, Rates], dst: tuple[Gpu, 
     if flops or bytes_:
         f, b = flops or 0.0, bytes_ or 0.0
         model_s = kernel_s(sg, sr, f, b, precision, kernels, kind)
-        carry = 1.0 if same_chip(sg, dg) else sr.carry.get(kind, 1.0)
+        carry = sr.carry_for(kind, dg, sg)
         return (kernel_s(dg, dr, f, b, precision, kernels, kind)
                 * (measured_s / model_s) ** carry)
-    if kind == GEMM:
+    if kind in MATRIX:
         f = TYPICAL_GEMM_FLOPS
-        ratio = (f / (peak_flops(dg, precision) * dr.gemm_fraction(_used(dg, precision), f))
-                 / (f / (peak_flops(sg, precision) * sr.gemm_fraction(_used(sg, precision), f))))
+        ratio = (kernel_s(dg, dr, f, 0.0, precision, 1, kind)
+                 / kernel_s(sg, sr, f, 0.0, precision, 1, kind))
     else:
-        ratio = (sg.memory_bandwidth_gbs * sr.stream_fraction
-                 / (dg.memory_bandwidth_gbs * dr.stream_fraction))
+        ratio = (sg.memory_bandwidth_gbs * sr.bandwidth_fraction(sg, math.inf, kind)
+                 / (dg.memory_bandwidth_gbs * dr.bandwidth_fraction(dg, math.inf, kind)))
     floor_s, floor_d = sr.floor_us * 1e-6, dr.floor_us * 1e-6
     if measured_s <= floor_s:  # a floor-bound kernel stays floor-bound
         return measured_s * floor_d / floor_s
