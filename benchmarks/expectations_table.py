@@ -1,4 +1,4 @@
-"""The README's table of the expectations suite (tests/expectations/expectations.json).
+"""docs/validation.md's table of the expectations suite (tests/expectations/expectations.json).
 
     python benchmarks/expectations_table.py > /tmp/table.md
 

@@ -40,7 +40,7 @@ def pairs() -> list[dict]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--markdown", action="store_true", help="a README table")
+    parser.add_argument("--markdown", action="store_true", help="the table of docs/validation.md")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from rightsize.pipeline import analyze_document

@@ -3,10 +3,14 @@
 CPU default finishes in seconds; on a GPU use e.g. ``--device cuda --scale 8``. ``--precision``
 tf32 allows TF32 matrix math, bf16 runs the step under bf16 autocast: the measurements that check
 rightsize's what-if for its fp32-off-tensor-cores advice.
+
+Under ``torchrun --nproc-per-node N`` it trains data-parallel (DDP; gloo on the CPU, NCCL on a
+GPU), so each rank's trace says which rank of which job it is.
 """
 
 import argparse
 import contextlib
+import os
 
 import torch
 
@@ -21,6 +25,12 @@ def main() -> None:
     if args.precision == "tf32":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if distributed:  # launched by torchrun: one rank of a data-parallel job
+        torch.distributed.init_process_group("nccl" if args.device == "cuda" else "gloo")
+        if args.device == "cuda":
+            args.device = f"cuda:{os.environ['LOCAL_RANK']}"
+            torch.cuda.set_device(args.device)
     width, batch = 512 * args.scale, 64 * args.scale
     model = torch.nn.Sequential(
         torch.nn.Unflatten(1, (1, 16, width // 16)),
@@ -32,18 +42,22 @@ def main() -> None:
         torch.nn.ReLU(),
         torch.nn.Linear(width, 10),
     ).to(args.device)
+    if distributed:
+        model = torch.nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(batch, width, device=args.device)
     y = torch.randint(0, 10, (batch,), device=args.device)
     for _ in range(args.steps):
         optimizer.zero_grad(set_to_none=True)
-        amp = torch.autocast(args.device, dtype=torch.bfloat16) \
+        amp = torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16) \
             if args.precision == "bf16" else contextlib.nullcontext()
         with amp:
             loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
     print(f"train_compute: {args.steps} steps, loss {loss.item():.4f}")
+    if distributed:
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

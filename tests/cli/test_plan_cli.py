@@ -1,6 +1,6 @@
 """The real ``rightsize plan`` command in a subprocess: JSON and text on the infer-cpu sample
 run (host samples -> CPU/memory requests), manifests never overwritten without --force, one-line
-errors, and the shared Qwen1.5-0.5B H100 inference trace with the numbers the README shows."""
+errors, and the shared Qwen1.5-0.5B H100 inference trace with the numbers docs/plan.md shows."""
 
 from __future__ import annotations
 
