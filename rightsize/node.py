@@ -182,6 +182,37 @@ def rounded(value: Any, digits: int) -> Any:
     return value
 
 
+def published(obj: T) -> T:
+    """``obj`` as its JSON reads back, without writing it: each :func:`num` field rounded, a
+    field the JSON does not carry (internal, or left out) back to its default, all the way
+    down; what is unchanged stays the same object."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changes: dict[str, Any] = {}
+        present = getattr(obj, "_present", None)
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if f.name == EXTRA:
+                continue
+            if f.metadata.get(INTERNAL) or (present is not None and not present(f.name)) \
+                    or (f.metadata.get(OMIT_NONE) and value is None):
+                new = f.default_factory() if f.default_factory is not dataclasses.MISSING \
+                    else f.default
+            elif f.metadata.get(ROUND) is not None:
+                new = rounded(value, f.metadata[ROUND])
+            else:
+                new = published(value)
+            if new is not value and new != value or type(new) is not type(value):
+                changes[f.name] = new
+        return dataclasses.replace(obj, **changes) if changes else obj  # type: ignore[type-var]
+    if isinstance(obj, tuple):
+        items = tuple(published(v) for v in obj)
+        return obj if all(a is b for a, b in zip(items, obj, strict=True)) else items  # type: ignore[return-value]
+    if isinstance(obj, Mapping) and not isinstance(obj, enum.Enum):
+        out = {k: published(v) for k, v in obj.items()}
+        return obj if all(out[k] is v for k, v in obj.items()) else FrozenMap(out)  # type: ignore[return-value]
+    return obj
+
+
 def json_key(f: dataclasses.Field[Any]) -> str:
     return str(f.metadata.get(KEY, f.name))
 

@@ -142,3 +142,23 @@ def test_contract_doc_lists_the_self_ops_keys():
     text = (ROOT / "docs" / "json-contract.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| `self_ops` |"))
     assert _keys(dm.SelfOp) <= set(re.findall(r"`([a-z_0-9]+)`", row))
+
+
+@pytest.mark.parametrize("run", ["train_dataloader-cpu", "train_compute-h100", "train_pcie-h100"])
+def test_published_is_the_json_read_back_without_writing_it(run, monkeypatch):
+    """Rounding happens once, from the fields' num() metadata: the document the analysis
+    publishes (node.published) equals its JSON read back, every value and key."""
+    from rightsize.analyzers.document import build
+    from rightsize.node import FrozenMap, published
+    from rightsize.pipeline import analyze_document
+
+    made = []
+    monkeypatch.setattr(build, "rounded", lambda doc: made.append(doc) or published(doc))
+    analyze_document([ROOT / "samples" / "runs" / run])
+    raw = made[0]
+    doc = published(raw)
+    assert doc == Document.from_json(raw.to_json())
+    assert json.dumps(doc.to_json()) == json.dumps(raw.to_json())
+    assert doc.steps.mean_ms == round(raw.steps.mean_ms, 6) != raw.steps.mean_ms
+    assert doc.diagnosis.step_ns == 0 < raw.diagnosis.step_ns  # internal: not published
+    assert isinstance(doc.diagnosis.shares_pct, FrozenMap) and published(doc) is doc

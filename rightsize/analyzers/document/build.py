@@ -26,6 +26,7 @@ from rightsize.analyzers.document.diagnosis import Diagnosis
 from rightsize.analyzers.document.job import Job
 from rightsize.analyzers.document.sizing import HostTimeline
 from rightsize.analyzers.job import advice as job_advice
+from rightsize.node import published
 
 NS_PER_MS = 1e6
 
@@ -124,8 +125,9 @@ def assemble(ranks: Sequence[RankDoc], p: PrimaryDoc | None,
 
 
 def rounded(doc: Document) -> Document:
-    """The document as its JSON reads back (what :func:`document` returns)."""
-    return Document.from_json(doc.to_json())
+    """The document as its JSON reads back (what :func:`document` returns), made from its
+    fields' metadata without writing it (:func:`rightsize.node.published`)."""
+    return published(doc)
 
 
 def _devices(r: RankAnalysis) -> list[dm.Device]:
