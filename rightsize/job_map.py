@@ -183,7 +183,7 @@ def _sort_out(paths: list[Path], options: Options, progress: Progress | None) ->
     import polars as pl
 
     from rightsize.analyzers.document.metrics import TRACE_FORMATS
-    from rightsize.traces import loader, ncu
+    from rightsize.traces import loader, nccl_tests, ncu
     from rightsize.traces.readers import ReadOptions
     from rightsize.traces.samples import read_kind
 
@@ -207,6 +207,8 @@ def _sort_out(paths: list[Path], options: Options, progress: Progress | None) ->
             read = reader.read(f, ReadOptions(step_range=options.step_range,
                                               timezone=options.timezone, lean=options.lean),
                                None)
+            if read.nccl_tests is not None:
+                raise nccl_tests.not_a_trace(f)
             if read.ncu is not None:
                 ncu_frames.append(read.ncu)
             if read.gpu_samples is not None:

@@ -32,7 +32,7 @@ import polars as pl
 
 from rightsize import rundir
 from rightsize.errors import InputError, RightsizeError
-from rightsize.traces import limits, ncu, registry
+from rightsize.traces import limits, nccl_tests, ncu, registry
 from rightsize.traces.kineto import GZIP_MAGIC
 from rightsize.traces.readers import Read, Reader, ReadOptions, Refused
 from rightsize.traces.registry import SUPPORTED
@@ -206,6 +206,8 @@ def _load(paths: list[Path], progress: Progress | None, options: ReadOptions) ->
         if run is not None:
             entry["run_status"] = statuses.setdefault(run, run_status(run))
         read = reader.read(f, options, _detail(label, progress))
+        if read.nccl_tests is not None:
+            raise nccl_tests.not_a_trace(f)
         if run is not None and read.trace is not None:
             read = dataclasses.replace(read, trace=with_host(read.trace, run))
         _collect(read, traces, ncu_frames, gpu_frames)

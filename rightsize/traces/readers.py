@@ -17,11 +17,14 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
 from rightsize.traces.schema import Trace
+
+if TYPE_CHECKING:
+    from rightsize.traces.nccl_tests import NcclLog
 
 Progress = Callable[[str], None]  # a reader's progress detail ("12 MB, 3,000 events")
 
@@ -40,14 +43,16 @@ class ReadOptions:
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """What one file contributes: one of ``trace``, ``ncu`` (NCU_KERNELS rows) or
-    ``gpu_samples`` (GPU_SAMPLES rows), and ``entry``: the keys it adds to its ``inputs`` entry,
-    in document order (after path, format, bytes and run_status)."""
+    """What one file contributes: one of ``trace``, ``ncu`` (NCU_KERNELS rows),
+    ``gpu_samples`` (GPU_SAMPLES rows) or ``nccl_tests`` (a measured fabric: ``rightsize comm``
+    reads it; the analysis refuses it in one line), and ``entry``: the keys it adds to its
+    ``inputs`` entry, in document order (after path, format, bytes and run_status)."""
 
     entry: Mapping[str, Any]
     trace: Trace | None = None
     ncu: pl.DataFrame | None = None
     gpu_samples: pl.DataFrame | None = None
+    nccl_tests: NcclLog | None = None
 
     @classmethod
     def of_trace(cls, trace: Trace) -> Read:
