@@ -292,7 +292,7 @@ def _reduce(inputs: _Inputs, parts: list[RankPart], options: Options) -> Documen
     catalog = options.catalog if options.catalog is not None else load_catalog()
     constraints = options.constraints if options.constraints is not None else Constraints()
     job = job_of_summaries([p.key.rank for p in parts], [p.summary for p in parts], catalog,
-                           constraints.provider)
+                           constraints.provider, constraints.comm_model)
     host = host_timeline(inputs.host_samples, primary.window_ns if primary else None)
     return rounded(assemble(docs, primary, inputs.entries, options.definitions, host=host,
                             job=job))
@@ -333,4 +333,5 @@ def job(paths: Sequence[str | Path], options: Options = DEFAULT,
 
     catalog = options.catalog if options.catalog is not None else load_catalog()
     provider = options.constraints.provider if options.constraints is not None else None
-    return job_of(summaries(paths, options, run), catalog, provider)
+    model = options.constraints.comm_model if options.constraints is not None else None
+    return job_of(summaries(paths, options, run), catalog, provider, model)

@@ -126,7 +126,8 @@ def _job(ranks: tuple[RankAnalysis, ...], context: Context) -> Job | None:
     trace, or traces of one rank (the profiling windows of one process in a run directory)."""
     if not is_job([r.rank for r in ranks]):
         return None
-    return job_of([summarize(r) for r in ranks], context.catalog, context.constraints.provider)
+    return job_of([summarize(r) for r in ranks], context.catalog, context.constraints.provider,
+                  context.constraints.comm_model)
 
 
 def is_job(numbers: list[int | None]) -> bool:
@@ -136,6 +137,7 @@ def is_job(numbers: list[int | None]) -> bool:
 
 
 def job_of_summaries(numbers: list[int | None], summaries: list[RankSummary],
-                     catalog: Catalog | None, provider: str | None) -> Job | None:
+                     catalog: Catalog | None, provider: str | None,
+                     comm_model: Any = None) -> Job | None:
     """:func:`_job` from summaries made elsewhere (by the workers of ``rightsize.job_map``)."""
-    return job_of(summaries, catalog, provider) if is_job(numbers) else None
+    return job_of(summaries, catalog, provider, comm_model) if is_job(numbers) else None

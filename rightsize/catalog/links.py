@@ -2,7 +2,8 @@
 needs of the catalog.
 
 Inputs: the package data ``links.csv`` (per catalog GPU: NVLink generation and link count, how
-a node joins its GPUs -- NVSwitch, a hybrid cube-mesh, a bridge, an xGMI mesh or nothing -- the
+a node joins its GPUs -- NVSwitch, a hybrid cube-mesh, a full mesh of direct links (GH200 nodes of
+4), a bridge, an xGMI mesh or nothing -- the
 size of its NVLink domain and the system it is assumed to sit in) and ``systems.csv`` (common
 systems: GPUs per node, the inter-node fabric's class and its bandwidth per GPU, with sources);
 see data/README.md. The bandwidths themselves stay where they are: a GPU's NVLink total
@@ -39,7 +40,7 @@ class Links:
     gpu: str
     nvlink_generation: int | None  # None: no NVLink (or not NVIDIA's: xGMI)
     nvlink_links: int
-    topology: str  # nvswitch | hybrid cube-mesh | bridge | xgmi mesh | none
+    topology: str  # nvswitch | hybrid cube-mesh | full mesh | bridge | xgmi mesh | none
     nvl_domain_gpus: int  # GPUs one NVLink/xGMI domain joins (2 for a bridged pair, 72: NVL72)
     link_gbs_per_direction: float  # GPU link per GPU per direction (0: none)
     pcie_generation: int | None  # from the host link's text ("PCIe Gen4 x16")
@@ -66,6 +67,7 @@ class Links:
             return f"Infinity Fabric (xGMI mesh of {self.nvl_domain_gpus}, {bw})"
         gen = f" {self.nvlink_generation}" if self.nvlink_generation else ""
         how = {"nvswitch": "through NVSwitch", "hybrid cube-mesh": "in a hybrid cube-mesh",
+               "full mesh": f"joining {self.nvl_domain_gpus} GPUs all-to-all",
                "bridge": f"bridged in groups of {self.nvl_domain_gpus}"}.get(self.topology,
                                                                              self.topology)
         return f"NVLink{gen} {how} ({bw})"

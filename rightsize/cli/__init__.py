@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "plan": "rightsize.cli.plan:plan",
     "fleet": "rightsize.cli.fleet:fleet",
     "serving": "rightsize.cli.serving:serving",
+    "comm": "rightsize.cli.comm:comm",
 }
 
 

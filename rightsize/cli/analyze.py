@@ -84,6 +84,9 @@ if TYPE_CHECKING:
 @click.option("--ray-address", metavar="auto|HOST:PORT", default=None,
               help="ray engine: the cluster to join (default: RAY_ADDRESS, else a new local "
                    "one). Every node must reach the traces at the same paths.")
+@click.option("--comm-model", "comm_model", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="A communication model fitted on your own nccl-tests logs "
+              "(rightsize comm fit): the job's collectives and their projections use it.")
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages on stderr.")
 @no_color_option
@@ -94,8 +97,8 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
             provider: str | None, include_consumer: bool, objective: str, slower_ok_pct: float,
             layout_gpus: int | None, layout_gpus_per_node: int | None,
             definitions: str, steps_text: str | None, memory_budget: str | None, engine: str,
-            workers: int | None, ray_address: str | None, no_report: bool,
-            quiet: bool) -> None:
+            workers: int | None, ray_address: str | None, comm_model: Path | None,
+            no_report: bool, quiet: bool) -> None:
     """Analyze PyTorch Profiler traces: what holds the job back.
 
     PATHS are PyTorch Profiler traces (.json, .json.gz), directories of per-rank traces, run
@@ -118,6 +121,7 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     """
     from rightsize import job_map
     from rightsize.analyzers.sizing.projection import Constraints, Objective
+    from rightsize.cli.comm import load_comm_model
     from rightsize.pipeline import Options
 
     if target_throughput is not None and samples_per_step is None:
@@ -129,7 +133,8 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
                               max_usd_per_hour=max_usd_per_hour, headroom_fraction=headroom,
                               provider=provider, include_consumer=include_consumer,
                               objective=Objective(objective), slower_ok_pct=slower_ok_pct,
-                              layout_gpus=layout_gpus, layout_gpus_per_node=layout_gpus_per_node)
+                              layout_gpus=layout_gpus, layout_gpus_per_node=layout_gpus_per_node,
+                              comm_model=load_comm_model(comm_model) if comm_model else None)
     options = Options(step_range=step_range, timezone=timezone,
                       catalog=load_catalog_for_cli(catalog_path), constraints=constraints,
                       samples_per_step=samples_per_step, definitions=definitions,

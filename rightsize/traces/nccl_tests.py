@@ -240,13 +240,12 @@ def _table(block: _Block, where: str, footer: bool) -> NcclTable:
                                 f"maxBytes {block.max_bytes} its run announced, without "
                                 "nccl-tests' closing lines")
     redop = _cell(block, "redop")
-    root = _cell(block, "root")
     notes: list[str] = []
-    collective = block.collective or _guess(redop, root, rows, notes, where)
+    known = len({r.rank for r in block.ranks})
+    collective = block.collective or _guess(redop, rows, known, notes, where)
     hosts = tuple(dict.fromkeys(r.host for r in sorted(block.ranks, key=lambda r: r.rank)))
     gpus = [r.gpu for r in block.ranks]
-    ranks = len({r.rank for r in block.ranks}) or _ranks_from_busbw(collective, rows, notes,
-                                                                     where)
+    ranks = known or _ranks_from_busbw(collective, rows, notes, where)
     _check_busbw(collective, ranks, rows, where)
     return NcclTable(collective, ranks, hosts, max(set(gpus), key=gpus.count) if gpus else None,
                      redop, block.line, tuple(rows), tuple(notes))
@@ -258,17 +257,31 @@ def _cell(block: _Block, column: str) -> str:
     return block.first[at] if at < len(block.first) else ""
 
 
-def _guess(redop: str, root: str, rows: list[NcclRow], notes: list[str], where: str) -> str:
-    """The collective of an unnamed table, from what its columns allow (module docstring)."""
+def _guess(redop: str, rows: list[NcclRow], ranks: int, notes: list[str], where: str) -> str:
+    """The collective of an unnamed table, from what its columns allow: a reduction or not
+    (redop), and busbw / algbw against each test's factor for the rank count where the rank
+    lines give it (above 1: all_reduce; below 1 with a reduction: reduce_scatter). Where
+    several fit (2 ranks: all_reduce, reduce and sendrecv all have factor 1) all_reduce, the
+    test run by default, is taken and said."""
     factor = _factor(rows)
-    if factor is not None and factor > 1.0001:
-        kind = "all_reduce"
-    elif factor is not None and factor < 0.9999 and redop not in ("", "none"):
-        kind = "reduce_scatter"
+    reducing = redop not in ("", "none")
+    kinds = ("all_reduce", "reduce_scatter", "reduce", "sendrecv") if reducing else (
+        "all_gather", "alltoall", "broadcast")
+    if factor is not None and ranks >= 2:
+        fits = [k for k in kinds if abs(BUS_FACTORS[k](ranks) - factor) < 2e-3]
+    elif factor is not None and factor > 1.0001:
+        fits = ["all_reduce"]
+    elif factor is not None and factor < 0.9999 and reducing:
+        fits = ["reduce_scatter"]
     else:
+        fits = []
+    if not fits or (len(fits) > 1 and "all_reduce" not in fits):
         raise InputError(where, "a result table names no collective (no *_perf before it) and "
                                 "its columns do not tell which one it is")
-    notes.append(f"collective not named in the log: {kind}, from busbw / algbw = {factor:.4f}")
+    kind = "all_reduce" if len(fits) > 1 else fits[0]
+    notes.append(f"collective not named in the log: {kind}, from busbw / algbw = {factor:.4f}"
+                 + (f" (also fits {', '.join(k for k in fits if k != kind)})"
+                    if len(fits) > 1 else ""))
     return kind
 
 

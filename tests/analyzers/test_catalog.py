@@ -27,7 +27,7 @@ def catalog():
 
 
 def test_package_data_loads_with_sources(catalog):
-    assert len(catalog.gpus) == 25
+    assert len(catalog.gpus) == 28
     assert [g.name for g in catalog.gpus if g.consumer] == ["RTX 4090"]
     h100 = catalog.gpu("H100 SXM")
     assert h100.fp16_bf16_tflops_dense == 989.4  # dense, not the 1979 sparse figure
@@ -145,7 +145,8 @@ def test_cli_gpus_json_filters_memory():
     out = _cli("gpus", "--min-memory-gb", "141", "--format", "json")
     assert out.returncode == 0, out.stderr
     names = [g["name"] for g in json.loads(out.stdout)["gpus"]]
-    assert names == ["H200 SXM", "H200 NVL", "B200", "GB200 (per GPU)", "MI300X"]
+    assert names == ["H200 SXM", "H200 NVL", "B200", "GB200 (per GPU)", "MI300X", "MI325X",
+                     "MI355X"]
 
 
 def test_cli_gpus_catalog_env_and_bad_file(tmp_path):

@@ -12,15 +12,15 @@ import textwrap
 import pytest
 
 from rightsize.errors import InputError
-from rightsize.traces import kineto, loader, metrics_logs, ncu, nsys_db, registry
+from rightsize.traces import kineto, loader, metrics_logs, nccl_tests, ncu, nsys_db, registry
 from rightsize.traces.readers import Deferred
 from tests.tracebuilder import two_step_trace
 
 # The "supported:" line as users have seen it since the formats were added (kept verbatim).
 SUPPORTED = ("PyTorch Profiler/Kineto JSON (.json, .json.gz), Nsight Systems SQLite "
              "(nsys export --type sqlite), Nsight Compute CSV (ncu --csv), nvidia-smi "
-             "--query-gpu CSV, dcgm-exporter scrape or dcgmi dmon log, a directory of traces, "
-             "or a run directory")
+             "--query-gpu CSV, dcgm-exporter scrape or dcgmi dmon log, nccl-tests / rccl-tests "
+             "output (all_reduce_perf ...), a directory of traces, or a run directory")
 
 TOY_MAGIC = "#toy-gpu-util"
 # A whole reader of a made-up format: "#toy-gpu-util" then t_ns,gpu_index,gpu_util_pct rows.
@@ -85,8 +85,10 @@ def _register(monkeypatch, reader):
 
 
 def test_registry_order_names_and_supported_line():
-    assert [r.name for r in registry.READERS] == ["nsys", "ncu", "metrics-log", "kineto"]
-    assert registry.READERS[1:] == (ncu.READER, metrics_logs.READER, kineto.READER)
+    assert [r.name for r in registry.READERS] == ["nsys", "ncu", "metrics-log", "nccl-tests",
+                                                  "kineto"]
+    assert registry.READERS[1:] == (ncu.READER, metrics_logs.READER, nccl_tests.READER,
+                                    kineto.READER)
     assert registry.SUPPORTED == loader.SUPPORTED == SUPPORTED
     assert all(r.described in SUPPORTED for r in registry.READERS)
 

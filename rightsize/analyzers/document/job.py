@@ -59,6 +59,27 @@ class CollectiveType(Node):
 
 
 @node
+class CollectiveCheck(Node):
+    """One collective type, size and group of the job against the communication model on the
+    job's own fabric (``job.collective_checks``; analyzers/job/fabric_check.py)."""
+
+    collective: str
+    bytes: int  # nccl-tests size of each call
+    group_size: int
+    calls: int
+    transfer_us: float = num(3)  # median measured transfer (shortest rank's kernel) per call
+    model_us: float = num(3)  # the model on the job's layout, nccl-tests' latency
+    expected_us: float = num(3)  # the same with the latency the job's small calls show
+    algorithm: str  # what NCCL runs it with: ring, tree, nvls, nvls_tree, p2p
+    protocol: str  # LL, LL128, Simple
+    busbw_gbs: float | None = num(3)  # measured, nccl-tests' definition
+    expected_busbw_gbs: float | None = num(3)
+    slowdown: float = num(3)  # transfer / expected
+    verdict: str  # expected | slow (at least 2x, 1 MiB and more)
+    cause: str  # for a slow one: what likely holds it below the fabric's rate
+
+
+@node
 class CollectiveCall(Node):
     """One matched call: each rank's arrival, the wait on the last rank and the transfer."""
 
@@ -136,6 +157,8 @@ class Job(Node):
     stragglers: tuple[Straggler, ...] = ()
     collectives: tuple[CollectiveType, ...] = ()
     calls: tuple[CollectiveCall, ...] = ()  # the first CALLS_SHOWN, in time order
+    # each type, size and group against the model on the job's fabric (fabric_check.py)
+    collective_checks: tuple[CollectiveCheck, ...] = ()
     cost: JobCost | None = None
     notes: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)

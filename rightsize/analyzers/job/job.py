@@ -24,10 +24,10 @@ from rightsize.analyzers.document.job import (
     JobRank,
 )
 from rightsize.analyzers.job import fabric as fab
-from rightsize.analyzers.job import matching
+from rightsize.analyzers.job import fabric_check, matching
 from rightsize.analyzers.job.stragglers import THRESHOLDS, stragglers
 from rightsize.analyzers.job.summary import SHARES, RankSummary
-from rightsize.analyzers.sizing.comm import Layout, layout_for, load_model
+from rightsize.analyzers.sizing.comm import CommModel, Layout, layout_for
 from rightsize.catalog import Catalog, Gpu
 from rightsize.errors import RightsizeError
 
@@ -65,7 +65,7 @@ def check_job(summaries: Sequence[RankSummary]) -> None:
 
 
 def job_of(summaries: Sequence[RankSummary], catalog: Catalog | None = None,
-           provider: str | None = None) -> Job | None:
+           provider: str | None = None, comm_model: CommModel | None = None) -> Job | None:
     """The job of ``summaries`` (None for fewer than two ranks)."""
     ranked = sorted((s for s in summaries if s.rank is not None), key=lambda s: s.rank or 0)
     if len(ranked) < 2:
@@ -84,6 +84,9 @@ def job_of(summaries: Sequence[RankSummary], catalog: Catalog | None = None,
     step_means = [m for m in (s.step_ms_mean for s in ranked) if m is not None]
     job_step = mean(step_means) if step_means else None
     notes += _call_notes(matched)
+    layout = _layout(gpu, world or len(ranked), per_node)
+    checks = fabric_check.checks(matched.calls, layout, world or len(ranked), comm_model)
+    notes += fabric_check.slow_words(checks)
     per_rank = _per_rank(ranked, matched, where, steps)
     comm, wait, exposed = (_mean_of(per_rank, a) for a in
                            ("wait_plus_transfer", "wait_ms_per_step", "exposed_ms_per_step"))
@@ -99,9 +102,8 @@ def job_of(summaries: Sequence[RankSummary], catalog: Catalog | None = None,
         ranks=tuple(r for r, _ in per_rank),
         stragglers=stragglers(matched, steps, job_step, THRESHOLDS,
                               {s.rank: s.steps["start_ns"].to_list() for s in ranked}),
-        collectives=_by_type(matched, steps, len(ranked), fabric,
-                             _layout(gpu, world or len(ranked), per_node)),
-        calls=_calls(matched),
+        collectives=_by_type(matched, steps, len(ranked), fabric, layout, comm_model),
+        calls=_calls(matched), collective_checks=checks,
         cost=_cost(gpu, world or len(ranked), job_step, catalog, provider),
         notes=tuple(notes),
     )
@@ -216,28 +218,14 @@ def _layout(gpu: Gpu | None, ranks: int, per_node: int | None) -> Layout | None:
     return layout_for(gpu, ranks, per_node) if gpu is not None else None
 
 
-def _model_ms(calls: pl.DataFrame, layout: Layout | None, ranks: int,
-              per_step: float) -> float | None:
-    """The model's transfer time of ``calls`` per step on ``layout`` (None unless every call
-    records a size and a type the model knows)."""
-    if layout is None or calls.height == 0 or calls["bytes"].null_count():
-        return None
-    model = load_model()
-    total = 0.0
-    for kind, size, group in calls.select("collective", "bytes", "group_size").iter_rows():
-        t = model.predict_us(kind, size, layout.span(group or ranks))
-        if t is None:
-            return None
-        total += t
-    return total / per_step / 1e3
-
-
 def _by_type(matched: matching.Matched, steps: dict[int | None, int], n_ranks: int,
-             fabric: fab.Fabric, layout: Layout | None = None) -> tuple[CollectiveType, ...]:
+             fabric: fab.Fabric, layout: Layout | None = None,
+             model: CommModel | None = None) -> tuple[CollectiveType, ...]:
     calls, rows = matched.calls, matched.rows
     if calls.height == 0:
         return ()
     per_step = float(mean(max(v, 1) for v in steps.values()))
+    latency = fabric_check.latency_us(calls)
     out = []
     for kind in sorted(set(calls["collective"].to_list())):
         c = calls.filter(pl.col("collective") == kind)
@@ -262,7 +250,8 @@ def _by_type(matched: matching.Matched, steps: dict[int | None, int], n_ranks: i
             algbw_gbs=algbw, busbw_gbs=busbw, link_peak_gbs=fabric.peak_gbs,
             busbw_pct_of_peak=100.0 * busbw / fabric.peak_gbs
             if busbw is not None and fabric.peak_gbs else None,
-            model_transfer_ms_per_step=_model_ms(c, layout, n_ranks, per_step)))
+            model_transfer_ms_per_step=fabric_check.expected_ms(c, layout, n_ranks, per_step,
+                                                                model, latency)))
     return tuple(out)
 
 

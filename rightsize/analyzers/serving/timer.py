@@ -12,7 +12,7 @@ AIConfigurator's measurements. Pure, numpy only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -57,29 +57,14 @@ def pairs(new: np.ndarray, cached: np.ndarray, window: int = 0) -> np.ndarray:
     return p
 
 
-@dataclass(frozen=True, slots=True)
-class CollectiveLine:
-    """One collective's time as ``alpha + bytes x per_byte`` (µs), taken from the collective
-    model of ``sizing/comm.py`` at two sizes (its time is affine in the bytes)."""
-
-    alpha_us: float
-    per_byte_us: float
-
-    def __call__(self, bytes_: np.ndarray) -> np.ndarray:
-        return self.alpha_us + np.asarray(bytes_, dtype=float) * self.per_byte_us
-
-
-def collective_line(gpu: Gpu, collective: str, ranks: int) -> CollectiveLine:
-    """The communication model's time for ``collective`` over ``ranks`` GPUs of one node (the
-    catalog's links of ``gpu``)."""
+def collective_line(gpu: Gpu, collective: str, ranks: int
+                    ) -> Callable[[np.ndarray], np.ndarray]:
+    """The communication model's time (µs) for ``collective`` over ``ranks`` GPUs of one node
+    (the catalog's links of ``gpu``), for arrays of bytes: NCCL's algorithm and protocol per
+    size (``sizing/comm.py``, ``comm.collective_curve``)."""
     if ranks < 2:
-        return CollectiveLine(0.0, 0.0)
-    model = comm.load_model()
-    span = comm.layout_for(gpu, ranks).span(ranks)
-    big = 1 << 26
-    t0 = model.predict_us(collective, 0, span) or 0.0
-    t1 = model.predict_us(collective, big, span) or 0.0
-    return CollectiveLine(t0, max(0.0, (t1 - t0) / big))
+        return lambda bytes_: np.zeros(np.shape(bytes_))
+    return comm.collective_curve(collective, comm.span_for(gpu, ranks))
 
 
 class ProjectionTimer:
@@ -94,7 +79,7 @@ class ProjectionTimer:
         fitted = "fitted" if self.rates.fitted else "its vendor's median"
         self.source = (f"no measured table for {gpu.name}: the per-kernel projection"
                        f" (datasheet peaks x {fitted} achieved rates, sizing/rates.py)")
-        self._allreduce: dict[int, CollectiveLine] = {}
+        self._allreduce: dict[int, Callable[[np.ndarray], np.ndarray]] = {}
 
     def _compute_us(self, flops: np.ndarray, precision: str) -> np.ndarray:
         r = self.rates

@@ -1,153 +1,165 @@
-"""Communication time on a GPU and fabric: an alpha-beta model per collective and fabric class,
-fitted on published nccl-tests results.
+"""Communication time on a GPU and fabric: NCCL's own cost model (``nccl_model``) with
+efficiencies fitted on published nccl-tests results and measured NCCL tables.
 
 Inputs: a collective type (``analyzers/job/names``), its nccl-tests size in bytes, and the
-:class:`Span` it crosses: how many ranks, on how many nodes, the in-node link (class and GB/s
-per direction per GPU, from the catalog's ``links``) and the inter-node fabric (class and Gb/s
-per GPU, from the catalog's ``systems``). Output: the time in µs, by
+:class:`~nccl_model.Span` it crosses (ranks, nodes, the in-node link and the network per GPU;
+:func:`span_for` / ``comm_layout.Layout.span`` build it from the catalog). Output: the time of
+one call in µs, with the algorithm and protocol NCCL runs it with (:func:`collective_time`).
 
-    t = alpha + ideal_us / (eta x ratio[collective])
-
-``ideal_us`` is the time the bytes take at the links' peak, two levels deep (a node's GPUs
-share its NICs; :func:`ideal_us`): in one node ``F(n) x size / link``; across ``N`` nodes of
-``g`` ranks the slower of the in-node part ``F(g) x size / link`` and the network part
-``F(N) x size x share / nic`` -- ``F`` the collective's nccl-tests bus factor (2(n-1)/n for an
-all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for broadcast, reduce and
-send/receive), ``share`` 1/g where a node's GPUs split the node's traffic (all-reduce,
-all-gather, reduce-scatter, broadcast, reduce: hierarchical or multi-ring) and 1 where every
-GPU sends its own bytes across (all-to-all, send/receive). ``alpha`` (latency, µs) and ``eta``
-(the achieved fraction of that peak, the model's beta being 1 / (eta x peak)) are fitted per
-fabric class -- in-node ``nvlink``, ``xgmi``, ``pcie``; across nodes ``infiniband``, ``roce``,
-``efa``, ``slingshot`` (``ethernet`` has no published result in the set: the pooled inter-node
-fit) -- and ``ratio`` per collective from the systems that published more than all-reduce
-(the class's own, else its scope's, else 1).
-``benchmarks/fit_comm.py`` fits the table (``catalog/data/comm_model.json``) and states each
-class's leave-one-system-out error, which is the range a projection carries. Pure but for
-reading the package table once.
+:class:`CommModel` is the fitted :class:`~nccl_model.Factors` plus, per fabric class, the
+leave-one-system-out error a projection carries (its range). The shipped model is
+``catalog/data/comm_model.json`` (``benchmarks/fit_comm.py`` fits it); a user's own
+(``rightsize comm fit``, read by ``--comm-model FILE``) has the same form and takes its place:
+a measured fabric beats any catalog. The stable entry points for other analyses are
+:func:`collective_us` (scalar) and :func:`collective_curve` (numpy arrays of sizes). Pure but
+for reading a model file.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rightsize.analyzers.job import names
+from rightsize.analyzers.sizing import nccl_model as nm
+from rightsize.analyzers.sizing.comm_layout import Layout, layout_for
 from rightsize.analyzers.sizing.model import CommWork
+from rightsize.analyzers.sizing.nccl_model import Factors, Span, Timing
 from rightsize.catalog import Gpu, Price
-from rightsize.catalog.links import PCIE, Links, System, links_of, system_of
+from rightsize.errors import InputError
 
-INTRA, INTER = "intra", "inter"  # the pooled fits of each scope
-PER_NODE_SHARE = frozenset({names.ALLREDUCE, names.ALLGATHER, names.REDUCESCATTER,
-                            names.BROADCAST, names.REDUCE})
+__all__ = ["CommModel", "CommProjection", "Layout", "Span", "Timing", "collective_curve",
+           "collective_time", "collective_us", "layout_for", "load_model", "project_calls",
+           "read_model", "span_for"]
+
+FORMAT = "rightsize-comm-model"
+VERSION = 1
 MODELLED = frozenset({*names.BUS_FACTORS, names.BARRIER})
-
-
-@dataclass(frozen=True, slots=True)
-class Span:
-    """What the ranks of one collective cross."""
-
-    ranks: int
-    nodes: int
-    link_class: str  # nvlink | xgmi | pcie: within a node
-    link_gbs: float  # GB/s per direction per GPU within a node
-    nic_class: str | None = None  # infiniband | roce | efa | slingshot | ethernet
-    nic_gbps: float | None = None  # Gb/s per direction per GPU across nodes
-
-    @property
-    def per_node(self) -> int:
-        return math.ceil(self.ranks / self.nodes)
-
-    @property
-    def fabric_class(self) -> str:
-        """The class whose fit applies: the network's across nodes, the link's within one."""
-        return (self.nic_class or INTER) if self.nodes > 1 else self.link_class
-
-
-def _factor(collective: str, n: int) -> float:
-    return names.BUS_FACTORS[collective](n) if n > 1 else 0.0
-
-
-def ideal_us(collective: str, size_bytes: float, span: Span) -> float:
-    """µs the bytes take at the links' peak (see the module docstring); 0 for a barrier."""
-    if collective == names.BARRIER or span.ranks < 2:
-        return 0.0
-    link = span.link_gbs * 1e3  # GB/s -> bytes per µs
-    if span.nodes <= 1:
-        return _factor(collective, span.ranks) * size_bytes / link
-    g = span.per_node
-    inside = _factor(collective, g) * size_bytes / link if g > 1 else 0.0
-    share = 1 / g if collective in PER_NODE_SHARE else 1.0
-    nic = (span.nic_gbps or 0) / 8 * 1e3  # Gb/s -> bytes per µs
-    across = _factor(collective, span.nodes) * size_bytes * share / nic if nic else math.inf
-    return max(inside, across)
-
-
-@dataclass(frozen=True, slots=True)
-class ClassFit:
-    """One fabric class's fitted latency and efficiency, and what they rest on."""
-
-    name: str
-    scope: str  # intra | inter
-    alpha_us: float
-    eta: float  # achieved fraction of the ideal bandwidth (beta = 1 / (eta x peak))
-    systems: tuple[str, ...]  # the shared nccl-tests files it was fitted on
-    error_pct: float  # leave-one-system-out median |time error| (the worst file of the class)
-    fallback: str = ""  # why another fit stands in (no published result for this class)
+DEFAULT_ERROR_PCT = 50.0  # a class no leave-one-out error covers
 
 
 @dataclass(frozen=True, slots=True)
 class CommModel:
-    classes: Mapping[str, ClassFit]
-    # class (else scope) -> collective -> eta ratio to all-reduce
-    ratios: Mapping[str, Mapping[str, float]]
+    """Fitted factors and the range each fabric class's projections carry."""
 
-    def fit_for(self, span: Span) -> ClassFit:
-        cls = span.fabric_class
-        fit = self.classes.get(cls)
-        if fit is not None:
-            return fit
-        return self.classes[INTER if span.nodes > 1 else INTRA]
+    factors: Factors
+    error_by_class: Mapping[str, float] = field(default_factory=dict)  # class -> % (LOO)
+    source: str = "shipped"  # "shipped", or the file a user's model was read from
+
+    def timing(self, collective: str, size_bytes: float, span: Span,
+               nvls_ok: bool = True) -> Timing | None:
+        """One call's time, algorithm and protocol (None: a type without a model)."""
+        if collective == names.BARRIER:
+            return nm.timing(names.ALLREDUCE, 8.0, span, self.factors) if span.ranks > 1 \
+                else Timing(0.0, "", "")
+        if collective not in names.BUS_FACTORS:
+            return None
+        if span.ranks < 2:
+            return Timing(0.0, "", "")
+        return nm.timing(collective, float(size_bytes), span, self.factors, nvls_ok)
 
     def predict_us(self, collective: str, size_bytes: float, span: Span) -> float | None:
         """Time of one call (µs); None for a type the model has no factor for (unknown)."""
-        if collective not in MODELLED:
-            return None
-        if span.ranks < 2:
-            return 0.0
-        fit = self.fit_for(span)
-        ratio = self.ratios.get(fit.name, {}).get(collective) or self.ratios.get(
-            fit.scope, {}).get(collective, 1.0)
-        return fit.alpha_us + ideal_us(collective, size_bytes, span) / (fit.eta * ratio)
+        t = self.timing(collective, size_bytes, span)
+        return t.us if t is not None else None
 
     def busbw_gbs(self, collective: str, size_bytes: float, span: Span) -> float | None:
         """The nccl-tests bus bandwidth the model gives one call (GB/s)."""
         t = self.predict_us(collective, size_bytes, span)
-        if not t or collective not in names.BUS_FACTORS:
+        f = names.bus_factor(collective, span.ranks)
+        if not t or f is None:
             return None
-        return size_bytes / (t * 1e3) * _factor(collective, span.ranks)
+        return size_bytes / (t * 1e3) * f
+
+    def error_pct(self, span: Span) -> float:
+        """The range a projection over ``span`` carries: its fabric class's leave-one-
+        system-out error, else its scope's largest."""
+        cls = span.fabric_class
+        if cls in self.error_by_class:
+            return self.error_by_class[cls]
+        net = ("inter", *nm.NET_CLASSES)
+        known = [v for k, v in self.error_by_class.items() if (k in net) == (span.nodes > 1)]
+        return max(known, default=DEFAULT_ERROR_PCT)
 
 
-def parse_model(data: Mapping[str, Any]) -> CommModel:
-    classes = {k: ClassFit(k, v["scope"], float(v["alpha_us"]), float(v["eta"]),
-                           tuple(v.get("systems", ())), float(v["error_pct"]),
-                           str(v.get("fallback", "")))
-               for k, v in data["classes"].items()}
-    ratios = {scope: {c: float(r) for c, r in by.items()}
-              for scope, by in data.get("collective_eta_ratio", {}).items()}
-    return CommModel(classes, ratios)
+def factors_json(f: Factors) -> dict[str, Any]:
+    return {"link_eta": dict(f.link_eta), "net_eta": dict(f.net_eta), "nvls_eta": f.nvls_eta,
+            "p2p_eta": f.p2p_eta, "net_p2p_eta": f.net_p2p_eta, "self_steps": f.self_steps,
+            "fill_mb": f.fill_mb, "lat_scale": dict(f.lat_scale),
+            "net_lat_us": dict(f.net_lat_us), "net_ll_eta": dict(f.net_ll_eta)}
+
+
+def parse_factors(data: Mapping[str, Any]) -> Factors:
+    def table(key: str) -> dict[str, float]:
+        value = data.get(key, {})
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{key} is not an object")
+        return {str(k): float(v) for k, v in value.items()}
+
+    scalars: dict[str, Any] = {k: float(data[k]) for k in ("nvls_eta", "p2p_eta", "net_p2p_eta", "self_steps",
+                                            "fill_mb") if k in data}
+    return Factors(link_eta=table("link_eta"), net_eta=table("net_eta"),
+                   net_lat_us=table("net_lat_us"), net_ll_eta=table("net_ll_eta"),
+                   lat_scale=table("lat_scale"), **scalars)
+
+
+def parse_model(data: Mapping[str, Any], source: str = "shipped") -> CommModel:
+    """A model from its JSON (``comm_model.json``, or a ``rightsize comm fit`` file)."""
+    if data.get("format") != FORMAT:
+        raise ValueError(f"not a rightsize communication model (format {data.get('format')!r})")
+    if int(data.get("version", 0)) > VERSION:
+        raise ValueError(f"written by a newer rightsize (model version {data['version']}; "
+                         f"this one reads {VERSION})")
+    errors = {str(k): float(v) for k, v in data.get("error_pct", {}).items()}
+    return CommModel(parse_factors(data["factors"]), errors, source)
 
 
 @cache
 def load_model() -> CommModel:
-    """The shipped, fitted table (``catalog/data/comm_model.json``)."""
+    """The shipped, fitted model (``catalog/data/comm_model.json``)."""
     text = resources.files("rightsize.catalog").joinpath("data/comm_model.json").read_text(
         "utf-8")
     return parse_model(json.loads(text))
+
+
+def read_model(path: str | Path) -> CommModel:
+    """A user's model file (``--comm-model``), checked; one-line errors."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text("utf-8"))
+    except OSError as exc:
+        raise InputError(p, f"cannot read the communication model ({exc.strerror or exc})") \
+            from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InputError(p, "not a communication model: not JSON (write one with "
+                            "`rightsize comm fit LOG -o FILE`)") from None
+    if not isinstance(data, dict):
+        raise InputError(p, "not a communication model: not a JSON object")
+    try:
+        return parse_model(data, str(p))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(p, f"not a usable communication model: {exc}") from None
+
+
+def _kind(op: str) -> str | None:
+    return op if op in MODELLED else names.from_name(op)
+
+
+def collective_time(op: str, size_bytes: float, span: Span, model: CommModel | None = None,
+                    nvls_ok: bool = True) -> Timing | None:
+    """One call of ``op`` (any name of its type) of ``size_bytes`` over ``span``: µs, and the
+    algorithm and protocol NCCL runs it with; None for a type the model does not know."""
+    kind = _kind(op)
+    return None if kind is None else (model or load_model()).timing(kind, size_bytes, span,
+                                                                     nvls_ok)
 
 
 def collective_us(op: str, size_bytes: float, span: Span,
@@ -156,80 +168,24 @@ def collective_us(op: str, size_bytes: float, span: Span,
     size: the largest buffer of one rank) takes over ``span``; None for a type the model does
     not know. ``op`` is one of ``analyzers/job/names.TYPES`` or a name that says one
     (``all_reduce``, ``c10d::allreduce_``). Build ``span`` with :func:`span_for`."""
-    kind = names.from_name(op) if op not in MODELLED else op
-    if kind is None:
-        return None
-    return (model or load_model()).predict_us(kind, size_bytes, span)
+    t = collective_time(op, size_bytes, span, model)
+    return t.us if t is not None else None
 
 
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """``ranks`` of one GPU, ``per_node`` to a node, and what joins them (the catalog's links
-    of the GPU and the system it is projected on)."""
+def collective_curve(op: str, span: Span, model: CommModel | None = None
+                     ) -> Callable[[np.ndarray], np.ndarray]:
+    """:func:`collective_us` over an array of sizes (NaN for a type without a model), for
+    callers that time many sizes (the serving step model)."""
+    model = model or load_model()
+    kind = _kind(op)
 
-    ranks: int
-    per_node: int
-    links: Links
-    system: System
-    node_gpus: int = 8  # GPUs one physical node (tray) holds
+    def curve(sizes: np.ndarray) -> np.ndarray:
+        flat = np.asarray(sizes, dtype=float).ravel()
+        out = np.array([model.predict_us(kind, s, span) if kind else None for s in flat],
+                       dtype=float)
+        return out.reshape(np.shape(sizes))
 
-    @property
-    def nodes(self) -> int:
-        return math.ceil(self.ranks / self.per_node)
-
-    @property
-    def _reach(self) -> int:
-        """Ranks one link domain holds: a node's, or those of an NVL72 rack's 18 trays (its
-        NVLink Switch trays join all 72 GPUs, beyond the 4 of a tray)."""
-        domain = self.links.nvl_domain_gpus
-        if self.links.topology == "nvswitch" and domain > self.node_gpus:
-            return self.per_node * (domain // self.node_gpus)
-        return self.per_node
-
-    def span(self, group: int) -> Span:
-        """What a collective of ``group`` consecutive ranks crosses."""
-        group = max(1, min(group, self.ranks))
-        nodes = math.ceil(group / self._reach)
-        inside = min(group, self._reach)
-        links = self.links
-        if links.link_class != PCIE and inside <= links.nvl_domain_gpus:
-            cls, gbs = links.link_class, links.link_gbs_per_direction
-        else:
-            cls, gbs = PCIE, links.pcie_gbs_per_direction or 0.0
-        if nodes > 1:
-            return Span(group, nodes, cls, gbs, self.system.nic_class,
-                        self.system.nic_gbps_per_gpu)
-        return Span(group, 1, cls, gbs)
-
-    @property
-    def words(self) -> str:
-        """'16 ranks on 2 nodes of 8: NVLink 3 through NVSwitch (...) within a node; NVIDIA
-        DGX A100: 8 x ... (200 Gb/s per GPU) between nodes'."""
-        nodes = self.nodes
-        head = (f"{self.ranks} ranks on {nodes} node{'s' if nodes > 1 else ''}"
-                f"{f' of {self.per_node}' if nodes > 1 else ''}")
-        if self._reach > self.per_node and self.ranks <= self._reach:
-            return (f"{head}: {self.links.words} across the {self.links.nvl_domain_gpus}-GPU "
-                    "NVLink domain")
-        inside = self.span(min(self.ranks, self._reach))
-        link = self.links.words if inside.link_class != PCIE else (
-            f"PCIe ({inside.link_gbs:g} GB/s per direction"
-            f"{'' if self.links.link_class == PCIE else '; ' + self.links.words})")
-        if nodes == 1:
-            return f"{head}: {link}"
-        if self._reach > self.per_node:
-            return (f"{head}: {link} within each {self.links.nvl_domain_gpus}-GPU NVLink domain; "
-                    f"{self.system.words} between domains")
-        return f"{head}: {link} within a node; {self.system.words} between nodes"
-
-
-def layout_for(gpu: Gpu, ranks: int, per_node: int | None = None,
-               price: Price | None = None) -> Layout:
-    """``ranks`` of ``gpu``, ``per_node`` to a node (None: as many as one node holds: the
-    catalog's node size, else the system's), on the system its price or reference names."""
-    system = system_of(gpu, price)
-    size = gpu.gpus_per_node or system.gpus_per_node
-    return Layout(ranks, max(1, min(ranks, per_node or size)), links_of(gpu), system, size)
+    return curve
 
 
 def span_for(gpu: Gpu, ranks: int, per_node: int | None = None,
@@ -288,7 +244,7 @@ def project_calls(works: Sequence[CommWork], measured: Layout, target: Layout,
         wait = w.wait_ms if w.wait_ms is not None else max(0.0, w.kernel_ms
                                                            - now * w.calls / 1e3)
         transfer = new * w.calls / 1e3
-        err = model.fit_for(new_span).error_pct / 100
+        err = model.error_pct(new_span) / 100
         out["error"] = max(out["error"], err * 100)
         out["transfer"] += transfer
         out["wait"] += wait

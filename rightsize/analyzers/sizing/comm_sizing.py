@@ -1,5 +1,5 @@
 """A distributed job's communication on one sizing candidate: the layout it is projected on,
-the calls projected by the alpha-beta model (``comm``), the words and caveats that say so, and
+the calls projected by NCCL's cost model (``comm``), the words and caveats that say so, and
 the check of a user-given layout. Used by ``projection``; pure.
 """
 
@@ -35,7 +35,7 @@ def job_comm(workload: Workload, constraints: Constraints, current: Gpu | None, 
                                                                   measured.per_node)
     if same or not workload.collectives:
         return None, target
-    return project_calls(workload.collectives, measured, target), target
+    return project_calls(workload.collectives, measured, target, constraints.comm_model), target
 
 
 def comm_words(comm: CommProjection, layout: Layout, measured_ms: float) -> str:
@@ -45,7 +45,7 @@ def comm_words(comm: CommProjection, layout: Layout, measured_ms: float) -> str:
             if comm.wait_ms else "")
     held = (f"; {comm.held_ms:.2f} ms of calls without a recorded size held as measured"
             if comm.held_ms else "")
-    return (f"communication projected with the alpha-beta model (sizing/comm.py) on"
+    return (f"communication projected with NCCL's cost model (sizing/comm.py) on"
             f" {layout.words}: transfers {comm.transfer_ms:.3f} ms per step, within"
             f" x/÷{1 + comm.error_pct / 100:.2f} (the fabric class's leave-one-system-out"
             f" error){wait}{held}; measured exposed communication {measured_ms:.2f} ms")

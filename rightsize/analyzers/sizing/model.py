@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rightsize.analyzers.document.sizing import Candidate, Objective, Sizing, Verdict
 from rightsize.errors import RightsizeError
@@ -98,3 +98,6 @@ class Constraints:
     # all, M per node; None: the measured rank count, nodes as full as the GPU's node allows
     layout_gpus: int | None = None
     layout_gpus_per_node: int | None = None
+    # a communication model fitted on the user's own nccl-tests logs (sizing/comm.CommModel,
+    # --comm-model); None: the shipped one
+    comm_model: Any = None

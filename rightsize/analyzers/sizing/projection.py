@@ -12,7 +12,7 @@ share at the same rates (compute by the large-GEMM rate at the precision used, m
 achievable bandwidth, PCIe by the host link); data-loader, host and idle time do not shrink on
 a faster GPU; a distributed job's communication is projected onto each candidate's GPU and
 fabric (at the measured rank count, or at ``Constraints.layout_gpus``/``layout_gpus_per_node``)
-by the alpha-beta model of ``comm``, per collective type and message size of the rank's calls,
+by NCCL's cost model (``comm``), per collective type and message size of the rank's calls,
 waiting for late ranks held; it is kept as measured where the candidate keeps the measured GPU
 and layout, and a candidate whose calls the model cannot project (no sizes recorded) is not
 like-for-like and is not recommended. Every projection carries a range from the validation
