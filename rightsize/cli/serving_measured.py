@@ -51,6 +51,10 @@ def measured_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Tensor-parallel degree of a measured trace or Prometheus."),
         click.option("--measured-window", "measured_window", default="1h", show_default=True,
                      help="Prometheus: the window before now to average over (30m, 2h, 1d)."),
+        click.option("--comm-model", "comm_model", type=click.Path(dir_okay=False,
+                                                                   path_type=Path),
+                     default=None, help="A communication model fitted on your own nccl-tests "
+                     "logs (rightsize comm fit): it times the tensor-parallel all-reduces."),
     )):
         fn = opt(fn)
     return fn
@@ -109,8 +113,24 @@ def _describe(values: Sequence[str], obs: Sequence[Observation]) -> str:
 def load_calibration(values: Sequence[str], measured_hf_config: Path | None,
                      config: ModelConfig, precision: str, catalog: Catalog, tables: Tables,
                      gpu: str | None = None, tp: int | None = None,
-                     window: str = "1h") -> Calibration | None:
-    """The calibration on every ``--measured`` value (None when there is none)."""
+                     window: str = "1h", comm_model: Path | None = None) -> Calibration | None:
+    """The calibration on every ``--measured`` value, with the ``--comm-model`` file's model
+    for the all-reduces (None when there is neither)."""
+    import dataclasses
+
+    from rightsize.analyzers.serving.factors import Calibration
+
+    got = _calibration(values, measured_hf_config, config, precision, catalog, tables, gpu, tp,
+                       window)
+    if comm_model is None:
+        return got
+    from rightsize.cli.comm import load_comm_model
+    return dataclasses.replace(got or Calibration(), comm_model=load_comm_model(comm_model))
+
+
+def _calibration(values: Sequence[str], measured_hf_config: Path | None,
+                 config: ModelConfig, precision: str, catalog: Catalog, tables: Tables,
+                 gpu: str | None, tp: int | None, window: str) -> Calibration | None:
     from rightsize.analyzers.serving.calibrate import calibrate
     from rightsize.errors import RightsizeError
 

@@ -82,7 +82,8 @@ def plan(hf_config: Path, rate: float | None, isl: int | None, osl: int | None,
          requests_csv: Path | None, ttft_p95_ms: float, tpot_p95_ms: float, gpus: str | None,
          max_gpus: int, precision: str, num_requests: int, seed: int,
          measured: tuple[str, ...], measured_hf_config: Path | None, measured_gpu: str | None,
-         measured_tp: int | None, measured_window: str, catalog_path: Path | None, fmt: str,
+         measured_tp: int | None, measured_window: str,
+         comm_model: Path | None, catalog_path: Path | None, fmt: str,
          output: Path | None, manifests_dir: Path | None, force: bool, name: str, image: str,
          model_id: str | None, prometheus: str) -> None:
     """The cheapest deployment meeting TTFT and TPOT p95 SLOs at a request rate."""
@@ -110,7 +111,8 @@ def plan(hf_config: Path, rate: float | None, isl: int | None, osl: int | None,
     from rightsize.analyzers.serving.tables import default_tables
 
     calibration = load_calibration(measured, measured_hf_config, config, precision, catalog,
-                                   default_tables(), measured_gpu, measured_tp, measured_window)
+                                   default_tables(), measured_gpu, measured_tp, measured_window,
+                                   comm_model)
     result = make_plan(config, hf_config.stem, load, Slo(ttft_p95_ms, tpot_p95_ms),
                        Space(listed, max_gpus, precision), catalog, calibration,
                        curves=fmt == "html")

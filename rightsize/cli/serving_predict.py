@@ -119,6 +119,7 @@ def predict(hf_config: Path, gpu: str | None, tp: int, pp: int, batch: int | Non
             isl: int | None, osl: int | None, points: Path | None, precision: str,
             measured: tuple[str, ...], measured_hf_config: Path | None,
             measured_gpu: str | None, measured_tp: int | None, measured_window: str,
+            comm_model: Path | None,
             tables_dir: Path | None, catalog_path: Path | None, fmt: str) -> None:
     """TTFT (one prefill of the batch) and TPOT (one decode step) of a static batch."""
     from rightsize.analyzers.serving.predict import Point, predict_points
@@ -141,7 +142,8 @@ def predict(hf_config: Path, gpu: str | None, tp: int, pp: int, batch: int | Non
     catalog = load_catalog_for_cli(catalog_path)
     tables = load_tables(tables_dir)
     calibration = load_calibration(measured, measured_hf_config, config, precision, catalog,
-                                   tables, measured_gpu, measured_tp, measured_window)
+                                   tables, measured_gpu, measured_tp, measured_window,
+                                   comm_model)
     preds = predict_points(config, rows, precision, calibration=calibration, catalog=catalog,
                            tables=tables)
     if fmt == "json":

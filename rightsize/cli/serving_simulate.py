@@ -74,6 +74,7 @@ def simulate(hf_config: Path, gpu: str, tp: int, pp: int, replicas: int,
              no_chunked_prefill: bool, precision: str, measured_rate: Path | None, seed: int,
              measured: tuple[str, ...], measured_hf_config: Path | None,
              measured_gpu: str | None, measured_tp: int | None, measured_window: str,
+             comm_model: Path | None,
              catalog_path: Path | None, fmt: str) -> None:
     """TTFT, TPOT, ITL and E2E of one deployment under an online load, with ranges."""
     from rightsize.analyzers.serving.load import poisson
@@ -105,7 +106,8 @@ def simulate(hf_config: Path, gpu: str, tp: int, pp: int, replicas: int,
     from rightsize.analyzers.serving.tables import default_tables
 
     calibration = load_calibration(measured, measured_hf_config, config, precision, catalog,
-                                   default_tables(), measured_gpu, measured_tp, measured_window)
+                                   default_tables(), measured_gpu, measured_tp, measured_window,
+                                   comm_model)
     model = step_model(config, dep, calibration=calibration, catalog=catalog)
     seqs, batched = vllm_defaults(catalog.gpu(dep.gpu))
     limits = Limits(max_num_seqs or seqs, max_num_batched_tokens or batched,

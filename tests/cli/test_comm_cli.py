@@ -117,3 +117,26 @@ def test_systems_lists_the_catalogs_systems():
     assert res.returncode == 0
     assert ("HPE Cray EX254n (CSCS Alps): 4 x GH200; 4 x HPE Slingshot-11 200 Gb/s, one per "
             "GH200 (slingshot, 200 Gb/s per GPU)") in res.stdout.splitlines()
+
+
+def test_serving_predict_reads_a_users_comm_model(tmp_path: Path):
+    """A fabric 100x slower than the shipped model's NVLink 4 (its file's factors): TP 4
+    decode steps get slower by its all-reduces, TP 1 (no all-reduce) not at all."""
+    from tests.serving.test_serving_ops import LLAMA
+
+    (tmp_path / "llama.json").write_text(json.dumps(LLAMA))
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({"format": "rightsize-comm-model", "version": 1,
+                                "factors": {"link_eta": {"nvlink4": 0.01}, "nvls_eta": 0.01,
+                                            "lat_scale": {"nvlink4": 100.0}},
+                                "error_pct": {"nvlink4": 5.0}}))
+    for tp, slower in ((4, True), (1, False)):
+        args = ("serving", "predict", "--hf-config", tmp_path / "llama.json", "--gpu",
+                "H100 SXM", "--tp", str(tp), "--batch", "8", "--isl", "1024", "--osl", "128",
+                "--format", "json")
+        plain = json.loads(cli(*args).stdout)["predictions"][0]
+        res = cli(*args, "--comm-model", slow)
+        assert res.returncode == 0, res.stderr
+        mine = json.loads(res.stdout)["predictions"][0]
+        assert (mine["tpot_ms"] > 2 * plain["tpot_ms"]) is slower
+        assert (mine["tpot_ms"] == plain["tpot_ms"]) is not slower

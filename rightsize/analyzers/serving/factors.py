@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -83,6 +84,9 @@ class Calibration:
     spread: Mapping[str, Spread] = field(default_factory=lambda: dict(DEFAULT_SPREAD))
     described: str = ""
     notes: tuple[str, ...] = ()
+    # a communication model fitted on the user's own nccl-tests logs (sizing/comm.CommModel,
+    # --comm-model): it times the tensor-parallel all-reduces instead of tables and catalog
+    comm_model: Any = None
 
     def for_gpu(self, gpu: str) -> tuple[Factors, bool]:
         """The factors for ``gpu`` and whether they were fitted on it."""

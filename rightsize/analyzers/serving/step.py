@@ -26,7 +26,7 @@ import numpy as np
 from rightsize.analyzers.serving.factors import UNCALIBRATED, Calibration, Factors, Spread
 from rightsize.analyzers.serving.forward import Parts, StepCurves, context_us, step_parts
 from rightsize.analyzers.serving.ops import PRECISIONS, Ops, build_ops
-from rightsize.analyzers.serving.timer import ProjectionTimer, Timer
+from rightsize.analyzers.serving.timer import CommTimer, ProjectionTimer, Timer
 from rightsize.analyzers.sizing.model_shape import ModelShape
 from rightsize.analyzers.sizing.parallelism import tensor_parallel_ok
 from rightsize.catalog import Catalog, Gpu, load_catalog
@@ -264,6 +264,8 @@ def build_step(config: ModelConfig, deployment: Deployment, gpu: Gpu, timer: Tim
     if why is not None:
         raise ServingError(f"{deployment.gpu} TP {deployment.tp}: {why}")
     calibration = calibration or UNCALIBRATED
+    if calibration.comm_model is not None:
+        timer = CommTimer(timer, calibration.comm_model)
     factors, own = calibration.for_gpu(gpu.name)
     by = calibration.described
     if by and not own:

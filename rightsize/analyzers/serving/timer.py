@@ -124,3 +124,41 @@ class ProjectionTimer:
         if line is None:
             line = self._allreduce[ranks] = collective_line(self.gpu, names.ALLREDUCE, ranks)
         return line(bytes_)
+
+
+class CommTimer:
+    """Another timer with its tensor-parallel all-reduces from a communication model the user
+    fitted on their own nccl-tests logs (``rightsize comm fit``, ``--comm-model``): their
+    measured fabric rather than the tables' or the catalog's."""
+
+    def __init__(self, timer: Timer, model: comm.CommModel) -> None:
+        self.timer = timer
+        self.gpu = timer.gpu
+        self.model = model
+        self.source = f"{timer.source}; all-reduces by the communication model of {model.source}"
+        self._allreduce: dict[int, Callable[[np.ndarray], np.ndarray]] = {}
+
+    def gemm_us(self, m: np.ndarray, n: np.ndarray | int, k: int,
+                precision: str) -> np.ndarray:
+        return self.timer.gemm_us(m, n, k, precision)
+
+    def context_attention_us(self, seqs: np.ndarray, new: np.ndarray, cached: np.ndarray,
+                             a: Attention, kv_bytes: float) -> np.ndarray:
+        return self.timer.context_attention_us(seqs, new, cached, a, kv_bytes)
+
+    def generation_attention_us(self, seqs: np.ndarray, kv_mean: np.ndarray, a: Attention,
+                                kv_bytes: float) -> np.ndarray:
+        return self.timer.generation_attention_us(seqs, kv_mean, a, kv_bytes)
+
+    def elementwise_us(self, bytes_: np.ndarray) -> np.ndarray:
+        return self.timer.elementwise_us(bytes_)
+
+    def allreduce_us(self, bytes_: np.ndarray, ranks: int) -> np.ndarray:
+        line = self._allreduce.get(ranks)
+        if line is None:
+            line = self._allreduce[ranks] = (
+                comm.collective_curve(names.ALLREDUCE, comm.span_for(self.gpu, ranks),
+                                      self.model) if ranks > 1
+                else (lambda b: np.zeros(np.shape(b))))
+        return line(np.asarray(bytes_, dtype=float))
+
