@@ -24,7 +24,7 @@ xGMI); NVLS only on NVSwitch from Hopper; NVLS-tree and tree across nodes.
 What rightsize adds: the bus bandwidth each algorithm can reach is bounded by the links it
 crosses -- the in-node link per GPU (``link_gbs``), and across nodes the node's NICs
 (ranks per node x ``nic_gbps``): a ring sends 2(n-1)/n of the buffer through each node's
-NICs, a tree half that (its bound is twice the NICs'), NVLS-tree the whole buffer per node.
+NICs, a tree of 2 nodes half that (of more, as much), NVLS-tree the buffer once per node.
 NCCL picks with its nominal view (NCCL's per-link NVLink/PCIe figures, the NIC at its line
 rate, no efficiency: :data:`NOMINAL`); the time of its pick comes from the fitted
 :class:`Factors` (achieved fractions per link class, a latency scale, a latency per network
@@ -322,8 +322,9 @@ def _tree(p: str, span: Span, f: Factors) -> Candidate | None:
     link = f.link(span) if span.per_node > 1 else math.inf
     if f.nominal:  # NCCL: a tree of 2 nodes runs at its (raised) in-node speed, of more at
         bus = link if span.nodes <= 2 else min(link, f.nics(span, p))  # the NICs' as a ring
-    else:  # each node's NICs carry the buffer once each way: half a ring's traffic
-        bus = min(link, 2 * f.nics(span, p))
+    else:  # 2 nodes' NICs carry the buffer once each way (half a ring's traffic); in a
+        # double binary tree of more, a node is inner in one tree: twice that, a ring's
+        bus = min(link, (2 if span.nodes <= 2 else 1) * f.nics(span, p))
     bus = _protocol_bus(p, bus, span, tree=True)
     lat = (f.lat(span) * (BASE_LAT[TREE][pi] + 2 * (span.per_node - 1)
                           * _intra_lat(pi, TREE, span, f))
