@@ -212,6 +212,10 @@ class FleetMetricsThresholds:
         label="Another GPU type must save (fraction)")
     percentile: float = limit(0.95, "the percentile activity is sized at; p99 is reported "
                               "beside it", label="Activity sized at (percentile)")
+    idle_p99_pct: float = limit(
+        1.0, "activity p99 under 1% over a whole window: nothing ran on the GPUs the workload "
+        "holds, so the option is to release them, not a smaller GPU",
+        label="Idle: activity p99 under (%)")
 
     @property
     def target_pct(self) -> float:

@@ -14,13 +14,14 @@ A job is one of:
   appears twice (two recordings) has each file analyzed alone, and the group says why;
 * ``file``: any other input file, named ``folder/file``.
 
-Under a folder, files are inputs by name (:data:`INPUT_SUFFIXES`); others are counted and left
-out. A file named on the command line is always an input. What a file is (its reader, its
+Under a folder, files are inputs by name (:data:`INPUT_SUFFIXES`), and ``.txt`` files whose head
+is an nvidia-smi or DCGM log; others are counted and left out. A file named on the command line is always an input. What a file is (its reader, its
 rank) comes from :func:`probe`, which reads its head only.
 """
 
 from __future__ import annotations
 
+import functools
 import glob
 import gzip
 import json
@@ -38,6 +39,7 @@ from rightsize import rundir
 from rightsize.errors import RightsizeError
 
 INPUT_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite3", ".csv", ".prom", ".log")
+TEXT_LOG_SUFFIXES = (".txt",)  # inputs when their head is a GPU metrics log
 HEAD_BYTES = 256 * 1024  # distributedInfo sits before traceEvents, in the first few kB
 _RUN_INPUTS = ("manifest.json", rundir.TRACES_DIR, "samples")  # what a run's key covers
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*')
@@ -199,8 +201,17 @@ def run_files(run_dir: Path) -> tuple[str, ...]:
     return tuple(str(f.absolute()) for f in files)
 
 
-def is_input_name(name: str) -> bool:
-    return name.lower().endswith(INPUT_SUFFIXES)
+def is_input_name(name: str, head: Callable[[], bytes] | None = None) -> bool:
+    """Whether a file under a folder is an input: by its name, and a ``.txt`` file by its
+    head (``head``: reads it) when that is an nvidia-smi or DCGM log (the usual name of
+    ``nvidia-smi --query-gpu ... > gpu.txt``); other text files are not inputs."""
+    lower = name.lower()
+    if lower.endswith(TEXT_LOG_SUFFIXES):
+        from rightsize.traces.metrics_logs import looks_like_metrics_log
+
+        return head is not None and looks_like_metrics_log(head().lstrip())
+    return lower.endswith(INPUT_SUFFIXES)
+
 
 
 def walk(paths: Iterable[str]) -> tuple[list[Path], list[Path], int]:
@@ -224,7 +235,7 @@ def walk(paths: Iterable[str]) -> tuple[list[Path], list[Path], int]:
                 dirs[:] = keep  # run directories and hidden folders are not walked into
                 for n in sorted(names):
                     f = here / n
-                    if n.startswith(".") or not is_input_name(n) or not f.is_file():
+                    if n.startswith(".") or not f.is_file() or not is_input_name(n, functools.partial(_head, f)):
                         left_out += 1
                         continue
                     files.setdefault(os.path.realpath(f), f.absolute())

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from rightsize.analyzers.fleet_metrics import FleetMetrics, WorkloadRow
 
 KIND = "workload"
-OVER = ("fewer-replicas", "mig", "time-share", "smaller-gpu")  # a cheaper placement holds it
+OVER = ("fewer-replicas", "mig", "time-share", "smaller-gpu",  # a cheaper placement holds it
+        "idle")  # or nothing ran: release it
 
 
 def public_url(url: str) -> str:

@@ -183,7 +183,7 @@ def _walk(fs: Any, top: str, found: dict[str, dict[str, Any]], out: Listing,
             if inner == "manifest.json" or inner.split("/", 1)[0] in _RUN_PARTS:
                 members[root].append(_file(fs, p, found[p]))
             continue
-        if _hidden(rel) or not is_input_name(posixpath.basename(rel)):
+        if _hidden(rel) or not is_input_name(posixpath.basename(rel), _remote_head(fs, p)):
             out.not_inputs += 1
             continue
         f = _file(fs, p, found[p])
@@ -195,6 +195,17 @@ def _walk(fs: Any, top: str, found: dict[str, dict[str, Any]], out: Listing,
         if url not in seen:
             seen.add(url)
             out.runs.append((url, members[r]))
+
+
+def _remote_head(fs: Any, path: str) -> Any:
+    """A reader of an object's head, for the names only a head decides (``.txt`` logs)."""
+    def read() -> bytes:
+        try:
+            with fs.open(path, "rb") as fh:
+                return head_of(fh)
+        except (OSError, ValueError):
+            return b""
+    return read
 
 
 def _hidden(rel: str) -> bool:

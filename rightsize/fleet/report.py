@@ -26,6 +26,8 @@ Definitions (docs/fleet.md):
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -167,11 +169,30 @@ def _bottlenecks(ok: pl.DataFrame) -> tuple[Bottleneck, ...]:
              .unnest("rules")
              .with_columns(((1 - pl.col("what_if_ms") / pl.col("step_ms")) * 100).alias("gain")))
     g = (rules.group_by("id")
-         .agg(pl.col("title").first(), pl.col("key").n_unique().alias("jobs"),
-              pl.col("gain").median().alias("gain"))
+         .agg(pl.col("title").unique().sort(), pl.col("key").n_unique().alias("jobs"),
+              pl.col("gain").median().alias("gain"),
+              pl.col("title").alias("per_job"))
          .sort(["jobs", "id"], descending=[True, False]))
-    return tuple(Bottleneck(r["id"], r["title"], r["jobs"], 100 * r["jobs"] / ok.height,
-                            r["gain"]) for r in g.head(SHOWN).iter_rows(named=True))
+    return tuple(Bottleneck(r["id"], _title(r["title"], r["per_job"]), r["jobs"],
+                            100 * r["jobs"] / ok.height, r["gain"])
+                 for r in g.head(SHOWN).iter_rows(named=True))
+
+
+_RANK = re.compile(r"^Rank (\d+) holds up the collectives$")
+
+
+def _title(titles: list[str], per_job: list[str]) -> str:
+    """A rule's title over the jobs it fired on: its own when they all read the same, else
+    the straggler rule's ranks each with its jobs ("Ranks hold up the collectives: rank 1 in 2
+    jobs, rank 3 in 1") or the first with how many others differ."""
+    if len(titles) == 1:
+        return titles[0]
+    ranks = [m.group(1) for m in map(_RANK.match, per_job) if m]
+    if len(ranks) == len(per_job):
+        counts = sorted(Counter(ranks).items(), key=lambda x: (-x[1], int(x[0])))
+        return "Ranks hold up the collectives: " + ", ".join(
+            f"rank {r} in {n} job{'s' if n > 1 else ''}" for r, n in counts)
+    return f"{titles[0]} (and {len(titles) - 1} other wording(s))"
 
 
 def _week(df: pl.DataFrame, start: date, end: date, monthly: bool) -> Week:

@@ -46,7 +46,8 @@ def render_text(res: FleetMetrics, next_command: str = "") -> str:
            f"{'$/MO NOW':>9} {'$/MO REC':>9} {'SAVES':>9}"
     out.append(head)
     for r in res.rows:
-        rec = r.recommended if r.outcome is not Outcome.INCONCLUSIVE else "inconclusive"
+        rec = ("inconclusive" if r.outcome is Outcome.INCONCLUSIVE else
+               "keep" if r.outcome is Outcome.KEEP else r.recommended)
         out.append(f"{_cut(r.workload, 34):<34} {_cut(current(r), 24):<24} -> "
                    f"{_cut(rec or '-', 36):<36} {(r.confidence or '-'):<6} "
                    f"{usd(r.cost_per_month_now_usd):>9} "

@@ -45,7 +45,7 @@ def slug(text: str) -> str:
 
 def patchable(r: WorkloadRow) -> str | None:
     """Why no patch is written for ``r`` (None: one is)."""
-    if r.outcome in (Outcome.KEEP, Outcome.INCONCLUSIVE):
+    if r.outcome in (Outcome.KEEP, Outcome.INCONCLUSIVE, Outcome.IDLE):
         return "no change"
     if "owner" not in r.labels or "namespace" not in r.labels:
         return "no namespace/owner labels (a --group-by or file workload)"

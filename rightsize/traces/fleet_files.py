@@ -222,7 +222,8 @@ def _read_log(path: Path) -> SeriesSet:
                 .drop_nulls()
             if vals.is_empty():
                 continue
-            labels = {"pod": path.stem, "gpu": str(gpu)}
+            # "file": the workload is the file (no pod name to take controller suffixes off)
+            labels = {"pod": path.stem, "file": path.stem, "gpu": str(gpu)}
             if len(uuid):
                 labels["uuid"] = str(uuid[0])
             frames.append(vals.select(pl.lit(len(infos), pl.UInt32).alias("series"),

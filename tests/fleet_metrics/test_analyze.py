@@ -76,7 +76,7 @@ def test_replicas_that_can_shrink(rows) -> None:
 def test_totals_and_order(rows) -> None:
     res = rows[1]
     assert res.outcomes == {"keep": 1, "fewer-replicas": 1, "mig": 1, "time-share": 0,
-                            "smaller-gpu": 0, "inconclusive": 2}
+                            "smaller-gpu": 0, "idle": 0, "inconclusive": 2}
     assert [r.workload for r in res.rows][:2] == ["ml/web", "ml/small"]  # by savings
     assert res.savings_per_month_usd == pytest.approx(3 * A100_MONTH + A100_MONTH * 6 / 7)
 

@@ -106,7 +106,7 @@ def test_text_csv_and_html(saved: Path, tmp_path: Path) -> None:
                                 "$/MO", "REC", "SAVES"]
     assert any(ln.startswith("ml/small") and "-> 1 x MIG 1g.10gb on A100 80GB SXM" in ln
                and ln.endswith("$1,307      $187    $1,120") for ln in lines)
-    assert "Outcomes: keep 1, fewer-replicas 1, mig 1, time-share 0, smaller-gpu 0, " \
+    assert "Outcomes: keep 1, fewer-replicas 1, mig 1, time-share 0, smaller-gpu 0, idle 0, " \
            "inconclusive 2" in text.stdout
     table = cli("fleet", "metrics", "--from", saved, "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(table.stdout)))

@@ -34,14 +34,20 @@ def from_files() -> dict:
 def test_outcomes_on_the_alibaba_pods() -> None:
     res = from_files()
     assert len(res["rows"]) == 144  # 143 pods with both files, one with memory only
+    # three pods ran next to nothing for the whole 22.8 h: idle, not a smaller GPU (were 51)
     assert res["outcomes"] == {"keep": 50, "fewer-replicas": 0, "mig": 5, "time-share": 15,
-                               "smaller-gpu": 51, "inconclusive": 23}
+                               "smaller-gpu": 48, "idle": 3, "inconclusive": 23}
     by = {r["workload"]: r for r in res["rows"]}
     # checked by hand with numpy on the CSVs (peak, p95/p99 of the duty cycle), then the rule:
-    # an idle pod (mean duty 0.01%) of 18.82 GiB: 24.25 GB with headroom, an L4 holds it
+    # an idle pod (1,440 samples over 22.8 h, duty p99 0.0%, mean 0.015%, max 6.77%) holding
+    # 18.82 GiB: release its A100, the whole $1,306.70/month saved (was "1 x L4")
     idle = by["673d36875994141502007792b4b4588c"]
-    assert (idle["gpu_util_p95_pct"], idle["recommended"], idle["outcome"]) == (
-        0.0, "1 x L4", "smaller-gpu")
+    assert (idle["gpu_util_p99_pct"], idle["recommended"], idle["outcome"]) == (
+        0.0, "release 1 x A100 80GB SXM", "idle")
+    assert idle["savings_per_month_usd"] == idle["cost_per_month_now_usd"] == 1306.7
+    assert idle["cost_per_month_recommended_usd"] == 0.0
+    assert idle["why"].startswith("idle: gpu_util_pct p99 0.0%, mean 0.01% (max 6.8%) over "
+                                  "22.8 h")
     # 32.97 GiB (42.48 GB) is over 3g.40gb's 40 GB; two fit 80 GiB; duty p95 26% <= 40%
     shared = by["1b93d19ce2184dfb0dec13f67a2f1693"]
     assert (shared["gpu_util_p95_pct"], shared["gpu_util_p99_pct"], shared["recommended"]) == (

@@ -67,7 +67,8 @@ class _Workload:
         self.metrics = tuple(m for m in METRICS if m in present)  # the table's order
         self.containers = tuple(sorted({lb["container"] for lb in labels
                                         if lb.get("container")}))
-        kinds = Counter(owner_kind(lb["pod"])[1] for lb in labels if lb.get("pod"))
+        kinds = Counter(owner_kind(lb["pod"])[1] for lb in labels
+                        if lb.get("pod") and not lb.get("file"))
         self.kind = kinds.most_common(1)[0][0] if kinds else None
         self.canonical = {data.series[i].metric for i in idx}
 
@@ -195,8 +196,10 @@ def row(data: SeriesSet, a: Assignment, x: Measured, cat: Catalog, th: Threshold
     n = needs_of(x, th, scale)
     usd = price.usd_per_gpu_hour if price else None
     opts = options(now, profile_now, cat, usd, n, th, x.gpus_per_replica, provider)
-    chosen = choose(opts, th)
     keep = opts[0]
+    if am is not None and x.metrics[am].p99 < th.idle_p99_pct:
+        return _idle(base, x, keep, am, th)
+    chosen = choose(opts, th)
     alternatives = tuple(sorted((o for o in opts[1:] if o.fits and o is not chosen),
                                 key=lambda o: (o.cost_per_month_usd or 0, o.share_of_gpu))[:3])
     common: dict[str, Any] = {"cost_per_month_now_usd": keep.cost_per_month_usd,
@@ -229,6 +232,30 @@ def row(data: SeriesSet, a: Assignment, x: Measured, cat: Catalog, th: Threshold
                                if keep.cost_per_month_usd is not None and rec_cost is not None
                                else None),
         why=why)
+
+
+def _idle(base: dict[str, Any], x: Measured, keep: Option, am: str,
+          th: Thresholds) -> WorkloadRow:
+    """A workload that ran nothing over its window: release what it holds, all of it saved."""
+    a = x.metrics[am]
+    cost = keep.cost_per_month_usd
+    saves = f" and save its ${cost:,.0f}/month" if cost is not None else ""
+    them = "them" if (base.get("gpus_now") or 1) > 1 else "it"
+    why = (f"idle: {am} p99 {a.p99:.1f}%, mean {a.mean:.2f}% (max {a.max:.1f}%) over "
+           f"{_span(x.window_s)}, p99 under {th.idle_p99_pct:g}%: next to nothing ran on the "
+           f"{keep.label} it holds; release {them}{saves} (scale to 0 or delete the pods; a "
+           "replica kept warm for requests can scale to zero between them), rather than move "
+           "to a smaller GPU")
+    window = (Confidence.HIGH if x.window_s >= th.week_window_s else
+              Confidence.MEDIUM if x.window_s >= th.day_window_s else Confidence.LOW)
+    cover = Confidence.HIGH if x.coverage >= th.full_coverage else Confidence.MEDIUM
+    return WorkloadRow(
+        **base, cost_per_month_now_usd=keep.cost_per_month_usd, outcome=Outcome.IDLE,
+        confidence=_lowest(window, cover), recommended=f"release {keep.label}",
+        recommended_gpu=None, recommended_profile=None, recommended_resource=None,
+        replicas_recommended=0, share_of_gpu=0.0,
+        cost_per_month_recommended_usd=0.0 if cost is not None else None,
+        savings_per_month_usd=cost, why=why)
 
 
 def analyze(data: SeriesSet, cat: Catalog, th: Thresholds | None = None, *,

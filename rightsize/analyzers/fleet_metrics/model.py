@@ -21,6 +21,7 @@ class Outcome(StrEnum):
     MIG = "mig"  # a MIG slice of the current GPU
     TIME_SHARE = "time-share"  # a time-sliced share of the current GPU
     SMALLER_GPU = "smaller-gpu"  # a cheaper catalog GPU, projected from the counters
+    IDLE = "idle"  # nothing ran over the window: release the GPUs it holds
     INCONCLUSIVE = "inconclusive"  # the metrics cannot support a recommendation (needs says why)
 
 

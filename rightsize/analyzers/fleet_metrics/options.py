@@ -156,7 +156,8 @@ def options(now: Gpu, profile_now: MigProfile | None, cat: Catalog, price: float
                       n.replicas_now, share, _cost(price, share, n.replicas_now), True,
                       "the current slice")
     else:
-        keep = Option(Outcome.KEEP, f"{n.replicas_now} x {now.name}", now.name, None,
+        per = f"{gpus_per_replica} x " if gpus_per_replica > 1 else ""
+        keep = Option(Outcome.KEEP, f"{n.replicas_now} x {per}{now.name}", now.name, None,
                       "nvidia.com/gpu", n.replicas_now, 1.0,
                       _cost(price, float(gpus_per_replica), n.replicas_now), True,
                       "the current GPUs")

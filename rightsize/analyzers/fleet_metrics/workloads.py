@@ -8,7 +8,9 @@ from the alphabet ``bcdfghjklmnpqrstvwxz2456789``, no vowels, so real words rare
 * a CronJob's ``name-<schedule minute, 8+ digits>-<5>`` -> ``name``;
 * a StatefulSet's ``name-<ordinal>`` -> ``name``.
 
-A pod key without a dash (the Alibaba files' hashed container IP) is its own workload. Each
+A pod key without a dash (the Alibaba files' hashed container IP) is its own workload, and so
+is a metrics log read from a file (label ``file``: ``gpu-2025-02-11-00-47-08.csv`` is not a
+StatefulSet's pod ``-08``). Each
 series also gets a replica (its pod) and a GPU (pod + UUID, else pod + device index, + the MIG
 instance). Pure.
 """
@@ -59,6 +61,9 @@ def workload_labels(labels: Mapping[str, str], group_by: Sequence[str] | None) -
     out = {}
     if labels.get("namespace"):
         out["namespace"] = labels["namespace"]
+    if labels.get("file"):  # a log file is one workload named by it: no pod suffixes to drop
+        out["owner"] = labels["file"]
+        return out
     out["owner"] = owner(labels.get("pod", "")) if labels.get("pod") else ""
     return out
 
