@@ -3,7 +3,9 @@
     python benchmarks/expectations_table.py > /tmp/table.md
 
 One row per input: the expected verdict, recommended GPU (or none), the rules that must and must
-not fire, and why; tests/test_expectations.py checks every row against the analysis.
+not fire, and why; tests/test_expectations.py checks every row against the analysis (and the
+phrases an entry says the page must and must never say). ``built:NAME`` inputs are built at test
+time (tests/expectations/built.py).
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ def main() -> None:
     print("| input | verdict | recommended GPU | must fire | must not fire | why |")
     print("|---|---|---|---|---|---|")
     for name, want in sorted(data["inputs"].items()):
-        short = name.removeprefix("../shared/traces/").removeprefix("samples/runs/")
-        print(f"| {short[:60]} | {want['bound']} | {want['recommended'] or 'none'} | "
+        base, _, steps = name.partition(" --steps ")
+        short = base.removeprefix("../shared/traces/").removeprefix("samples/runs/")[:60] \
+            + (f" --steps {steps}" if steps else "")
+        print(f"| {short} | {want['bound'] or 'none'} | {want['recommended'] or 'none'} | "
               f"{', '.join(want['must_fire']) or '-'} | {', '.join(want['must_not_fire']) or '-'}"
               f" | {want['why']} |")
 

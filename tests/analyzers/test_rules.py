@@ -299,3 +299,20 @@ def test_the_v100_resnet_fp32_share_counts_its_legacy_convolutions():
     # Volta's CUDA cores: 57.6% of kernel time, not the 21.3% the op dtypes alone gave
     assert fp32.evidence.startswith("57.6 % of kernel time")
     assert doc.precision.unknown_pct == pytest.approx(4.05, abs=0.01)  # was 55.1
+
+
+def test_memory_bound_advice_on_work_already_in_16_bit():
+    """The shared H100 Qwen trace runs 87% of its kernel time in bf16: "use bf16 to halve the
+    bytes" was advice it had already taken."""
+    from rightsize.analyzers.diagnosis.advise import fewer_bytes
+    from rightsize.catalog import load_catalog
+
+    cat = load_catalog()
+    assert fewer_bytes(cat.gpu("H100 SXM"), 87.0)["fewer_bytes"].startswith(
+        "move to fp8 (Transformer Engine) to halve the bytes again (the work already runs 87%")
+    assert fewer_bytes(cat.gpu("A100 80GB SXM"), 87.0)["fewer_bytes"].startswith(
+        "keep tensors 16-bit end to end")
+    assert fewer_bytes(cat.gpu("V100 32GB SXM2"), 10.0) == {}  # fp32 work: the default words
+    doc = analyze_document([shared_path("traces", "kineto", QWEN)])
+    [m] = [r for r in doc.recommendations if r.id == "memory-bound-kernels"]
+    assert "use bf16" not in m.detail and "fp8 (Transformer Engine)" in m.detail

@@ -198,7 +198,7 @@ def recommend(measures: Measures, bound: Bound | None = None, step_ms: float | N
         strength = abs(value - rule["threshold"]) / max(abs(rule["threshold"]), 1.0)
         filled = {"host_parts": "", "interconnect": NO_FABRIC, "attention": "",
                   "repeated_calls": "", "repeat_fix": "", **(words or {})}
-        detail = rule["detail"].format(value=value, **hardware_words(gpu), **filled)
+        detail = rule["detail"].format(value=value, **{**hardware_words(gpu), **filled})
         out.append((impact or 0.0, strength,
                     Recommendation(rule["id"], rule["title"], detail, evidence,
                                    _what_if(rule, got, step_ms, measures, filled))))
@@ -337,6 +337,19 @@ def precision_advice(gpu: Gpu | None) -> str:
     return f"Train under torch.autocast(dtype=torch.bfloat16) (AMP){tf32}.{fp8}"
 
 
+def fewer_bytes(gpu: Gpu | None, sixteen_bit_pct: float) -> dict[str, str]:
+    """The memory-bound rule's way to move fewer bytes, for work already mostly in 16-bit
+    (``sixteen_bit_pct`` of its kernel time in bf16/fp16 or less): fp8 where the GPU has it,
+    else 16-bit end to end; {} (the hardware default, "use bf16") below half."""
+    if sixteen_bit_pct < 50.0:
+        return {}
+    if gpu is not None and gpu.supports("fp8"):
+        return {"fewer_bytes": "move to fp8 (Transformer Engine) to halve the bytes again (the "
+                               f"work already runs {sixteen_bit_pct:.0f}% in 16-bit)"}
+    return {"fewer_bytes": f"keep tensors 16-bit end to end (the work already runs "
+                           f"{sixteen_bit_pct:.0f}% in 16-bit: the fp32 rest is what to halve)"}
+
+
 def hardware_words(gpu: Gpu | None) -> dict[str, str]:
     """The named fields of a rule's detail that depend on the hardware, so that no rule
     advises what the GPU lacks: ``precision_advice``; ``half_precision``, the 16-bit type it
@@ -353,6 +366,7 @@ def hardware_words(gpu: Gpu | None) -> dict[str, str]:
     flash = gpu is None or gpu.supports("bf16")
     nvidia = gpu is None or gpu.vendor.upper() == "NVIDIA"
     return {"precision_advice": precision_advice(gpu), "half_precision": half,
+            "fewer_bytes": f"use {half} to halve the bytes",
             "gpu_preprocessing": "torchvision.io.decode_jpeg(device='cuda'), "
             "torchvision.transforms.v2 on CUDA tensors, NVIDIA DALI" if nvidia else
             "torchvision.transforms.v2 on the GPU's tensors",

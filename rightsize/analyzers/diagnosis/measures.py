@@ -23,6 +23,7 @@ from rightsize.analyzers.job.fabric import interconnect_advice
 from rightsize.analyzers.metrics import tb_plugin
 from rightsize.analyzers.metrics.devices import prop
 from rightsize.analyzers.metrics.headline import peak
+from rightsize.analyzers.metrics.precision import precision_mix
 from rightsize.analyzers.metrics.steps import Steps
 from rightsize.catalog import Gpu
 from rightsize.traces.schema import Trace
@@ -48,9 +49,14 @@ def recommendations(rank: SectionInput) -> tuple[Recommendation, ...]:
                                 rank["device_use"].device(primary),
                                 top.peak_allocated_bytes if top else None,
                                 prop(trace, primary, "memory_bytes"), rank["hta"], gpu)
+    mix = precision_mix(work, gpu.architecture if gpu is not None else None) \
+        if work is not None and work.height and diag.device == DeviceKind.GPU else None
+    low = sum(v for k, v in (mix.time_pct if mix else {}).items()
+              if k in ("bf16", "fp16", "fp8", "int8", "int4"))
     return tuple(advise.recommend(
         measured, diag.bound, diag.step_ns / steps.count / 1e6, gpu,
         {"host_parts": host_parts(diag.host_work), **repeat_words(diag.host_work),
+         **advise.fewer_bytes(gpu, low),
          "interconnect": interconnect_advice(gpu, trace.meta.world_size or 1), **words}))
 
 
