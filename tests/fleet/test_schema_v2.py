@@ -133,7 +133,8 @@ def test_scanned_rows_say_their_source_and_level(tmp_path):
                      "confidence_level", "sizing_verdict", "recommended").rows() == [
         ("train_compute-h100", "trace", 2, "compute", 0.69, "medium", "right-sized",
          "1 x H100 SXM"),
-        ("train_dataloader-h100", "trace", 2, "dataloader", 0.8, "high", "over-provisioned",
+        # 0.81: its Optimizer.step ranges are recorded host time, not nothing (issue 38)
+        ("train_dataloader-h100", "trace", 2, "dataloader", 0.81, "high", "over-provisioned",
          "1 x L4")]
     assert df["window_start"].null_count() == df["usd_per_month"].null_count() == 2
 
