@@ -1,5 +1,7 @@
 """AIConfigurator's measured tables (../shared/serving/aiconfigurator) read and interpolated:
-on a measured point the timer returns the measurement; between points it lies between them."""
+on a measured point the timer returns the measurement (unless a larger size measured faster:
+the padded envelope); between points it lies between them; tile-boundary probes are not
+interpolated from."""
 
 from __future__ import annotations
 
@@ -8,11 +10,9 @@ import polars as pl
 import pytest
 
 from rightsize.analyzers.serving.ops import Attention
-from rightsize.analyzers.serving.tables import Tables
+from rightsize.analyzers.serving.tables import Tables, padded_envelope, tile_probes
 from rightsize.catalog import load_catalog
 from tests.conftest import shared_path
-
-pytestmark = pytest.mark.shared
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +30,7 @@ def _ms(path, **eq):
     return float(df["latency"].min())
 
 
+@pytest.mark.shared
 def test_gemm_on_and_between_measured_points(h100):
     timer, data = h100
     gemm = data / "gemm" / "vllm" / "0.24.0" / "gemm_perf.parquet"
@@ -42,6 +43,7 @@ def test_gemm_on_and_between_measured_points(h100):
     assert timer.gemm_us(np.array([4096.0]), 4096, 4096, "fp8")[0] == pytest.approx(f8 * 1e3)
 
 
+@pytest.mark.shared
 def test_attention_on_measured_points(h100):
     timer, data = h100
     att = data / "attention" / "vllm" / "0.24.0"
@@ -58,6 +60,7 @@ def test_attention_on_measured_points(h100):
     assert got[0] == pytest.approx(gen * 1e3)
 
 
+@pytest.mark.shared
 def test_allreduce_is_the_faster_of_nccl_and_custom(h100):
     timer, data = h100
     nccl = max((data / "comm" / "nccl").glob("*/nccl_perf.parquet"))
@@ -67,3 +70,34 @@ def test_allreduce_is_the_faster_of_nccl_and_custom(h100):
     # message_size counts 16-bit elements: 1,048,576 of them are 2 MiB
     got = timer.allreduce_us(np.array([2.0 * 1048576]), 2)[0]
     assert got == pytest.approx(min(n, c) * 1e3)
+
+
+def test_tile_probes_are_the_sizes_one_row_past_a_measured_one():
+    # AIConfigurator's m axis: every size to 17, then multiples of 16 (256) each with its + 1
+    m = np.array([*range(1, 18), 32, 33, 48, 256, 257, 512, 513, 8192], float)
+    probes = m[tile_probes(m)]
+    assert probes.tolist() == [17, 33, 257, 513]
+
+
+def test_padded_envelope_drops_probes_and_never_falls_with_rows():
+    # H100 fp8 n=5120 k=8192 as measured (µs): 129 rows open vLLM's next kernel (39), the
+    # (128, 256] kernel gets faster with rows (37 -> 32), 257 opens the next again (61)
+    m = np.array([128, 129, 160, 192, 256, 257, 512], float)
+    us = np.array([25.0, 39.0, 37.0, 33.0, 32.0, 61.0, 55.0])
+    kept, env = padded_envelope(m, np.log(us))
+    assert kept.tolist() == [128, 160, 192, 256, 512]
+    # 160 rows run as fast as the 256-row kernel (padded): min(37, 33, 32, 55) = 32
+    assert np.exp(env).tolist() == pytest.approx([25.0, 32.0, 32.0, 32.0, 55.0])
+
+
+@pytest.mark.shared
+def test_decode_steps_interpolate_between_full_tile_sizes(h100):
+    timer, data = h100
+    gemm = data / "gemm" / "vllm" / "0.24.0" / "gemm_perf.parquet"
+    at256, at512 = (_ms(gemm, gemm_dtype="fp8", m=m, n=5120, k=8192) * 1e3 for m in (256, 512))
+    t = timer.gemm_us(np.array([256.0, 300.0, 384.0, 512.0]), 5120, 8192, "fp8")
+    # 300 rows lie on the log-log line from 256 to 512 rows, not at the 257-row probe (1.9x 256)
+    want = at256 * (at512 / at256) ** (np.log(300 / 256) / np.log(2))
+    assert t[1] == pytest.approx(want)
+    assert t[0] == pytest.approx(at256) and t[3] == pytest.approx(at512)
+    assert np.all(np.diff(t) > 0)

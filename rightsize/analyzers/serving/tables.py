@@ -77,14 +77,53 @@ def interp2(grid: np.ndarray, a0: np.ndarray, a1: np.ndarray, x0: np.ndarray, x1
     return np.exp(v + slopes[0] * bi + slopes[1] * bj)
 
 
+def _monotone(g: np.ndarray) -> np.ndarray:
+    """Each cell as the fastest measured at that batch and length or more (a kernel over fewer
+    sequences or keys can run padded as the larger one): the small-batch noise of the tables
+    (decode at batch 2 measured faster than at 1) no longer makes a step faster with more."""
+    for axis in range(g.ndim):
+        g = np.flip(np.minimum.accumulate(np.flip(g, axis), axis=axis), axis)
+    return g
+
+
+def tile_probes(m: np.ndarray) -> np.ndarray:
+    """Which sizes of the ``m`` axis are tile-boundary probes: one row past a measured size
+    with no measured size right after (AIConfigurator measures 16 and 17, 256 and 257, ...:
+    the row that opens a fresh, nearly empty tile, or the next kernel of vLLM's dispatch)."""
+    m = np.asarray(m, float)
+    probe = np.zeros(len(m), bool)
+    after = np.isin(m - 1, m)
+    gap = np.append(np.diff(m) > 1, True)
+    probe[1:] = (after & gap)[1:]
+    return probe
+
+
+def padded_envelope(m: np.ndarray, log_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ``m`` axis without its tile-boundary probes, and each row's log time as the fastest
+    measured at that many rows or more.
+
+    Why: a GEMM of ``m`` rows can always run as the kernel measured for ``m' > m`` rows with
+    the rows padded (serving engines pad decode batches to captured CUDA-graph sizes anyway),
+    so time never falls as rows grow; and a probe holds the worst case of one boundary, so
+    interpolating from it to the next full-tile size held every size between at that worst
+    case (H100 fp8: 257 rows cost 1.9x 256, and every batch of 257-511 sequences did too).
+    Between full-tile sizes the time is interpolated, the staircase of the tiles averaged."""
+    keep = ~tile_probes(m)
+    g = log_us[keep]
+    env = np.minimum.accumulate(g[::-1], axis=0)[::-1]
+    return np.asarray(m, float)[keep], env
+
+
 class GemmTable:
-    """One dtype's GEMM latencies: µs at any ``m``, ``n``, ``k``."""
+    """One dtype's GEMM latencies: µs at any ``m``, ``n``, ``k`` (over the padded envelope of
+    the measured ``m`` axis, :func:`padded_envelope`)."""
 
     def __init__(self, g: GemmGrid) -> None:
-        self.m, self.n, self.k = g.m, g.n, g.k
-        self.lm, self.ln, self.lk = np.log(g.m), np.log(g.n), np.log(g.k)
-        self.log_us = _fill(g.log_us, [g.m, g.n, g.k])
-        work = np.log(2 * g.m[:, None, None] * g.n[None, :, None] * g.k[None, None, :])
+        m, log_us = padded_envelope(g.m, _fill(g.log_us, [g.m, g.n, g.k]))
+        self.m, self.n, self.k = m, g.n, g.k
+        self.lm, self.ln, self.lk = np.log(m), np.log(g.n), np.log(g.k)
+        self.log_us = log_us
+        work = np.log(2 * m[:, None, None] * g.n[None, :, None] * g.k[None, None, :])
         self.best_flops_per_us = float(np.exp(np.max(work - self.log_us)))
         self.floor_us = float(np.exp(np.min(self.log_us)))
 
@@ -146,8 +185,8 @@ class AttentionTable:
             g = np.full((len(ab), len(an)), np.nan)
             for x, y, t in zip(np.searchsorted(ab, b), np.searchsorted(an, n), us, strict=True):
                 g[x, y] = np.log(t) if np.isnan(g[x, y]) else min(g[x, y], np.log(t))
-            got = self._grids[key] = (_fill(g, [ab, an]), np.log(ab), np.log(an), scale,
-                                      windowed)
+            got = self._grids[key] = (_monotone(_fill(g, [ab, an])), np.log(ab), np.log(an),
+                                      scale, windowed)
         return got
 
 
