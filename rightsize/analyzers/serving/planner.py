@@ -6,26 +6,23 @@ Input: the model config and its name, a :class:`~.plan.Load`, :class:`~.plan.Slo
 :class:`~.search.Space`, the catalog and an optional calibration. Output: a
 :class:`~.plan.ServingPlan`, or :class:`~.plan.NoPlan` raised. Pure.
 
-The mixed option follows Melange (Griggs et al., 2024): requests split by length (prompt +
-output tokens) at a threshold, short ones served by one GPU type and long ones by another, each
-pool sized for its share of the traffic. Thresholds at the 25th, 50th and 75th percentile of the
-load's lengths; per side the fast path's cheapest configuration per GPU type, the cheapest pair
-of two different types simulated side by side; kept when both sides meet the SLOs in
-simulation and the pair costs less than the recommended single type.
+The mixed option (short requests on one GPU type, long ones on another) is :mod:`.mixed`'s:
+each class searched and simulated on each GPU type at its share of the rate.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from rightsize.analyzers.serving.factors import Calibration
-from rightsize.analyzers.serving.load import rate_of, subset
+from rightsize.analyzers.serving.mixed import mixed as mixed_option
 from rightsize.analyzers.serving.online import ranges_of
 from rightsize.analyzers.serving.plan import (
     PLAN_SCHEMA_VERSION,
     Curve,
     Load,
-    Mixed,
     NoPlan,
     Option,
     ServingPlan,
@@ -37,23 +34,26 @@ from rightsize.analyzers.serving.search import (
     Candidate,
     Space,
     deployments,
-    screen,
     search,
     simulate_option,
 )
 from rightsize.analyzers.serving.step import GPU_MEMORY_UTILIZATION, ModelConfig
 from rightsize.catalog import Catalog
 
+if TYPE_CHECKING:
+    from rightsize.analyzers.serving.tables import Tables
+
 CURVE_RATES = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)  # x the plan's rate
 CURVE_OPTIONS = 4
 CURVE_REQUESTS = 400
-MIXED_QUANTILES = (25.0, 50.0, 75.0)
 
 
 def plan(config: ModelConfig, name: str, load: Load, slo: Slo, space: Space,
          catalog: Catalog, calibration: Calibration | None = None, *,
-         curves: bool = False) -> ServingPlan:
-    found, rejected = deployments(config, load, space, catalog, calibration)
+         curves: bool = False, tables: Tables | None = None) -> ServingPlan:
+    """The plan (module docstring); ``tables``: the measured per-operator tables (None: the
+    default ones)."""
+    found, rejected = deployments(config, load, space, catalog, calibration, tables)
     if not found:
         raise NoPlan("no deployment of the listed GPUs can hold the model: " + "; ".join(
             f"{r.config}: {r.why}" for r in rejected[:4]))
@@ -69,7 +69,7 @@ def plan(config: ModelConfig, name: str, load: Load, slo: Slo, space: Space,
     if got.truncated:
         notes.append(f"stopped after {got.simulated} simulations: cheaper candidates the fast "
                      "path kept were not all simulated")
-    mixed, mixed_note = _mixed(found, load, slo, space, best)
+    mixed, mixed_note = mixed_option(found, load, slo, space, best)
     model = next(c.model for c in got.candidates if c.dep.gpu == best.gpu
                  and c.dep.tp == best.tp and c.dep.pp == best.pp)
     return ServingPlan(
@@ -157,60 +157,4 @@ def _curves(frontier: list[Option], cands: list[Candidate], load: Load,
             ttft.append(s.ttft_p95_ms)
             tpot.append(s.tpot_p95_ms)
         out.append(Curve(o.label, tuple(rates), tuple(ttft), tuple(tpot)))
-    return out
-
-
-def _mixed(found: list[Candidate], load: Load, slo: Slo, space: Space,
-           best: Option) -> tuple[Mixed | None, str]:
-    if load.csv is None:
-        return None, "no mixed-GPU option: every request has the same length"
-    reqs = load.csv
-    length = reqs.prompt_tokens + reqs.output_tokens
-    if np.unique(length).size < 2:
-        return None, "no mixed-GPU option: every request has the same length"
-    tried = []
-    for q in MIXED_QUANTILES:
-        cut = int(np.percentile(length, q))
-        short = length <= cut
-        if short.all() or not short.any():
-            continue
-        sides = []
-        for keep in (short, ~short):
-            part = subset(reqs, keep)
-            sub = Load.of_csv(part, rate_of(part) if keep.sum() > 1 else load.rate_per_s,
-                              load.source, load.seed)
-            sides.append((sub, _cheapest_per_gpu(found, sub, slo, space)))
-        pairs = [(a[0] + b[0], a, b) for ga, a in sides[0][1].items()
-                 for gb, b in sides[1][1].items() if ga != gb]
-        if pairs:
-            tried.append((min(pairs, key=lambda p: p[0]), cut, sides, float(short.mean())))
-    tried.sort(key=lambda t: t[0][0])
-    for (cost, a, b), cut, sides, share in tried[:3]:
-        if cost >= best.cost_per_hour_usd:
-            break
-        (_, ca, ia, ra), (_, cb, ib, rb) = a, b
-        _, oa = simulate_option(ca, sides[0][0], ra, ia, slo)
-        _, ob = simulate_option(cb, sides[1][0], rb, ib, slo)
-        total = oa.cost_per_hour_usd + ob.cost_per_hour_usd
-        if oa.meets and ob.meets and total < best.cost_per_hour_usd:
-            return Mixed(cut, oa, ob, 100 * share, total,
-                         100 * (1 - total / best.cost_per_hour_usd)), ""
-    return None, ("no mixed-GPU option: no split of short and long requests between two GPU "
-                  "types costs less than the recommended plan")
-
-
-def _cheapest_per_gpu(found: list[Candidate], load: Load, slo: Slo,
-                      space: Space) -> dict[str, tuple[float, Candidate, int, int]]:
-    """Per GPU type the fast path's cheapest configuration for this load."""
-    out: dict[str, tuple[float, Candidate, int, int]] = {}
-    for c in found:
-        s = screen(c, load, slo, space)
-        ok = np.flatnonzero(s.score <= 1.0)
-        if ok.size == 0:
-            continue
-        i = int(ok[np.argmin(s.replicas[ok] * 1e6 + s.score[ok])])
-        reps = int(s.replicas[i])
-        cost = s.cost(reps)
-        if c.dep.gpu not in out or cost < out[c.dep.gpu][0]:
-            out[c.dep.gpu] = (cost, s, i, reps)
     return out

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,6 +35,9 @@ from rightsize.analyzers.serving.simulate import Limits, simulate
 from rightsize.analyzers.serving.step import Deployment, ModelConfig, ServingStep, fits, step_model
 from rightsize.analyzers.serving.tabulated import Tabulated
 from rightsize.catalog import Catalog, Price
+
+if TYPE_CHECKING:
+    from rightsize.analyzers.serving.tables import Tables
 
 TPS = (1, 2, 4, 8)
 PPS = (1, 2, 4)
@@ -102,7 +106,8 @@ class Searched:
 
 
 def deployments(config: ModelConfig, load: Load, space: Space, catalog: Catalog,
-                calibration: Calibration | None) -> tuple[list[Candidate], list[Rejected]]:
+                calibration: Calibration | None, tables: Tables | None = None,
+                ) -> tuple[list[Candidate], list[Rejected]]:
     out: list[Candidate] = []
     rejected: list[Rejected] = []
     for name in space.gpus:
@@ -126,7 +131,8 @@ def deployments(config: ModelConfig, load: Load, space: Space, catalog: Catalog,
                     rejected.append(Rejected(label, why))
                     continue
                 node_fits = node_fits or pp == 1
-                model = step_model(config, dep, calibration=calibration, catalog=catalog)
+                model = step_model(config, dep, calibration=calibration, catalog=catalog,
+                                   tables=tables)
                 out.append(Candidate(dep, model, price))
     return out, rejected
 
