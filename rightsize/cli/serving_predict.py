@@ -3,17 +3,17 @@ deployment (GPU, tensor and pipeline degrees, weight precision), with ranges.
 
 One point from ``--gpu/--tp/--pp/--batch/--isl/--osl``, or many from ``--points`` (a CSV with
 columns ``gpu,tp,batch,isl,osl`` and optionally ``pp``), predicted in order by the step model
-(:mod:`rightsize.analyzers.serving.step`). Text or ``--format json``
-(``{"predictions": [...]}``, docs/json-contract.md); ``--measured`` calibrates the model on your
-own measurements first (:mod:`rightsize.cli.serving_measured`). Only click is imported at
-module level.
+(:mod:`rightsize.analyzers.serving.step`). Text, ``--format json`` (``{"predictions":
+[...]}``, docs/json-contract.md) or ``--format html`` (one page), through the renderer protocol
+(``reports/serving_text.PredictRenderer``); ``--measured`` calibrates the model on your own
+measurements first (:mod:`rightsize.cli.serving_measured`). Only click is imported at module
+level.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -113,19 +113,25 @@ def read_points(path: Path) -> list[Point]:
 @measured_options
 @tables_option
 @catalog_option
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
               show_default=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Write the predictions here instead of stdout.")
+@click.option("--force", is_flag=True, help="Overwrite --output.")
 def predict(hf_config: Path, gpu: str | None, tp: int, pp: int, batch: int | None,
             isl: int | None, osl: int | None, points: Path | None, precision: str,
             measured: tuple[str, ...], measured_hf_config: Path | None,
             measured_gpu: str | None, measured_tp: int | None, measured_window: str,
             comm_model: Path | None,
-            tables_dir: Path | None, catalog_path: Path | None, fmt: str) -> None:
+            tables_dir: Path | None, catalog_path: Path | None, fmt: str,
+            output: Path | None, force: bool) -> None:
     """TTFT (one prefill of the batch) and TPOT (one decode step) of a static batch."""
     from rightsize.analyzers.serving.predict import Point, predict_points
     from rightsize.analyzers.sizing.hf_config import from_hf_config
+    from rightsize.cli.output import write_output
     from rightsize.errors import RightsizeError
-    from rightsize.reports.serving_text import predictions_text
+    from rightsize.reports.renderer import Style, render_as
+    from rightsize.reports.serving_text import PredictRenderer
 
     if points is not None and any(v is not None for v in (gpu, batch, isl, osl)):
         raise RightsizeError("give either --points or --gpu/--batch/--isl/--osl, not both")
@@ -146,7 +152,8 @@ def predict(hf_config: Path, gpu: str | None, tp: int, pp: int, batch: int | Non
                                    comm_model)
     preds = predict_points(config, rows, precision, calibration=calibration, catalog=catalog,
                            tables=tables)
-    if fmt == "json":
-        click.echo(json.dumps({"predictions": [p.to_json() for p in preds]}, indent=1))
-    else:
-        click.echo(predictions_text(preds), nl=False)
+    inputs = (hf_config, *([points] if points else []))
+    write_output(render_as(PredictRenderer(hf_config.stem), preds, fmt, Style()), output, force,
+                 inputs)
+    if output is not None:
+        click.echo(f"wrote {output}", err=True)

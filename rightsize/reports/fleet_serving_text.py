@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rightsize.analyzers.fleet_metrics.serving import ServingRow
-from rightsize.reports.fmt import ms, safe_text
+from rightsize.reports.fmt import ms, safe_text, usd
 
 
 def serving_text(rows: Sequence[ServingRow]) -> str:
@@ -25,9 +25,9 @@ def serving_text(rows: Sequence[ServingRow]) -> str:
             f"  {r.workload} [{r.engine}{model}]: {r.pods} pods, {r.rate_per_s:.3g} req/s; "
             f"TTFT p95 {ms(r.ttft_p95_ms)}, TPOT p95 {ms(r.tpot_p95_ms)}{slo}", True))
         if r.recommended:
-            cost = f"${r.recommended_cost_per_hour_usd:,.2f}/h" \
+            cost = f"{usd(r.recommended_cost_per_hour_usd)}/h" \
                 if r.recommended_cost_per_hour_usd is not None else "unpriced"
-            now = f" (now ${r.cost_per_hour_now_usd:,.2f}/h)" \
+            now = f" (now {usd(r.cost_per_hour_now_usd)}/h)" \
                 if r.cost_per_hour_now_usd is not None else ""
             lines.append(safe_text(f"    cheapest meeting the SLO: {r.recommended}: {cost}{now}",
                                    True))

@@ -17,6 +17,7 @@ from typing import Any
 from rightsize import __version__
 from rightsize.analyzers.serving.plan import ServingPlan
 from rightsize.analyzers.serving.simulated import Simulated
+from rightsize.reports.fmt import usd
 from rightsize.reports.renderer import Style
 from rightsize.reports.serving_online_text import (
     OPTION_HEAD,
@@ -34,7 +35,8 @@ def chart_data(p: ServingPlan) -> dict[str, Any]:
         "rate_min": min(rates), "rate_max": max(rates),
         "curves": [{"label": c.label, "rate": list(c.rate_per_s), "ttft": list(c.ttft_p95_ms),
                     "tpot": list(c.tpot_p95_ms)} for c in p.curves],
-        "frontier": [{"label": o.label, "cost": o.cost_per_hour_usd, "ttft": o.ttft_p95_ms,
+        "frontier": [{"label": o.label, "cost": o.cost_per_hour_usd,
+                      "cost_text": usd(o.cost_per_hour_usd), "ttft": o.ttft_p95_ms,
                       "tpot": o.tpot_p95_ms} for o in p.frontier],
     }
 

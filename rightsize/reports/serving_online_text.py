@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rightsize.analyzers.serving.plan import Option, ServingPlan
 from rightsize.analyzers.serving.simulated import Simulated, Times
-from rightsize.reports.fmt import ms, ms_range, safe_text
+from rightsize.reports.fmt import ms, ms_range, safe_text, usd
 
 
 def render_table(rows: list[tuple[str, ...]]) -> str:
@@ -63,7 +63,7 @@ def _ranged(v: float, lo: float | None, hi: float | None) -> str:
 
 def option_row(o: Option) -> tuple[str, ...]:
     return (safe_text(o.gpu, True), str(o.tp), str(o.pp), str(o.replicas), str(o.max_num_seqs),
-            str(o.max_num_batched_tokens), f"${o.cost_per_hour_usd:,.2f}", ms(o.ttft_p95_ms),
+            str(o.max_num_batched_tokens), usd(o.cost_per_hour_usd), ms(o.ttft_p95_ms),
             ms(o.tpot_p95_ms), f"{o.tokens_per_s:,.0f}")
 
 
@@ -76,7 +76,7 @@ def plan_text(p: ServingPlan) -> str:
     assert r is not None
     head = safe_text(f"{p.model} at {p.rate_per_s:g} req/s ({p.load}), SLO TTFT p95 <= "
                      f"{p.ttft_p95_slo_ms:g} ms, TPOT p95 <= {p.tpot_p95_slo_ms:g} ms")
-    rec = safe_text(f"recommended: {r.label}: ${r.cost_per_hour_usd:,.2f}/hour ({r.gpus} GPUs,"
+    rec = safe_text(f"recommended: {r.label}: {usd(r.cost_per_hour_usd)}/hour ({r.gpus} GPUs,"
                     f" {r.price})")
     ttft = _ranged(r.ttft_p95_ms, r.ttft_p95_ms_low, r.ttft_p95_ms_high)
     tpot = _ranged(r.tpot_p95_ms, r.tpot_p95_ms_low, r.tpot_p95_ms_high)
@@ -89,7 +89,7 @@ def plan_text(p: ServingPlan) -> str:
         m = p.mixed
         lines += ["", safe_text(
             f"mixed: requests up to {m.threshold_tokens} tokens ({m.short_share_pct:.0f}%) on "
-            f"{m.short.label}, longer ones on {m.long.label}: ${m.cost_per_hour_usd:,.2f}/hour"
+            f"{m.short.label}, longer ones on {m.long.label}: {usd(m.cost_per_hour_usd)}/hour"
             f", {m.saving_pct:.0f}% less")]
     elif p.mixed_note:
         lines += ["", safe_text(p.mixed_note)]

@@ -15,9 +15,10 @@ from rightsize.reports.plan_text import PlanRenderer
 from rightsize.reports.render import ANALYSIS
 from rightsize.reports.renderer import FORMATS, Style, dumps, formats, render_as
 from rightsize.reports.serving_html import ServingPlanRenderer, SimulatedRenderer
+from rightsize.reports.serving_text import PredictRenderer
 
 FAMILIES = [ANALYSIS, COMPARE, PlanRenderer(), FleetRenderer(), FleetMetricsRenderer(),
-            ServingPlanRenderer(), SimulatedRenderer()]
+            ServingPlanRenderer(), SimulatedRenderer(), PredictRenderer()]
 
 
 @pytest.mark.parametrize("renderer", FAMILIES, ids=lambda r: type(r).__name__)

@@ -98,3 +98,23 @@ def test_measured_csv_calibrates(tmp_path: Path) -> None:
     assert nogpu.stderr == ("rightsize: error: a Prometheus --measured needs --measured-gpu and"
                             " --measured-tp: vLLM's metrics do not say which GPU served"
                             " them\n")
+
+
+def test_html_page_through_the_renderer(tmp_path: Path) -> None:
+    # the model's name comes from the config file's name: a hostile one is shown as text
+    name = "<img src=x onerror=alert(1)>"
+    (tmp_path / f"{name}.json").write_text(json.dumps(LLAMA))
+    (tmp_path / "points.csv").write_text("gpu,tp,batch,isl,osl\nH100 SXM,1,4,512,64\n"
+                                         "L4,1,1,256,32\n")
+    args = ("serving", "predict", "--hf-config", f"{name}.json", "--points", "points.csv",
+            "--format", "html", "-o", "p.html")
+    out = rightsize(*args, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == "wrote p.html\n" and out.stdout == ""
+    page = (tmp_path / "p.html").read_text()
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert page.count("<tr>") == 3  # the header and the two points, in order
+    assert page.index("H100 SXM") < page.index("<td>L4</td>")
+    assert "calibrated by: nothing (uncalibrated: pass --measured to calibrate)" in page
+    again = rightsize(*args, cwd=tmp_path)
+    assert again.returncode == 1 and "already exists; pass --force" in again.stderr

@@ -21,11 +21,11 @@
   make("chart-frontier", { type: "scatter",
     data: { datasets: [
       { label: "TTFT p95 (ms)", backgroundColor: color("--c-compute"), yAxisID: "y",
-        data: RS.frontier.map(function (f) { return { x: f.cost, y: f.ttft, label: f.label }; }) },
+        data: RS.frontier.map(function (f) { return { x: f.cost, y: f.ttft, label: f.label, cost: f.cost_text }; }) },
       { label: "TPOT p95 (ms)", backgroundColor: color("--c-dataloader"), yAxisID: "y2",
-        data: RS.frontier.map(function (f) { return { x: f.cost, y: f.tpot, label: f.label }; }) }] },
+        data: RS.frontier.map(function (f) { return { x: f.cost, y: f.tpot, label: f.label, cost: f.cost_text }; }) }] },
     options: { plugins: { tooltip: { callbacks: { label: function (c) {
-        return c.raw.label + ": $" + c.raw.x.toFixed(2) + "/h, " + c.dataset.label + " " +
+        return c.raw.label + ": " + c.raw.cost + "/h, " + c.dataset.label + " " +
           c.raw.y.toFixed(1); } } } },
       scales: { x: { title: { display: true, text: "$ per hour" } },
                 y: { title: { display: true, text: "TTFT p95 (ms)" } },
