@@ -156,7 +156,7 @@ SECTIONS: list[Section] = [
     _head("diagnosis", "diagnosis.section:diagnosis", ("verdict", "device_match"),
           "diagnosis:Diagnosis"),
     _head("recommendations", "diagnosis.measures:recommendations",
-          (*_WORK, "device_match", "hta", "memory_peaks"), "diagnosis:Recommendation",
+          (*_WORK, "device_match", "hta", "memory_peaks", "sizing"), "diagnosis:Recommendation",
           many=True, frames=("kernels", "cpu_ops", "transfers", "runtime")),
     _head("sizing", "sizing.workload:section", (*_WORK, "memory_peaks"), "sizing:Sizing",
           frames=("kernels", "transfers", "cpu_ops", "devices")),

@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="json is the documented machine contract.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
+              show_default=True, help="json is the documented machine contract; html is the "
+              "report page (to -o, else where the page goes by default, below).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Write to this file instead of standard output.")
 @click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
@@ -145,8 +146,11 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     doc = job_map.analyze(list(paths), options, run, progress)
     progress.done()
     note_interrupted(doc, quiet)
+    if fmt == "html" and output is None:  # the page where it goes by default, said as such
+        write_html_report(doc, list(paths), None, force, quiet)
+        return
     emit(doc, fmt, output, force, quiet, paths)
-    if not no_report:
+    if not no_report and fmt != "html":  # --format html -o: that page is the report
         write_html_report(doc, list(paths), output, force, quiet)
 
 

@@ -142,6 +142,9 @@ def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float
               show_default=True)
 @click.option("--exact", is_flag=True, help="Also build the model with transformers on the"
               " meta device and count its parameters (pip install rightsize[exact]).")
+@click.option("--all", "show_all", is_flag=True,
+              help="List every placement that fits, with its parallelism (default: the "
+                   "cheapest few).")
 @catalog_option
 @no_color_option
 def estimate(hf_config: Path | None, params: int | None, layers: int | None,
@@ -151,7 +154,7 @@ def estimate(hf_config: Path | None, params: int | None, layers: int | None,
              zero_stage: int, fsdp: bool, n_gpus: int | None, tensor_parallel: int | None,
              sequence_parallel: bool, prefill_chunk: int | None, lora_rank: int,
              accumulate_gradients: bool, headroom: float, fmt: str, exact: bool,
-             catalog_path: Path | None) -> None:
+             show_all: bool, catalog_path: Path | None) -> None:
     """Estimate the memory a model needs to train, fine-tune or serve, and where it fits.
 
     \b
@@ -198,7 +201,7 @@ def estimate(hf_config: Path | None, params: int | None, layers: int | None,
             out["exact"] = exact_info
         click.echo(json.dumps(out, indent=2, allow_nan=False))
         return
-    _print_text(result, placements, headroom, advice, exact_info)
+    _print_text(result, placements, headroom, advice, exact_info, show_all)
 
 
 def _shape(config: dict[str, Any] | None, path: Path | None, params: int | None,
@@ -243,37 +246,31 @@ def _echo(text: str) -> None:
 
 
 def _print_text(result: Any, placements: Any, headroom: float, advice: tuple[str, ...],
-                exact_info: dict[str, Any] | None) -> None:
-    m, s = result.memory, result.setup
+                exact_info: dict[str, Any] | None, show_all: bool) -> None:
+    from rightsize.reports.estimate_text import memory_rows, placement_lines
+
+    s = result.setup
     active = (f", {result.active_params:,} active per token"
               if result.active_params and result.active_params != result.params else "")
     layout = (f", tensor parallel {result.tensor_parallel}"
               + (" with sequence parallelism" if s.sequence_parallel else "")
               if result.tensor_parallel > 1 else "")
     _echo(f"{result.model}: {result.params:,} parameters{active}"
-               f" ({result.trainable_params:,} trainable), {s.mode}, {s.precision},"
-               f" batch {s.batch} x seq {s.seq}, {s.gpus} GPU(s){layout}")
+          f" ({result.trainable_params:,} trainable), {s.mode}, {s.precision},"
+          f" batch {s.batch} x seq {s.seq}, {s.gpus} GPU(s){layout}")
     if exact_info is not None:
         _echo(f"  exact ({exact_info['class']} on the meta device):"
-                   f" {exact_info['params']:,}; config reader {exact_info['reader_params']:,}"
-                   f" (difference {exact_info['difference']:+,})")
-    for label, value in (("weights", m.weights_bytes), ("gradients", m.gradients_bytes),
-                         ("optimizer", m.optimizer_bytes), ("activations", m.activations_bytes),
-                         ("kv_cache", m.kv_cache_bytes), ("overhead", m.overhead_bytes),
-                         ("total", m.total_bytes)):
-        _echo(f"  {label:<12} {_gib(value):>14}")
+              f" {exact_info['params']:,}; config reader {exact_info['reader_params']:,}"
+              f" (difference {exact_info['difference']:+,})")
+    for line in memory_rows(result):
+        _echo(line)
     for warning in result.warnings:
         _echo(f"warning: {warning}")
     _echo("assumptions:")
     for note in result.assumptions:
         _echo(f"  - {note}")
-    alone = [p.gpu for p in placements if p.fits and p.gpus == 1]
-    _echo(f"\nfits on one GPU, one node (with {headroom:.0%} headroom): "
-               f"{', '.join(alone) if alone else 'none'}")
-    for p in placements:
-        if p.fits and p.gpus > 1:
-            _echo(f"  {p.gpus} x {p.gpu}, {p.node_words}: {_gib(p.memory_bytes_per_gpu)}"
-                  f" per GPU, {p.parallelism}; {p.interconnect}")
+    for line in placement_lines(placements, headroom, show_all):
+        _echo(line)
     chunks = sorted({p.prefill_chunk_tokens for p in placements if p.prefill_chunk_tokens})
     if len(chunks) > 1 and s.prefill_chunk is None:
         _echo(f"prefill chunks by GPU (vLLM's defaults): {' or '.join(map(str, chunks))}"
@@ -281,7 +278,7 @@ def _print_text(result: Any, placements: Any, headroom: float, advice: tuple[str
     for p in placements:
         if not p.nodes:  # a --tp wider than this GPU's node
             _echo(f"{p.gpu}: {p.parallelism}")
-    none = [p.gpu for p in placements if not p.fits and p.nodes]
+    none = [p.gpu for p in placements if not p.fits and p.nodes and not p.unsupported]
     if none:
         _echo(f"does not fit even sharded: {', '.join(none)}")
         _echo("to shrink it:")

@@ -178,8 +178,9 @@ def write_manifests(plan: Plan, directory: Path, force: bool, name: str, image: 
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Write the plan here instead of stdout.")
 @click.option("--manifests", "manifests_dir", type=click.Path(path_type=Path),
-              default=Path("rightsize-plan"), show_default=True,
-              help="Directory for the Kubernetes manifests.")
+              default=None,
+              help="Directory for the Kubernetes manifests (default: ./rightsize-plan, or "
+                   "rightsize-plan-2, -3... when an earlier plan is there).")
 @click.option("--no-manifests", is_flag=True, help="Do not write manifests.")
 @click.option("--force", is_flag=True, help="Overwrite --output and existing manifests.")
 @click.option("--name", default="rightsize-serving", show_default=True,
@@ -195,7 +196,8 @@ def write_manifests(plan: Plan, directory: Path, force: bool, name: str, image: 
 @click.option("-q", "--quiet", is_flag=True, help="No messages on stderr.")
 def plan(paths: tuple[Path, ...], samples_per_step: int | None, tokens_per_step: int | None,
          latency_slo_ms: float | None, demand: str, headroom: float, hf_config: Path | None,
-         seq: int, precision: str | None, fmt: str, output: Path | None, manifests_dir: Path,
+         seq: int, precision: str | None, fmt: str, output: Path | None,
+         manifests_dir: Path | None,
          no_manifests: bool, force: bool, name: str, image: str, keda_query: str | None,
          prometheus: str, catalog_path: Path | None, quiet: bool) -> None:
     """Replicas, cost and autoscaling for serving a measured job at an SLO and a demand."""
@@ -224,13 +226,25 @@ def plan(paths: tuple[Path, ...], samples_per_step: int | None, tokens_per_step:
                                  curve, headroom, kv, shape)
     result = planning.build(doc, workload, inputs, catalog)
     written, checked = ([], "") if no_manifests else write_manifests(
-        result, manifests_dir, force, name, image, keda_query, prometheus, paths)
+        result, manifests_dir or fresh_dir(Path("rightsize-plan")), force, name, image,
+        keda_query, prometheus, paths)
     page = PlanRenderer(tuple(str(p) for p in written), checked or None,
                         _next(result, written, paths), no_manifests)
     text = render_as(page, result, fmt, Style())
     write_output(text, output, force, paths)
     if not quiet and output is not None:
         click.echo(f"wrote {output}", err=True)
+
+
+def fresh_dir(base: Path) -> Path:
+    """``base`` when it holds nothing yet, else the first of ``base-2``, ``base-3``... that
+    does not exist: a second plan never stops on the first one's manifests."""
+    if not base.exists() or (base.is_dir() and not any(base.iterdir())):
+        return base
+    n = 2
+    while base.with_name(f"{base.name}-{n}").exists():
+        n += 1
+    return base.with_name(f"{base.name}-{n}")
 
 
 def _next(result: Plan, written: list[Path], paths: tuple[Path, ...]) -> str:

@@ -87,6 +87,9 @@ def render_compare_text(c: Comparison, width: int = 80, color: bool = False) -> 
         lines += _wrap(f"Projection check: rightsize projected A on {p.gpu} at "
                        f"{fmt.ms(p.projected_ms)}{rng}; B measured {fmt.ms(p.measured_ms)} "
                        f"(error {signed_pct(p.error_pct)})", width, "")
+    elif c.differs:
+        lines += _wrap(f"Projection check: not made: the runs differ in more than the GPU "
+                       f"({'; '.join(c.differs)})", width, "")
     lines += ["", _bold("Top changes", color)]
     for ch in c.top_changes[:TOP_ROWS]:
         text = ch.reason or (f"{ch.kind} {ch.name}: {ch.a_ms:.3g} -> {ch.b_ms:.3g} ms/step "

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rightsize.analyzers.fleet_metrics.model import Outcome, WorkloadRow
+from rightsize.reports.placement import gpu_nodes
 from rightsize.reports.yaml_emit import Note, dump, plain
 
 PATCHABLE = ("Deployment", "StatefulSet")
@@ -56,11 +57,6 @@ def patchable(r: WorkloadRow) -> str | None:
     return None
 
 
-def _product(gpu: str) -> str:
-    """GPU feature discovery's product label, as NVIDIA spells most (check your nodes)."""
-    return "NVIDIA-" + re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-")
-
-
 def owner_patch(r: WorkloadRow) -> dict[str, Any]:
     resource = r.recommended_resource or "nvidia.com/gpu"
     why = f"{r.recommended} ({r.outcome}, confidence {r.confidence})"
@@ -75,9 +71,7 @@ def owner_patch(r: WorkloadRow) -> dict[str, Any]:
         res["limits"][old] = Note(None, "null removes the old resource")
     pod: dict[str, Any] = {"containers": [{"name": c, "resources": res} for c in r.containers]}
     if r.outcome is Outcome.SMALLER_GPU and r.recommended_gpu:
-        pod["nodeSelector"] = {"nvidia.com/gpu.product": Note(
-            _product(r.recommended_gpu), "GPU feature discovery's label: check the value with "
-            "kubectl get nodes -L nvidia.com/gpu.product")}
+        pod.update(gpu_nodes(r.recommended_gpu, f"the smaller GPU ({r.recommended_gpu})"))
     elif r.outcome is Outcome.TIME_SHARE:
         pod["nodeSelector"] = {"nvidia.com/gpu.sharing-strategy": Note(
             "time-slicing", f"nodes whose device plugin shares each GPU "

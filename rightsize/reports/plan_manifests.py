@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rightsize.analyzers.plan.plan import Plan
+from rightsize.reports.placement import gpu_nodes
 from rightsize.reports.yaml_emit import Note, dump, plain
 
 DCGM_METRIC = "DCGM_FI_DEV_GPU_UTIL"  # dcgm-exporter, through the Prometheus adapter
@@ -73,11 +74,24 @@ def deployment(plan: Plan, name: str, image: str) -> dict[str, Any]:
             else Note(cap.replicas.p95, "p95 of the replicas over the demand curve; the "
                                         "autoscaler takes over from here"),
             "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{
-                "name": name, "image": Note(image, "your serving image"),
-                "resources": res}]}},
+            "template": {"metadata": {"labels": labels}, "spec": {
+                **_nodes(plan),
+                "containers": [{"name": name, "image": Note(image, "your serving image"),
+                                "resources": res}]}},
         },
     }
+
+
+def _nodes(plan: Plan) -> dict[str, Any]:
+    """The nodes the pods may land on: those with the GPU the plan sized (as the MIG slice or
+    time share it deploys on), by GPU feature discovery's product label."""
+    gpu = plan.recommended
+    assert gpu is not None
+    on = plan.deploy_on
+    if on is None:
+        return gpu_nodes(gpu, f"the GPU the plan sized ({gpu})")
+    return gpu_nodes(gpu, f"{gpu} as the plan's {on.kind}" + (f" {on.profile}" if on.profile
+                                                               else ""), on.kind, on.profile)
 
 
 def _bounds(plan: Plan) -> tuple[int, int]:

@@ -15,6 +15,12 @@ from rightsize.analyzers.plan.plan import Plan
 from rightsize.reports.fmt import safe_text, usd
 from rightsize.reports.renderer import Style
 
+
+def rate(v: float) -> str:
+    """A rate people read: ``41,120``, ``184.9``, ``0.425`` (never ``4.112e+04``)."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
 HEAD = ("GPU", "step ms (range)", "per replica/s", "SLO", "replicas peak/p95/mean",
         "GPU-h/day", "$/day auto", "$/day static", "saved")
 
@@ -25,7 +31,7 @@ def candidate_row(c: Capacity) -> tuple[str, ...]:
                                 else "")
     r = c.replicas
     reps = "-" if r is None else f"{r.peak}/{r.p95}/{r.mean:g}"
-    return (c.gpu, rng, f"{c.per_replica_per_s:,.4g}", str(c.slo), reps,
+    return (c.gpu, rng, rate(c.per_replica_per_s), str(c.slo), reps,
             "-" if r is None else f"{r.gpu_hours_per_day:g}", usd(c.usd_per_day),
             usd(c.static_usd_per_day), "-" if c.savings_pct is None else f"{c.savings_pct}%")
 
@@ -57,8 +63,8 @@ def _workload(plan: Plan) -> list[str]:
                    "host samples)")
     d = i.demand
     slo = f"{i.slo_ms:g} ms per step" if i.slo_ms is not None else "none"
-    out.append(f"Demand: {d.source}: peak {d.peak_per_s:g} {i.unit}/s, mean "
-               f"{d.mean_per_s:.4g} {i.unit}/s; SLO {slo}; headroom {i.headroom:.0%}")
+    out.append(f"Demand: {d.source}: peak {rate(d.peak_per_s)} {i.unit}/s, mean "
+               f"{rate(d.mean_per_s)} {i.unit}/s; SLO {slo}; headroom {i.headroom:.0%}")
     if i.kv is not None:
         out.append(f"LLM serving ({i.kv.model}, {i.kv.precision}, {i.kv.seq} tokens per "
                    f"request): {i.kv.fixed_bytes / 2**30:.2f} GiB fixed + "
@@ -72,10 +78,11 @@ def _partitions(plan: Plan) -> list[str]:
     out = []
     for p in sorted(shown, key=lambda p: p.gpu != plan.recommended):
         step = f"; step {p.step_ms:.4g} ms" if p.step_ms is not None else ""
-        peak = f"; {p.gpus_at_peak} GPU(s) at the peak" if p.gpus_at_peak is not None else ""
+        peak = (f"; {p.gpus_at_peak} GPU{'' if p.gpus_at_peak == 1 else 's'} at the peak"
+                if p.gpus_at_peak is not None else "")
         out.append(f"  {p.gpu}: {p.kind}, {p.per_gpu} per GPU, requests {p.resource}{step}"
                    f"{peak} - {p.reason}")
-        out.extend(f"      not {r}" for r in p.rejected[-2:])
+        out.extend(f"      passed over: {r}" for r in p.rejected[-2:])
     return out
 
 

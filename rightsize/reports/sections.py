@@ -35,6 +35,25 @@ MAX_TIMELINE_POINTS = 500
 
 
 @dataclass(frozen=True, slots=True)
+class Win:
+    """The biggest predicted win, whatever its kind, which the headline leads with: a
+    recommendation's what-if (a shorter step on the same GPU: that much less time and cost
+    per step) or the sizing's move to a cheaper GPU (less cost per step)."""
+
+    kind: str  # "advice" or "gpu"
+    title: str
+    saving_pct: float  # of the cost per step (advice: of the step time too)
+    step_ms: float | None  # now
+    predicted_ms: float | None  # with the win
+    low_ms: float | None
+    high_ms: float | None
+
+
+# A win below this share of the cost per step is not worth leading with.
+MIN_WIN_PCT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
 class Headline:
     bound: str | None
     confidence: float | None
@@ -52,6 +71,22 @@ class Headline:
     projected_low_ms: float | None = None  # the projection's range (its validation error)
     projected_high_ms: float | None = None
     from_samples: bool = False  # diagnosed from GPU metric samples alone (no trace)
+    win: Win | None = None  # the biggest predicted win (None: none worth 5% of the cost)
+
+    @property
+    def win_line(self) -> str | None:
+        """The biggest win in one line: what to do, the step now and with it, the saving; a
+        what-if is "predicted", a GPU move "projected"."""
+        w = self.win
+        if w is None:
+            return None
+        span = (f" (range {fmt.ms_range(w.low_ms, w.high_ms)})"
+                if w.low_ms is not None and w.high_ms is not None else "")
+        cost = " and cost" if self.usd_per_1k_steps_now is not None else ""
+        what = (f"less time{cost} per step, predicted" if w.kind == "advice"
+                else "less cost per step, projected")
+        return (f"{w.title}: {fmt.ms(w.step_ms)} -> {fmt.ms(w.predicted_ms)} per step{span},"
+                f" {w.saving_pct:.0f}% {what}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +203,31 @@ def headline(doc: Document) -> Headline:
         projected_low_ms=rec.projected_step_ms_low if rec else None,
         projected_high_ms=rec.projected_step_ms_high if rec else None,
         from_samples=diagnosis is not None and diagnosis.device == DeviceKind.COUNTERS,
+        win=biggest_win(doc),
     )
+
+
+def biggest_win(doc: Document) -> Win | None:
+    """The recommendation or GPU move that saves the most cost per step, by its point
+    prediction: a what-if on the same GPU saves its share of the step; the sizing's move
+    saves ``savings_pct``. ``None`` when none saves ``MIN_WIN_PCT``."""
+    step = doc.steps.mean_ms
+    wins: list[Win] = []
+    for r in doc.recommendations:
+        w = r.what_if
+        if w is not None and step:
+            wins.append(Win("advice", r.title, 100.0 * (1.0 - w.step_ms / step), step,
+                            w.step_ms, w.step_ms_low, w.step_ms_high))
+    sz = doc.sizing
+    if sz and sz.recommended and sz.savings_pct and sz.recommended != sz.current:
+        rec = sz.candidate(sz.recommended, sz.recommended_gpus)
+        gpus = f"{sz.recommended_gpus} x " if sz.recommended_gpus > 1 else ""
+        wins.append(Win("gpu", f"Move to {gpus}{sz.recommended}", sz.savings_pct, step,
+                        rec.projected_step_ms if rec else None,
+                        rec.projected_step_ms_low if rec else None,
+                        rec.projected_step_ms_high if rec else None))
+    best = max(wins, key=lambda w: w.saving_pct, default=None)
+    return best if best is not None and best.saving_pct >= MIN_WIN_PCT else None
 
 
 def overview(doc: Document) -> Overview:

@@ -18,20 +18,15 @@ plan sized for the rate.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from rightsize.analyzers.serving.plan import Option, ServingPlan
+from rightsize.reports.placement import gpu_nodes
 from rightsize.reports.plan_manifests import Manifest
 from rightsize.reports.yaml_emit import Note, dump
 
 QUEUE_METRIC = "vllm:num_requests_waiting"
 PORT = 8000
-
-
-def gpu_product(gpu: str) -> str:
-    """GPU feature discovery's product label, as NVIDIA spells most (check your nodes)."""
-    return "NVIDIA-" + re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-")
 
 
 def deployment(p: ServingPlan, name: str, image: str, model_id: str) -> dict[str, Any]:
@@ -53,10 +48,8 @@ def deployment(p: ServingPlan, name: str, image: str, model_id: str) -> dict[str
                                                         "extended resources: limit = request")}},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
-    pod = {"nodeSelector": {"nvidia.com/gpu.product": Note(
-        gpu_product(o.gpu), f"the GPU the plan sized ({o.gpu}); GPU feature discovery's label: "
-        "check with kubectl get nodes -L nvidia.com/gpu.product")},
-        "containers": [container],
+    pod = {**gpu_nodes(o.gpu, f"the GPU the plan sized ({o.gpu})"),
+           "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",

@@ -55,6 +55,8 @@ def render_summary(
         lines.append(b(f"Verdict: GPU {h.verdict}") + dim(" (no bottleneck diagnosis)"))
     else:
         lines.append(b("Verdict: n/a") + dim(" (no diagnosis in this analysis)"))
+    if h.win_line:
+        lines.append(b("Biggest win: ") + safe(h.win_line))
     for ev in model.evidence.items[:3]:
         lines.append(f"  - {safe(ev)}")
     device = safe(h.device_name or ("GPU metric samples, no trace" if h.from_samples
@@ -193,9 +195,12 @@ def _details(model: ReportModel, color: bool) -> str:
         lines.append(b(job[0]))
         lines.extend(safe(line) for line in job[1:])
     if model.recommendations:
-        lines.append(b("Recommendations"))
-        lines.extend(f"  - {safe(r.title)}" + (f" ({fmt.what_if(r.what_if)})" if r.what_if else "")
-                     for r in model.recommendations[:5])
+        lines.append(b("Recommendations") + dim(" (the fix, and the step it predicts)"))
+        for rec in model.recommendations[:5]:
+            lines.append(f"  - {safe(rec.title)}")
+            lines.append(f"    {safe(rec.detail)}")
+            if rec.what_if:
+                lines.append(f"    {fmt.what_if(rec.what_if)}: {safe(rec.what_if.assumes)}")
     lines.extend(dim(f"note: {safe(n)}") for n in model.provenance.notes)
     return wrap(lines) + "\n"
 

@@ -167,8 +167,12 @@ def test_placement_alone_or_sharded():
     inference = {p.gpu: p for p in place(shape_of("Meta-Llama-3-8B"),
                                          Setup(mode=Mode.INFERENCE, seq=4096), cat)}
     assert (inference["L4"].gpus, inference["L4"].fits) == (1, True)
-    assert inference["T4"].gpus == 2 and "tensor parallel" in inference["T4"].parallelism
-    assert "crosses PCIe" in inference["T4"].interconnect
+    # bf16 (the default): a T4 (Turing) has none, so it holds nothing however many
+    assert (inference["T4"].fits, inference["T4"].unsupported) == (False, "the T4 has no bf16")
+    fp16 = {p.gpu: p for p in place(shape_of("Meta-Llama-3-8B"),
+                                    Setup(mode=Mode.INFERENCE, seq=4096, precision="fp16"), cat)}
+    assert fp16["T4"].gpus == 2 and "tensor parallel" in fp16["T4"].parallelism
+    assert "crosses PCIe" in fp16["T4"].interconnect
     train = {p.gpu: p for p in place(shape_of("Llama-2-7b-hf"), Setup(seq=4096), cat)}
     assert train["H100 SXM"].gpus == 4 and "FSDP" in train["H100 SXM"].parallelism
     assert "NVLink" in train["H100 SXM"].interconnect
@@ -419,12 +423,38 @@ def test_cli_estimate_states_tensor_and_sequence_parallelism():
 @pytest.mark.shared
 def test_cli_seven_b_at_128k_fits_h100s():
     out = _cli("--hf-config", str(shared_path(*LLAMA31)), "--mode", "inference", "--seq",
-               "131072", "--batch", "5")
+               "131072", "--batch", "5", "--all")
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
-    # 55,169,080,576 bytes per GPU (test above) = 51.38 GiB
-    assert "2 x H100 SXM, 1 node of 8: 51.38 GiB per GPU, tensor parallel" in text
+    # 55,169,080,576 bytes per GPU (test above) = 51.38 GiB; 2 x $2.99 an hour
+    assert "2 x H100 SXM: $5.98/hour, 51.38 GiB per GPU, tensor parallel" in text
     unfit = text.split("does not fit even sharded:")[1].split("to shrink it")[0] \
         if "does not fit even sharded:" in text else ""
     assert "H100" not in unfit
     assert "prefilled in chunks of 8,192 tokens shared by the batch" in text
+
+
+def test_cli_text_rows_sum_to_the_total_and_the_cheapest_placement_leads():
+    """Llama-3-8B training, bf16, batch 1 x 2048 (the defaults): gradients and activations
+    are not held at once (no accumulation), so the smaller (gradients, 14.96 GiB) is its own
+    negative row and the rows sum to the 128.00 GiB total; the cheapest placement that fits is
+    named first (one H200 SXM at $3.99 an hour), five are listed, GPUs without bf16 are said
+    not to run it."""
+    out = _cli("--hf-config", str(SAMPLES / "configs" / "Meta-Llama-3-8B.json"))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split("assumptions:")[0].splitlines()
+    rows = {ln.split()[0] if not ln.startswith("  not at once") else "not at once":
+            float(ln.split("GiB")[0].split()[-1].replace(",", ""))
+            for ln in lines if ln.startswith("  ") and "GiB" in ln and "x " not in ln}
+    total = rows.pop("total")
+    assert rows["not at once"] == -14.96 and total == 128.0
+    assert abs(sum(rows.values()) - total) < 0.015  # each row rounded to 0.01 GiB
+    text = " ".join(out.stdout.split())
+    assert "cheapest that fits (with 10% headroom): 1 x H200 SXM, $3.99/hour" in text
+    assert "fits, cheapest first (5 of 21; --all lists every one):" in text
+    assert "cannot run it: the T4 has no bf16; the V100 16GB SXM2 has no bf16;" in text
+    assert "64 x" not in text  # the many-GPU placements wait for --all
+    data = json.loads(_cli("--hf-config", str(SAMPLES / "configs" / "Meta-Llama-3-8B.json"),
+                           "--format", "json").stdout)
+    v100 = next(p for p in data["fits"] if p["gpu"] == "V100 32GB SXM2")
+    assert (v100["fits"], v100["unsupported"]) == (False, "the V100 32GB SXM2 has no bf16")

@@ -155,3 +155,23 @@ def test_two_real_runs_compare_by_call_path(tmp_path):
     wait = next(c for c in result["top_changes"] if (c["kind"], c["name"]) == ("share",
                                                                                 "dataloader"))
     assert wait["a_ms"] >= 160
+
+
+def test_two_gpus_and_another_precision_check_no_projection():
+    """H100 fp32 against H200 bf16 (samples/whatif): the GPU and the precision both changed, so
+    A's projection onto the H200 (fp32) is not checked against B, and no change is put down to
+    the GPUs; the TF32 run's GEMMs beat the fp32 peak, so no fraction of it is said."""
+    h100 = SAMPLES / "runs" / "train_compute-h100"
+    bf16 = compare_json(h100, SAMPLES / "whatif" / "train_compute_bf16-h200")
+    assert "projection_check" not in bf16
+    assert bf16["projection_not_checked"] == ["precision fp32 -> fp16",
+                                              "16% of B's time matches no op of A"]
+    gemm = next(g for g in bf16["kernel_groups"] if g["name"] == "gemm")
+    assert gemm["reason"].startswith("GEMMs 10.4x faster: 10.3 -> 0.987 ms/step")
+    tf32 = compare_json(h100, SAMPLES / "whatif" / "train_compute_tf32-h200")
+    assert tf32["projection_not_checked"] == ["precision fp32 -> tf32"]
+    gemm = next(g for g in tf32["kernel_groups"] if g["name"] == "gemm")
+    assert gemm["reason"] == "GEMMs 5.5x faster: 10.3 -> 1.88 ms/step"
+    same = compare_json(h100, SAMPLES / "whatif" / "train_compute_fp32-h200")
+    assert "projection_not_checked" not in same
+    assert same["projection_check"]["gpu"] == "H200 SXM"

@@ -36,7 +36,7 @@ def test_infer_cpu_json_and_manifests(tmp_path: Path) -> None:
     data = json.loads(out.stdout)
     assert data["recommended"] == "L4"
     assert data["reason"] == "L4: the lowest autoscaled cost, $10.56/day for 24 GPU-hours " \
-                             "(peak 1 replicas)"
+                             "(peak 1 replica)"
     l4 = next(c for c in data["candidates"] if c["gpu"] == "L4")
     assert (l4["per_replica_per_s"], l4["replicas"]["series"], l4["usd_per_day"]) == \
         (184.918, [1], 10.56)
@@ -60,11 +60,18 @@ def test_infer_cpu_json_and_manifests(tmp_path: Path) -> None:
     assert 'cpu: "1400m" # peak job CPU 1.09 cores over 56 host samples, +20%' in deploy
     assert 'memory: "378Mi" # peak job RSS 315 MiB over 56 host samples, +20%' in deploy
 
+    # the pods land only on L4 nodes: GPU feature discovery's label, the NVML name "NVIDIA L4"
+    assert 'nvidia.com/gpu.product: "NVIDIA-L4" # the GPU the plan sized (L4)' in deploy
+    # a second plan goes to a fresh folder and says so; an asked-for folder is never overwritten
     again = rightsize(*args, cwd=tmp_path)
-    assert again.returncode == 1
-    assert again.stderr == "rightsize: error: rightsize-plan/deployment.yaml already exists; " \
-                           "pass --force to overwrite it\n"
-    assert rightsize(*args, "--force", cwd=tmp_path).returncode == 0
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["manifests"][0] == "rightsize-plan-2/deployment.yaml"
+    asked = [*args, "--manifests", "rightsize-plan"]
+    refused = rightsize(*asked, cwd=tmp_path)
+    assert refused.returncode == 1
+    assert refused.stderr == "rightsize: error: rightsize-plan/deployment.yaml already exists; " \
+                             "pass --force to overwrite it\n"
+    assert rightsize(*asked, "--force", cwd=tmp_path).returncode == 0
 
 
 def test_text_output_from_a_saved_analysis(tmp_path: Path) -> None:
@@ -139,7 +146,7 @@ def test_shared_qwen_slices_only_where_they_save_gpu_capacity(tmp_path: Path) ->
     slices = {p["gpu"]: p for p in data["partitions"] if p["kind"] in ("mig", "time-slicing")}
     assert sorted(slices) == ["B200", "GB200 (per GPU)", "H100 NVL", "H200 NVL"]
     for gpu, p in slices.items():
-        said = re.search(r"; (\d+) replicas at the peak, (\d+) a GPU: ", p["reason"])
+        said = re.search(r"; (\d+) replicas? at the peak, (\d+) a GPU: ", p["reason"])
         assert said is not None, p["reason"]
         replicas, per_gpu = int(said[1]), int(said[2])
         assert per_gpu == p["per_gpu"] and replicas / per_gpu < whole[gpu], gpu
@@ -148,7 +155,7 @@ def test_shared_qwen_slices_only_where_they_save_gpu_capacity(tmp_path: Path) ->
     gb = slices["GB200 (per GPU)"]
     assert (gb["profile"], gb["per_gpu"], gb["gpus_at_peak"], whole["GB200 (per GPU)"]) == \
         ("1g.23gb", 7, 1, 2)
-    assert gb["reason"].endswith("; 7 replicas at the peak, 7 a GPU: 1 GPUs of capacity "
+    assert gb["reason"].endswith("; 7 replicas at the peak, 7 a GPU: 1 GPU of capacity "
                                  "against 2 whole GPUs")
     # H100 NVL: 5 replicas on 3g.47gb, 2 a GPU: 2.5 GPUs of capacity against 3 whole ones
     assert slices["H100 NVL"]["reason"].endswith("5 replicas at the peak, 2 a GPU: 2.5 GPUs of "

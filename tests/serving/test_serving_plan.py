@@ -77,7 +77,8 @@ def test_manifests_are_written_checked_and_never_overwritten(tmp_path: Path) -> 
     dep = yaml.safe_load((out / "deployment.yaml").read_text())
     keda = yaml.safe_load((out / "keda-scaledobject.yaml").read_text())
     pod = dep["spec"]["template"]["spec"]
-    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-SXM"}
+    # GPU feature discovery labels an H100 SXM node by its NVML name, "NVIDIA H100 80GB HBM3"
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     args_ = pod["containers"][0]["args"]
     assert args_[args_.index("--tensor-parallel-size") + 1] == "1"
     assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}

@@ -131,7 +131,8 @@ def _shares(a: SideInfo, b: SideInfo) -> tuple[Change, ...]:
 
 
 def _groups(da: Document, db: Document, a: SideInfo, b: SideInfo,
-            peaks: tuple[Mapping[str, float], Mapping[str, float]]) -> tuple[Change, ...]:
+            peaks: tuple[Mapping[str, float], Mapping[str, float]],
+            gpu_alone: bool = True) -> tuple[Change, ...]:
     def per_step(doc: Document) -> dict[str, float]:
         out: dict[str, float] = {}
         for s in doc.diagnosis.signals if doc.diagnosis else ():
@@ -140,7 +141,7 @@ def _groups(da: Document, db: Document, a: SideInfo, b: SideInfo,
                 out[name] = out.get(name, 0.0) + s.time_ms / max(doc.steps.count, 1)
         return out
 
-    where = f" on {b.device} vs {a.device}" if a.device != b.device else ""
+    where = f" on {b.device} vs {a.device}" if a.device != b.device and gpu_alone else ""
     rows = _pair("group", per_step(da), per_step(db))
     out = []
     for c in rows:
@@ -175,6 +176,27 @@ def _matched(ours: Mapping[str, float], theirs: Mapping[str, float], total: floa
         return None
     hit = sum(v for k, v in ours.items() if k in theirs and k != UNATTRIBUTED)
     return round(min(hit / total, 1.0) * 100, 1)
+
+
+# Below this share of either side's time matched to the other, the runs ran different work.
+SAME_WORK_MATCHED_PCT = 95.0
+
+
+def more_than_the_gpu(a: SideInfo, b: SideInfo,
+                      matched: Mapping[str, float | None]) -> tuple[str, ...]:
+    """What else differs between two runs on different GPUs, which a projection of A onto B's
+    GPU does not model: another precision, or work of one side the other does not have."""
+    if a.device == b.device:
+        return ()
+    out = []
+    if a.precision and b.precision and a.precision != b.precision:
+        out.append(f"precision {a.precision} -> {b.precision}")
+    for side, other in (("a", "b"), ("b", "a")):
+        pct = matched.get(side)
+        if pct is not None and pct < SAME_WORK_MATCHED_PCT:
+            out.append(f"{100 - pct:.0f}% of {side.upper()}'s time matches no op of "
+                       f"{other.upper()}")
+    return tuple(out)
 
 
 def _projection(da: Document, a: SideInfo, b: SideInfo) -> ProjectionCheck | None:
@@ -220,7 +242,13 @@ def compare(a: Side, b: Side, frames: tuple[SideTimes, SideTimes] | None,
     matched = {"a": _matched(ops_a, ops_b, tot_a), "b": _matched(ops_b, ops_a, tot_b)}
     by_kernel = {"a": _matched(kern_a, kern_b, tot_a) if kern_a else None,
                  "b": _matched(kern_b, kern_a, tot_b) if kern_b else None}
-    shares, groups = _shares(ia, ib), _groups(a.document, b.document, ia, ib, peaks)
+    differs = more_than_the_gpu(ia, ib, matched)
+    shares = _shares(ia, ib)
+    groups = _groups(a.document, b.document, ia, ib, peaks, gpu_alone=not differs)
+    if differs:
+        notes.append(f"the runs differ in more than the GPU ({'; '.join(differs)}): the "
+                     "projection of A onto B's GPU is not checked, and no change is put down "
+                     "to the GPU alone")
     ops = _pair("op", ops_a, ops_b)
     top = sorted((*shares, *groups, *ops), key=lambda c: (-abs(c.delta_ms), c.kind, c.name))
     if basis == "mixed":
@@ -231,5 +259,6 @@ def compare(a: Side, b: Side, frames: tuple[SideTimes, SideTimes] | None,
     return Comparison(ia, ib, _step(ia, ib), matched_by, matched, basis, ops,
                       _pair("kernel", kern_a, kern_b), groups, shares,
                       tuple(c for c in top if c.delta_ms)[:TOP_CHANGES],
-                      _projection(a.document, ia, ib), tuple(notes), by_kernel)
+                      None if differs else _projection(a.document, ia, ib), tuple(notes),
+                      by_kernel, differs)
 

@@ -47,6 +47,8 @@ def pct_of_peak(work: pl.DataFrame | None, gpu: str | None,
         if dur_ns <= 0 or not peak:
             continue
         pct = round(flops / (dur_ns * 1e-9) / (peak * 1e12) * 100, 1)
-        if pct >= MIN_PCT:
+        # Above 100% the recorded precision is not what ran (fp32 ops on TF32 tensor cores):
+        # that peak is the wrong yardstick, so no fraction is said at all.
+        if MIN_PCT <= pct <= 100.0:
             out[str(group[0])] = pct
     return out

@@ -132,6 +132,8 @@ class Comparison:
     projection_check: ProjectionCheck | None
     notes: tuple[str, ...]
     kernel_matched_pct: Mapping[str, float | None] | None = None  # by normalized kernel name
+    # two GPUs and something else (precision, work): why the projection is not checked
+    differs: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -149,5 +151,7 @@ class Comparison:
         }
         if self.projection_check is not None:
             out["projection_check"] = self.projection_check.to_json()
+        if self.differs:
+            out["projection_not_checked"] = list(self.differs)
         out["notes"] = list(self.notes)
         return out

@@ -19,6 +19,7 @@ from rightsize.analyzers.diagnosis import advise, attention, copies, steady
 from rightsize.analyzers.diagnosis.host_work import host_parts, repeat_words
 from rightsize.analyzers.document import metrics as dm
 from rightsize.analyzers.document.diagnosis import Diagnosis, Recommendation
+from rightsize.analyzers.document.sizing import Sizing, Verdict
 from rightsize.analyzers.job.fabric import interconnect_advice
 from rightsize.analyzers.metrics import tb_plugin
 from rightsize.analyzers.metrics.devices import prop
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 def recommendations(rank: SectionInput) -> tuple[Recommendation, ...]:
     """Section ``recommendations`` (needs ``step_ranges``, ``device_use``, ``device_match``,
-    ``hta``, ``memory_peaks``, ``verdict``)."""
+    ``hta``, ``memory_peaks``, ``verdict``, ``sizing``)."""
     diag, work = rank["verdict"].diagnosis, rank["verdict"].work
     if diag is None:
         return ()
@@ -57,7 +58,22 @@ def recommendations(rank: SectionInput) -> tuple[Recommendation, ...]:
         measured, diag.bound, diag.step_ns / steps.count / 1e6, gpu,
         {"host_parts": host_parts(diag.host_work), **repeat_words(diag.host_work),
          **advise.fewer_bytes(gpu, low),
-         "interconnect": interconnect_advice(gpu, trace.meta.world_size or 1), **words}))
+         "interconnect": interconnect_advice(gpu, trace.meta.world_size or 1), **words,
+         **smaller_gpu_words(rank["sizing"], gpu)}))
+
+
+def smaller_gpu_words(sizing: Sizing | None, gpu: Gpu | None) -> dict[str, str]:
+    """Where an under-used GPU's advice sends the job, agreeing with the sizing: the GPU it
+    recommends when over-provisioned; when it judged the GPU right-sized (no cheaper GPU keeps
+    the step within --slower-ok), a MIG slice where the GPU partitions, else a cheaper GPU
+    only at a slower step. Without a sizing, the hardware's words (advise.hardware_words)."""
+    if sizing is None or sizing.verdict is None:
+        return {}
+    if sizing.verdict == Verdict.OVER_PROVISIONED and sizing.recommended:
+        return {"smaller_gpu": f"the {sizing.recommended} the sizing recommends"}
+    slice_ = "a MIG slice of this GPU, or " if gpu is not None and gpu.has_mig else ""
+    return {"smaller_gpu": f"{slice_}a cheaper GPU at a slower step (the sizing found none"
+            " cheaper that keeps this step within --slower-ok)"}
 
 
 def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis,

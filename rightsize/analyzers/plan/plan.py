@@ -179,9 +179,9 @@ def _partition(c: Capacity, w: Workload, inputs: PlanInputs, catalog: Catalog) -
     if part.kind != "whole-gpu" and whole is not None:
         # Kept: say what it saves, in GPU capacity at the peak (the rest of a partly used GPU
         # holds other work), so a slice on as many GPUs as whole ones is not read as no gain.
-        part = replace(part, reason=f"{part.reason}; {replicas} replicas at the peak, "
-                                    f"{part.per_gpu} a GPU: {replicas / part.per_gpu:.3g} GPUs"
-                                    f" of capacity against {whole} whole GPUs")
+        part = replace(part, reason=f"{part.reason}; {_n(replicas, 'replica')} at the peak, "
+                                    f"{part.per_gpu} a GPU: {replicas / part.per_gpu:.3g} GPU"
+                                    f"{'' if replicas == part.per_gpu else 's'} of capacity against {_n(whole, 'whole GPU')}")
     return part
 
 
@@ -195,7 +195,7 @@ def _recommend(caps: tuple[Capacity, ...], slo_ms: float | None) -> tuple[str | 
                 SloStatus.AT_RISK else ""
             return best.gpu, (f"{best.gpu}: the lowest autoscaled cost, ${best.usd_per_day:,.2f}"
                               f"/day for {best.replicas.gpu_hours_per_day:g} GPU-hours "
-                              f"(peak {best.replicas.peak} replicas){risk}")
+                              f"(peak {_n(best.replicas.peak, 'replica')}){risk}")
     if not caps:
         return None, "no candidate GPU with a projected step"
     fastest = min(caps, key=lambda c: c.step_ms)
@@ -259,3 +259,8 @@ def _serves_peak(cap: Capacity, part: Partition, inputs: PlanInputs) -> bool:
         return False
     usable = cap.batch * 1000 / part.step_ms * (1 - inputs.headroom)
     return usable >= inputs.demand.peak_per_s
+
+
+def _n(count: int, noun: str) -> str:
+    """``1 replica``, ``3 replicas``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

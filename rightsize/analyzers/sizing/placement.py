@@ -51,6 +51,8 @@ class Placement:
     gpus_per_node_source: str = "catalog"  # "catalog" or "default" (the catalog gives none)
     tensor_parallel: int = 1
     prefill_chunk_tokens: int | None = None  # inference: tokens per forward pass
+    usd_per_hour: float | None = None  # all ``gpus`` at the catalog's cheapest price
+    unsupported: str | None = None  # why it cannot run the precision at all (never fits)
 
     def to_json(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "gpus": self.gpus, "fits": self.fits,
@@ -60,7 +62,8 @@ class Placement:
                 "nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
                 "gpus_per_node_source": self.gpus_per_node_source,
                 "tensor_parallel": self.tensor_parallel,
-                "prefill_chunk_tokens": self.prefill_chunk_tokens}
+                "prefill_chunk_tokens": self.prefill_chunk_tokens,
+                "usd_per_hour": self.usd_per_hour, "unsupported": self.unsupported}
 
     @property
     def node_words(self) -> str:
@@ -167,6 +170,10 @@ def place(shape: ModelShape | None, setup: Setup, catalog: Catalog,
     out = []
     for gpu in catalog.gpus:
         per_node, source = gpus_per_node(gpu)
+        if (lacks := lacks_precision(gpu, setup.precision)) is not None:
+            out.append(Placement(gpu.name, setup.gpus, False, 0, gpu.memory_bytes, lacks,
+                                 "none", 1, per_node, source, unsupported=lacks))
+            continue
         chunk = None if training else setup.prefill_chunk
         if chunk is None and not training and (shape is None or shape.lm_head):
             chunk = PREFILL_CHUNK.for_gpu(gpu.name, gpu.memory_gib)
@@ -192,10 +199,32 @@ def place(shape: ModelShape | None, setup: Setup, catalog: Catalog,
         n, tp, need = tried
         fits = need * (1 + headroom_fraction) <= gpu.memory_bytes
         words, wire = parallelism_for(training, n, gpu, tp, setup.sequence_parallel)
+        price = catalog.price(gpu.name)
         out.append(Placement(gpu.name, n, fits, need, gpu.memory_bytes, words, wire,
                              math.ceil(n / per_node), per_node, source, tp,
-                             None if training else chunk))
+                             None if training else chunk,
+                             n * price.usd_per_gpu_hour if price is not None else None))
     return tuple(out)
+
+
+# Precisions a job stores and computes in, which a GPU without them cannot run (int8/int4 are
+# weight-only formats any GPU stores; fp16 and fp32 every GPU runs).
+NATIVE_ONLY = ("bf16", "fp8")
+
+
+def lacks_precision(gpu: Gpu, precision: str) -> str | None:
+    """Why ``gpu`` cannot run ``precision`` (a V100 has no bf16), or None."""
+    if precision in NATIVE_ONLY and not gpu.supports(precision):
+        return f"the {gpu.name} has no {precision}"
+    return None
+
+
+def cheapest_first(placements: tuple[Placement, ...]) -> list[Placement]:
+    """The placements that fit, the cheapest per hour first (unpriced last, fewest GPUs
+    first among them)."""
+    fits = [p for p in placements if p.fits]
+    return sorted(fits, key=lambda p: (p.usd_per_hour is None, p.usd_per_hour or 0.0,
+                                       p.gpus, p.gpu))
 
 
 def suggestions(setup: Setup) -> tuple[str, ...]:

@@ -419,10 +419,7 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
     slower = objective.cheaper_slower(cands, best) \
         if constraints.objective == Objective.TIME else None
     if slower is not None and cur is not None:
-        speed, _ = reasons.speed_words(slower, cur)
-        words.append(f"cheaper if you accept slower: {objective.label(slower)} is {speed}"
-                     f" ({slower.projected_step_ms:.1f} ms projected, up to"
-                     f" {slower.projected_step_ms_high or slower.projected_step_ms:.1f});"
+        words.append(f"cheaper if you accept slower: {reasons.slower_words(objective.label(slower), slower, cur)};"
                      " --objective cost sizes for cost")
     if current is not None and workload.peak_memory_bytes is None:
         words.append(reasons.memory_unknown(current, unseen))

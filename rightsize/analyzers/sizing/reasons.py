@@ -24,6 +24,19 @@ def speed_words(best: Candidate, cur: Candidate) -> tuple[str, str]:
     return speed, f"{b:.1f} ms projected{span}, vs {c:.1f} ms now"
 
 
+def slower_words(name: str, slower: Candidate, cur: Candidate) -> str:
+    """What a cheaper GPU the objective passed over costs in time. Passed over because its
+    range reaches beyond --slower-ok: where its point projection is as fast as now, the slower
+    part is the top of its range, and that is what is said (never "as fast")."""
+    speed, _ = speed_words(slower, cur)
+    p, c = slower.projected_step_ms or 0.0, cur.projected_step_ms or 0.0
+    high = slower.projected_step_ms_high or p
+    if speed.endswith("slower") or not c or high <= c:
+        return f"{name} is {speed} ({p:.1f} ms projected, up to {high:.1f})"
+    return (f"{name} may be up to {high / c - 1:.0%} slower ({p:.1f} ms projected, up to"
+            f" {high:.1f}, vs {c:.1f} ms now)")
+
+
 def stall_words(shares: Mapping[str, float], step_ms: float, cpu_work_ms: float = 0.0,
                 named_ms: float = 0.0, named: str = "") -> str:
     """What the stalled part of a step needs, which a bigger GPU does not give; ``cpu_work_ms``:
