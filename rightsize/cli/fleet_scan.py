@@ -141,9 +141,11 @@ def _say(s: ScanSummary, table_dir: Path) -> None:
                f"{s.analyzed} analyzed in {duration(s.seconds)}{rate}: {s.ok} ok, "
                f"{s.bad_input} bad inputs, {s.failed} failed", err=True)
     if s.not_inputs:
-        click.echo(f"  {s.not_inputs} files under the folders are not inputs (.json, "
-                   ".json.gz, .sqlite, .csv, .prom, .log, and .txt nvidia-smi/DCGM logs) and "
-                   "were left out", err=True)
+        from rightsize.fleet.discover import LEFT_OUT
+
+        why = "; ".join(f"{LEFT_OUT.get(k, k)}: {n}" for k, n in sorted(s.left_out.items()))
+        click.echo(f"  {s.not_inputs} files under the folders are not inputs and were left "
+                   f"out: {why}", err=True)
     for e in s.first_errors:
         click.echo(f"  {safe_line(e)}", err=True)
     if s.bad_input + s.failed > len(s.first_errors):

@@ -14,22 +14,27 @@ A job is one of:
   appears twice (two recordings) has each file analyzed alone, and the group says why;
 * ``file``: any other input file, named ``folder/file``.
 
-Under a folder, files are inputs by name (:data:`INPUT_SUFFIXES`), and ``.txt`` files whose head
-is an nvidia-smi or DCGM log; others are counted and left out. A file named on the command line is always an input. What a file is (its reader, its
+Under a folder, files are inputs by name (:data:`INPUT_SUFFIXES`), and ``.txt``/``.log`` files
+whose head is an nvidia-smi, DCGM or nccl-tests log; a ``.json`` that is a whole JSON document
+without ``traceEvents`` (a model config, a list of pairs) is not a trace, nor a whole CSV table
+that is no GPU log or Nsight Compute export (a demand curve). Others are counted,
+by why (:data:`LEFT_OUT`), and left out. A file named on the command line is always an input. What a file is (its reader, its
 rank) comes from :func:`probe`, which reads its head only.
 """
 
 from __future__ import annotations
 
+import csv
 import functools
 import glob
 import gzip
+import io
 import json
 import os
 import posixpath
 import re
 import zlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +43,16 @@ from typing import BinaryIO
 from rightsize import rundir
 from rightsize.errors import RightsizeError
 
-INPUT_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite3", ".csv", ".prom", ".log")
-TEXT_LOG_SUFFIXES = (".txt",)  # inputs when their head is a GPU metrics log
+INPUT_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite3", ".csv", ".prom")
+TEXT_LOG_SUFFIXES = (".txt", ".log")  # inputs when their head is a GPU metrics/nccl-tests log
+# Why a file under a folder was left out, as the scan says it.
+LEFT_OUT = {
+    "name": "files of other names (inputs: .json, .json.gz, .sqlite, .csv, .prom, and .txt/.log"
+            " GPU metrics or nccl-tests logs)",
+    "json": "JSON documents that are not traces (no traceEvents: model configs, lists)",
+    "text": "text files that are no nvidia-smi, DCGM or nccl-tests log",
+    "csv": "CSV tables that are no nvidia-smi, DCGM or Nsight Compute export",
+}
 HEAD_BYTES = 256 * 1024  # distributedInfo sits before traceEvents, in the first few kB
 _RUN_INPUTS = ("manifest.json", rundir.TRACES_DIR, "samples")  # what a run's key covers
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*')
@@ -202,23 +215,66 @@ def run_files(run_dir: Path) -> tuple[str, ...]:
 
 
 def is_input_name(name: str, head: Callable[[], bytes] | None = None) -> bool:
-    """Whether a file under a folder is an input: by its name, and a ``.txt`` file by its
-    head (``head``: reads it) when that is an nvidia-smi or DCGM log (the usual name of
-    ``nvidia-smi --query-gpu ... > gpu.txt``); other text files are not inputs."""
+    """Whether a file under a folder is an input (:func:`why_not_input`)."""
+    return why_not_input(name, head) is None
+
+
+def why_not_input(name: str, head: Callable[[], bytes] | None = None) -> str | None:
+    """Why a file under a folder is not an input (a key of :data:`LEFT_OUT`), or None: by its
+    name; a ``.txt``/``.log`` file by its head (``head``: reads it) unless that is an
+    nvidia-smi, DCGM or nccl-tests log (``nvidia-smi --query-gpu ... > gpu.txt``,
+    ``all_reduce_perf ... > nccl.log``); a ``.json`` that is a whole JSON document in its head
+    without ``traceEvents``. A damaged trace (empty, cut, not JSON) is still an input: its
+    row says what is wrong with it."""
     lower = name.lower()
     if lower.endswith(TEXT_LOG_SUFFIXES):
         from rightsize.traces.metrics_logs import looks_like_metrics_log
+        from rightsize.traces.nccl_tests import looks_like
 
-        return head is not None and looks_like_metrics_log(head().lstrip())
-    return lower.endswith(INPUT_SUFFIXES)
+        text = head().lstrip() if head is not None else b""
+        return None if looks_like_metrics_log(text) or looks_like(text) else "text"
+    if not lower.endswith(INPUT_SUFFIXES):
+        return "name"
+    if lower.endswith(".json") and head is not None and _other_json(head()):
+        return "json"
+    if lower.endswith(".csv") and head is not None and _other_csv(head()):
+        return "csv"
+    return None
+
+
+def _other_csv(head: bytes) -> bool:
+    """A whole, well-formed CSV table (a demand curve, a label list) whose header is neither
+    an Nsight Compute export nor a GPU metrics log."""
+    from rightsize.traces.metrics_logs import looks_like_metrics_log
+    from rightsize.traces.ncu import looks_like_ncu
+
+    if len(head) >= HEAD_BYTES or looks_like_ncu(head) or looks_like_metrics_log(head.lstrip()):
+        return False
+    try:
+        rows = [r for r in csv.reader(io.StringIO(head.decode("utf-8"))) if r]
+    except (UnicodeDecodeError, csv.Error):
+        return False  # not text: a damaged input, reported as such
+    return bool(rows) and len(rows[0]) >= 2 and all(len(r) == len(rows[0]) for r in rows)
+
+
+def _other_json(head: bytes) -> bool:
+    """A whole JSON document (shorter than the head) that carries no ``traceEvents``."""
+    if len(head) >= HEAD_BYTES or b'"traceEvents"' in head:
+        return False
+    try:
+        json.loads(head)
+    except ValueError:
+        return False  # cut or not JSON: a damaged input, reported as such
+    return True
 
 
 
-def walk(paths: Iterable[str]) -> tuple[list[Path], list[Path], int]:
-    """Run directories and input files under ``paths`` (each once), and the files left out."""
+def walk(paths: Iterable[str]) -> tuple[list[Path], list[Path], Counter[str]]:
+    """Run directories and input files under ``paths`` (each once), and the files left out
+    by why (:data:`LEFT_OUT`)."""
     runs: dict[str, Path] = {}
     files: dict[str, Path] = {}
-    left_out = 0
+    left_out: Counter[str] = Counter()
     for top in expand(paths):
         if top.is_dir():
             if rundir.is_run_dir(top):
@@ -235,8 +291,10 @@ def walk(paths: Iterable[str]) -> tuple[list[Path], list[Path], int]:
                 dirs[:] = keep  # run directories and hidden folders are not walked into
                 for n in sorted(names):
                     f = here / n
-                    if n.startswith(".") or not f.is_file() or not is_input_name(n, functools.partial(_head, f)):
-                        left_out += 1
+                    why = "name" if n.startswith(".") or not f.is_file() else \
+                        why_not_input(n, functools.partial(_head, f))
+                    if why is not None:
+                        left_out[why] += 1
                         continue
                     files.setdefault(os.path.realpath(f), f.absolute())
         elif not top.exists():

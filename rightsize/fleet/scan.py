@@ -64,7 +64,8 @@ class ScanSummary:
     ok: int = 0
     bad_input: int = 0
     failed: int = 0
-    not_inputs: int = 0  # files under folders that are not input names
+    not_inputs: int = 0  # files under folders that are not inputs
+    left_out: dict[str, int] = field(default_factory=dict)  # by why (discover.LEFT_OUT)
     files_read: int = 0  # files whose bytes were read to key them (the rest: cache)
     seconds: float = 0.0
     rows_written: int = 0
@@ -76,7 +77,8 @@ def plan(table: FleetTable, paths: Sequence[str], options: ScanOptions,
     """The jobs under ``paths`` that the table lacks, as tasks (keys read, cache saved)."""
     cache = FileCache(table.root / "cache" / "files.parquet")
     urls = [p for p in paths if is_url(p)]
-    runs, files, summary.not_inputs = walk([p for p in paths if not is_url(p)])
+    runs, files, left_out = walk([p for p in paths if not is_url(p)])
+    summary.not_inputs, summary.left_out = sum(left_out.values()), dict(left_out)
     jobs: list[tuple[Job, Digests, RemoteJob | None]] = [
         (job, cache, None) for job in group(runs, files, cache.probe)]
     remote_read = 0
@@ -85,6 +87,8 @@ def plan(table: FleetTable, paths: Sequence[str], options: ScanOptions,
 
         listed = remote.listing(urls)
         summary.not_inputs += listed.not_inputs
+        if listed.not_inputs:
+            summary.left_out["name"] = summary.left_out.get("name", 0) + listed.not_inputs
         every = [*listed.files, *(f for _, run_files in listed.runs for f in run_files)]
         store = remote.RemoteFiles(every, cache)
         remote_jobs = [remote.run_job(url, run_files) for url, run_files in listed.runs]

@@ -68,7 +68,8 @@ def fleet(root: Path, n: int, days: int = 3) -> list[Path]:
 BAD = {  # file name -> (content, the reason's end)
     "empty.json": (b"", "the file is empty"),
     "broken.json.gz": (b"\x1f\x8b\x08\x00garbage", "corrupt or truncated gzip data"),
-    "notes.csv": (b"a,b\n1,2\n", "not a supported format"),
+    # a .csv that is no table (a well-formed one that is no GPU log is not an input at all)
+    "notes.csv": (b"\xff\xfe\x00garbage\x00", "not a supported format"),
 }
 
 
