@@ -59,17 +59,22 @@ from rightsize.analyzers.analysis import analyze_trace  # what a worker imports
 from rightsize.catalog import load_catalog
 from rightsize.pipeline import Options
 from rightsize.traces import budget
+from rightsize.traces.loader import detect
 catalog = load_catalog()
+reader = detect(Path(sys.argv[1]))
 base = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
 t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-part = job_map.analyze_one(job_map.TraceTask(sys.argv[1], None, Options(catalog=catalog)))
+options = Options(catalog=catalog)
+part = job_map.analyze_one(job_map.TraceTask(sys.argv[1], None, options.read_options(),
+                                             options.context()))
 t1, c1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
 assert not isinstance(part, job_map.Refusal), part
 print(json.dumps({
     "base_bytes": base, "peak_bytes": c1.ru_maxrss * 1024, "wall_s": t1 - t0,
     "cpu_s": c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime,
-    "events": part.entry["events"], "data_bytes": budget.estimate(Path(sys.argv[1])).data_bytes,
-    "format": budget.estimate(Path(sys.argv[1])).format}))
+    "events": part.entry["events"], "data_bytes": budget.estimate(Path(sys.argv[1]),
+                                                                  reader.memory).data_bytes,
+    "format": reader.name}))
 """
 
 

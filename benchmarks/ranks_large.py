@@ -4,13 +4,13 @@
 Builds (or reuses) an N-rank job with ``make_job.py`` from the shared DLRM ranks (``--steps``
 steps a rank: 190 steps make ~155 MB a rank), then times in fresh processes:
 
-* ``single``: one rank analyzed alone (``job_map.analyze`` of that file, in one process): the
+* ``single``: one rank analyzed alone (``pipeline.analyze_document`` of that file, in one process): the
   single-trace figure, MB/s and peak RSS;
 * ``local``: the whole job on the local engine (``--workers``): wall time, throughput per
   worker (trace MB / wall / workers, so start-up, scheduling and the reduce count against it),
   the largest worker's peak RSS (``RUSAGE_CHILDREN`` of the driver once its pool is joined),
   the driver's own, the whole tree's (sampled every 0.2 s) and the reduce's share of the wall
-  time (``job_map._reduce``: job check, job section, document);
+  time (``job_map.reduce``: job check, job section, document);
 * ``ray`` (``--ray``): the same on a two-node Ray cluster started here on 127.0.0.1 (one CPU a
   node, ``tests/ray_cluster.py``); workers' RSS sampled (they are the raylets' children), and
   the document compared with the local one.
@@ -46,21 +46,22 @@ CHILD = r"""
 import json, resource, sys, time
 from rightsize import job_map
 from rightsize.engine import EngineOptions
+from rightsize.pipeline import analyze_document
 reduce_s = []
-_reduce = job_map._reduce
+_reduce = job_map.reduce
 def timed(*a, **k):
     t = time.perf_counter()
     try:
         return _reduce(*a, **k)
     finally:
         reduce_s.append(time.perf_counter() - t)
-job_map._reduce = timed
+job_map.reduce = timed
 paths, engine, workers, address, out = sys.argv[1].split(","), sys.argv[2], sys.argv[3], \
     sys.argv[4], sys.argv[5]
 run = EngineOptions(engine=engine, workers=int(workers) if workers != "-" else None,
                     address=address if address != "-" else None)
 t0 = time.perf_counter()
-doc = job_map.analyze(paths, run=run)
+doc = analyze_document(paths, run_on=run)
 wall = time.perf_counter() - t0
 open(out, "w").write(json.dumps(doc.to_json()))
 print(json.dumps({"wall_s": wall, "reduce_s": sum(reduce_s),

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from rightsize.analyzers.document.sizing import Sizing
     from rightsize.analyzers.sizing.projection import Constraints
     from rightsize.catalog import Catalog
+    from rightsize.engine import EngineOptions
 
 
 class NoFramesError(RightsizeError):
@@ -119,10 +120,12 @@ class Analysis:
     """One analysis: the typed document, and the frames when it was computed here."""
 
     def __init__(self, document: Document, result: results.Analysis | None = None,
-                 manifest: Mapping[str, Any] | None = None) -> None:
+                 manifest: Mapping[str, Any] | None = None,
+                 frames_gone: str | None = None) -> None:
         self.document = document
         self._result = result
         self._manifest = dict(manifest) if manifest else None
+        self._frames_gone = frames_gone  # why there are no frames, when not read from JSON
 
     @classmethod
     def from_json(cls, source: str | Path | Mapping[str, Any]) -> Analysis:
@@ -156,9 +159,10 @@ class Analysis:
         """Each rank's frames and results; an analysis read from JSON has none, and asking for
         them raises :class:`NoFramesError` (its per-rank numbers are ``document.ranks``)."""
         if self._result is None:
-            raise NoFramesError("this analysis was read from JSON: it has the document but no "
-                                "frames (per-rank numbers are in .document.ranks); call "
-                                "rightsize.analyze() on the traces for frames")
+            raise NoFramesError(self._frames_gone or "this analysis was read from JSON: it has "
+                                "the document but no frames (per-rank numbers are in "
+                                ".document.ranks); call rightsize.analyze() on the traces for "
+                                "frames")
         return tuple(Rank(r) for r in self._result.ranks)
 
     def to_json(self) -> dict[str, Any]:
@@ -194,7 +198,9 @@ class Analysis:
 def analyze(*paths: str | Path, catalog: Catalog | None = None,
             constraints: Constraints | None = None, definitions: str = "rightsize",
             step_range: str | None = None, timezone: str | None = None,
-            samples_per_step: int | None = None) -> Analysis:
+            samples_per_step: int | None = None, steps: tuple[int, int] | None = None,
+            memory_budget: int | str | None = None, engine: str | None = None,
+            workers: int | None = None, ray_address: str | None = None) -> Analysis:
     """Analyze traces, run directories, Nsight exports or GPU metric logs, in any mix: what
     ``rightsize analyze`` does, with the same options.
 
@@ -204,7 +210,16 @@ def analyze(*paths: str | Path, catalog: Catalog | None = None,
     NVTX range that marks a step in an Nsight Systems export (``--step-range``); ``timezone``
     is the zone of an nvidia-smi log's local timestamps (``--timezone``);
     ``samples_per_step`` gives throughput targets and cost per 1k samples
-    (``--samples-per-step``).
+    (``--samples-per-step``); ``steps=(A, B)`` analyzes only steps A to B of each trace
+    (``--steps A-B``); ``memory_budget`` (bytes, or text such as ``"2G"``) is what one trace's
+    read and analysis may take, a trace that needs more being analyzed over a window that fits
+    (``--memory-budget``; default: 60% of the memory available).
+
+    By default everything runs in this process and the analysis keeps each rank's frames
+    (``ranks``). ``engine="local"`` with ``workers`` (processes) or ``engine="ray"`` with
+    ``ray_address`` (``--engine``, ``--workers``, ``--ray-address``) analyze the traces in
+    worker processes instead: the document is the same, and the frames stay with the workers
+    (``ranks`` raises :class:`NoFramesError`; ``workers=1`` is this process, with frames).
     """
     from rightsize.pipeline import Options, run
 
@@ -222,9 +237,16 @@ def analyze(*paths: str | Path, catalog: Catalog | None = None,
                              "--samples-per-step")
     options = Options(step_range=step_range, timezone=timezone, catalog=catalog,
                       constraints=constraints, samples_per_step=samples_per_step,
-                      definitions=definitions, lean=False)
-    result, document = run(list(paths), options)
-    return Analysis(document, result)
+                      definitions=definitions, lean=False, steps=_steps(steps),
+                      memory_budget_bytes=_budget(memory_budget))
+    result = run(list(paths), options, run_on=_engine(engine, workers, ray_address),
+                 frames=True)
+    return Analysis(result.document, result.analysis,
+                    frames_gone=None if result.analysis is not None else
+                    "its traces were analyzed by worker processes (engine="
+                    f"{engine!r}, workers={workers!r}): it has the document but no frames "
+                    "(per-rank numbers are in .document.ranks); analyze in this process "
+                    "(no engine, or workers=1) for frames")
 
 
 def open_run(run_dir: str | Path, definitions: str = "rightsize") -> Analysis:
@@ -234,5 +256,49 @@ def open_run(run_dir: str | Path, definitions: str = "rightsize") -> Analysis:
     from rightsize.pipeline import Options, run
 
     manifest = rundir.read_manifest(run_dir)
-    result, document = run([run_dir], Options(definitions=definitions, lean=False))
-    return Analysis(document, result, manifest)
+    result = run([run_dir], Options(definitions=definitions, lean=False), frames=True)
+    return Analysis(result.document, result.analysis, manifest)
+
+
+def _steps(steps: tuple[int, int] | None) -> tuple[int, int] | None:
+    if steps is None:
+        return None
+    if not (isinstance(steps, tuple | list) and len(steps) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in steps)
+            and 0 <= steps[0] <= steps[1]):
+        raise RightsizeError(f"steps must be (A, B), two step numbers with 0 <= A <= B, not "
+                             f"{steps!r}")
+    return int(steps[0]), int(steps[1])
+
+
+def _budget(budget: int | str | None) -> int | None:
+    from rightsize.traces.budget import MIN_BUDGET_BYTES, parse_size
+
+    if budget is None:
+        return None
+    try:
+        n = parse_size(budget) if isinstance(budget, str) else budget
+    except ValueError as exc:
+        raise RightsizeError(f"memory_budget: {exc}") from None
+    if isinstance(n, bool) or not isinstance(n, int) or n < MIN_BUDGET_BYTES:
+        raise RightsizeError(f"memory_budget must be at least {MIN_BUDGET_BYTES:,} bytes "
+                             f"(100 MB), not {budget!r}: too little to analyze a trace in")
+    return n
+
+
+def _engine(engine: str | None, workers: int | None,
+            address: str | None) -> EngineOptions | None:
+    from rightsize.engine import ENGINES, EngineOptions
+
+    if engine is None and workers is None and address is None:
+        return None  # this process, with the frames
+    engine = engine or ("ray" if address is not None else "local")
+    if engine not in ENGINES:
+        raise RightsizeError(f"unknown engine {engine!r}: use one of {', '.join(ENGINES)}")
+    if engine != "ray" and address is not None:
+        raise RightsizeError("ray_address needs engine='ray'")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1 or engine == "ray"):
+        raise RightsizeError(f"workers must be a positive integer, for the local engine, "
+                             f"not {workers!r}")
+    return EngineOptions(engine=engine, workers=workers, address=address)

@@ -32,7 +32,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rightsize.errors import RightsizeError
@@ -44,11 +44,13 @@ ENGINES = ("local", "ray")
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """A task that raised: its input's index, the error's type and its message in one line."""
+    """A task that raised: its input's index, the error's type and its message in one line
+    (and, when it ran in this process, the exception itself: a caller may raise it again)."""
 
     index: int
     error: str
     message: str
+    exception: BaseException | None = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.error}: {self.message}"
@@ -115,12 +117,14 @@ def map_ordered(fn: Callable[[T], R], items: Sequence[T],
     return out
 
 
-def _call(fn: Callable[[T], R], index: int, item: T) -> R | Failed:
-    """Run one task, turning its exception into a :class:`Failed` (runs in the worker)."""
+def _call(fn: Callable[[T], R], index: int, item: T, here: bool = False) -> R | Failed:
+    """Run one task, turning its exception into a :class:`Failed` (runs in the worker;
+    ``here``: in this process, the Failed keeps the exception)."""
     try:
         return fn(item)
     except Exception as exc:  # noqa: BLE001 - every input's failure becomes its own row
-        return Failed(index, type(exc).__name__, " ".join(str(exc).split()) or "no message")
+        return Failed(index, type(exc).__name__, " ".join(str(exc).split()) or "no message",
+                      exc if here else None)
 
 
 def _local(fn: Callable[[T], R], items: Sequence[T],
@@ -130,7 +134,7 @@ def _local(fn: Callable[[T], R], items: Sequence[T],
     input that kills its worker fails; the tasks not yet started go on in a fresh shared pool."""
     if workers == 1:  # no pool: the same process, same results, none of the start-up
         for i, item in enumerate(items):
-            yield i, _call(fn, i, item)
+            yield i, _call(fn, i, item, here=True)
         return
     todo = list(range(len(items)))  # not started yet: in a shared pool
     suspects: list[int] = []  # in flight when a pool broke: each in a pool of its own

@@ -107,18 +107,26 @@ def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
 
 def analyze(traces: list[Trace], context: Context = Context()) -> Analysis:
     ranks = tuple(analyze_trace(t, context) for t in traces)
-    counters = None
-    if not ranks and context.gpu_samples is not None:
-        from rightsize.analyzers.diagnosis.counters import diagnose_counters
-        counters = diagnose_counters(context.gpu_samples)
-    if not ranks and counters is None and context.ncu is not None:
-        from rightsize.analyzers.diagnosis.ncu_only import diagnose_ncu
-        counters = diagnose_ncu(context.ncu)
+    found = None if ranks else counters(context)
     first = max(ranks, key=lambda r: r.kernel_ns) if ranks else None
     window = (int(first.steps.start_ns[0]), int(first.steps.end_ns[-1])) \
         if first is not None and first.steps.count else None
-    return Analysis(ranks, counters, host_timeline(context.host_samples, window),
+    return Analysis(ranks, found, host_timeline(context.host_samples, window),
                     _job(ranks, context))
+
+
+def counters(context: Context) -> Diagnosis | None:
+    """The verdict of inputs without a trace: from GPU samples, else from Nsight Compute
+    rows alone (None: neither)."""
+    if context.gpu_samples is not None:
+        from rightsize.analyzers.diagnosis.counters import diagnose_counters
+        found = diagnose_counters(context.gpu_samples)
+        if found is not None:
+            return found
+    if context.ncu is not None:
+        from rightsize.analyzers.diagnosis.ncu_only import diagnose_ncu
+        return diagnose_ncu(context.ncu)
+    return None
 
 
 def _job(ranks: tuple[RankAnalysis, ...], context: Context) -> Job | None:

@@ -120,10 +120,9 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
       rightsize analyze ranks/ --engine ray --ray-address 10.0.0.1:6379
       rightsize analyze big.pt.trace.json.gz --memory-budget 2G
     """
-    from rightsize import job_map
     from rightsize.analyzers.sizing.projection import Constraints, Objective
     from rightsize.cli.comm import load_comm_model
-    from rightsize.pipeline import Options
+    from rightsize.pipeline import Options, analyze_document
 
     if target_throughput is not None and samples_per_step is None:
         raise click.UsageError("--target-throughput needs --samples-per-step")
@@ -143,7 +142,7 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     if output is not None:  # before a long analysis, not after
         outputs.check_target(output, paths, force)
     progress = Progress(enabled=not quiet)
-    doc = job_map.analyze(list(paths), options, run, progress)
+    doc = analyze_document(list(paths), options, progress, run)
     progress.done()
     note_interrupted(doc, quiet)
     if fmt == "html" and output is None:  # the page where it goes by default, said as such
@@ -165,7 +164,7 @@ def _engine_options(engine: str, workers: int | None, address: str | None) -> En
 
 
 def _size(text: str | None) -> int | None:
-    from rightsize.traces.budget import parse_size
+    from rightsize.traces.budget import MIN_BUDGET_BYTES, parse_size
 
     if text is None:
         return None
@@ -173,7 +172,7 @@ def _size(text: str | None) -> int | None:
         n = parse_size(text)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--memory-budget") from None
-    if n < 100_000_000:
+    if n < MIN_BUDGET_BYTES:
         raise click.BadParameter(f"{text} is less than 100 MB: too little to analyze a trace in",
                                  param_hint="--memory-budget")
     return n

@@ -37,7 +37,6 @@ from rightsize.fleet.schema import (
 )
 
 if TYPE_CHECKING:
-    from rightsize.analyzers.analysis import Analysis
     from rightsize.analyzers.document import Document
     from rightsize.fleet.remote import RemoteJob
 
@@ -151,11 +150,12 @@ def _analyze(task: Task, job: Job, renames: list[tuple[str, str]] | None = None)
     """Analyze ``job`` (the task's own, or its files downloaded: ``renames`` maps their local
     paths back to the URLs in what the row and the document say)."""
     from rightsize.fleet.remote import relabel
-    from rightsize.pipeline import run
+    from rightsize.pipeline import HERE, run
 
     start = time.perf_counter()
-    try:
-        analysis, doc = run(list(job.paths))
+    try:  # in this worker: the scan maps jobs over the engine, a job's traces are read here
+        result = run(list(job.paths), run_on=HERE)
+        doc = result.document
         manifest = _manifest(job)
     except RightsizeError as exc:
         reason = relabel(str(exc), renames) if renames else str(exc)
@@ -168,7 +168,7 @@ def _analyze(task: Task, job: Job, renames: list[tuple[str, str]] | None = None)
 
         lab = from_manifest(manifest)
         row.update(team=lab.team, project=lab.project, labels_source=lab.source)
-    row.update(_recorded(task, manifest, analysis))
+    row.update(_recorded(task, manifest, result.first_event_ns))
     row.update(document_columns(doc))
     if manifest is not None and row["gpus"]:
         duration = manifest.get("duration_s")
@@ -191,7 +191,7 @@ def _manifest(job: Job) -> dict[str, Any] | None:
 
 
 def _recorded(task: Task, manifest: dict[str, Any] | None,
-              analysis: Analysis) -> dict[str, Any]:
+              first_event_ns: int | None) -> dict[str, Any]:
     started = manifest.get("started_at") if manifest else None
     if isinstance(started, str):
         try:
@@ -200,23 +200,17 @@ def _recorded(task: Task, manifest: dict[str, Any] | None,
                     "recorded_at_source": "manifest"}
         except ValueError:
             pass
-    first = wall_clock_start(analysis)
+    first = wall_clock_start(first_event_ns)
     if first is not None:
         return {"recorded_at": first, "recorded_at_source": "trace"}
     at, source = _modified(task)
     return {"recorded_at": at, "recorded_at_source": source}
 
 
-def wall_clock_start(analysis: Analysis) -> datetime | None:
-    """The traces' first event when their clock is the wall clock (Kineto's epoch
-    timestamps, between 2000 and tomorrow), else None (``rightsize serve`` records it too)."""
-    first = None
-    for r in analysis.ranks:
-        for f in (r.trace.cpu_ops, r.trace.kernels):
-            if f.height:
-                v = f["ts_ns"].min()
-                if isinstance(v, int) and (first is None or v < first):
-                    first = v
+def wall_clock_start(first: int | None) -> datetime | None:
+    """The traces' first event (``pipeline.Result.first_event_ns``) when their clock is the
+    wall clock (epoch timestamps, between 2000 and tomorrow), else None (``rightsize serve``
+    records it too)."""
     if first is not None and _EPOCH_MIN_NS <= first <= (time.time() + 86400) * 1e9:
         return datetime.fromtimestamp(first / 1e9, UTC)
     return None

@@ -14,8 +14,8 @@ A job is one of:
   appears twice (two recordings) has each file analyzed alone, and the group says why;
 * ``file``: any other input file, named ``folder/file``.
 
-Under a folder, files are inputs by name (:data:`INPUT_SUFFIXES`), and ``.txt``/``.log`` files
-whose head is an nvidia-smi, DCGM or nccl-tests log; a ``.json`` that is a whole JSON document
+Under a folder, files are inputs by name (the suffixes the readers declare), and ``.txt``/``.log``
+files whose head a reader knows (an nvidia-smi, DCGM or nccl-tests log); a ``.json`` that is a whole JSON document
 without ``traceEvents`` (a model config, a list of pairs) is not a trace, nor a whole CSV table
 that is no GPU log or Nsight Compute export (a demand curve). Others are counted,
 by why (:data:`LEFT_OUT`), and left out. A file named on the command line is always an input. What a file is (its reader, its
@@ -38,13 +38,14 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from rightsize import rundir
 from rightsize.errors import RightsizeError
 
-INPUT_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite3", ".csv", ".prom")
-TEXT_LOG_SUFFIXES = (".txt", ".log")  # inputs when their head is a GPU metrics/nccl-tests log
+if TYPE_CHECKING:
+    from rightsize.traces.readers import JobHead
+
 # Why a file under a folder was left out, as the scan says it.
 LEFT_OUT = {
     "name": "files of other names (inputs: .json, .json.gz, .sqlite, .csv, .prom, and .txt/.log"
@@ -53,12 +54,8 @@ LEFT_OUT = {
     "text": "text files that are no nvidia-smi, DCGM or nccl-tests log",
     "csv": "CSV tables that are no nvidia-smi, DCGM or Nsight Compute export",
 }
-HEAD_BYTES = 256 * 1024  # distributedInfo sits before traceEvents, in the first few kB
+HEAD_BYTES = 256 * 1024  # what a reader's job_head reads (Kineto: distributedInfo, early)
 _RUN_INPUTS = ("manifest.json", rundir.TRACES_DIR, "samples")  # what a run's key covers
-_DIST = re.compile(rb'"distributedInfo"\s*:\s*')
-_PROPS = re.compile(rb'"deviceProperties"\s*:\s*')
-_TS = re.compile(rb'"ts"\s*:\s*"?(-?[0-9][0-9.eE+]*)')
-_EPOCH_MIN_US = 946_684_800e6  # 2000-01-01
 SAME_JOB_S = 600.0  # ranks of one job start recording within this of each other
 _GLOB = re.compile(r"[*?\[]")
 
@@ -69,14 +66,14 @@ class DiscoverError(RightsizeError):
 
 @dataclass(frozen=True, slots=True)
 class Probe:
-    """What a file's head says: its reader and, for Kineto traces, its rank."""
+    """What a file's head says: its reader and, when its format's head says, its rank."""
 
     reader: str | None  # None: not a supported input (``problem`` says why)
     problem: str | None = None
     rank: int | None = None
     world_size: int | None = None
     backend: str | None = None
-    devices: str | None = None  # deviceProperties' names, when the head has them
+    devices: str | None = None  # the device names, when the head has them
     start_us: float | None = None  # the first wall-clock event time in the head (epoch us)
 
 
@@ -96,41 +93,36 @@ class Found:
 
 
 def probe(path: Path) -> Probe:
-    """The reader of ``path`` (by content, as the loader detects it) and its distributedInfo."""
+    """The reader of ``path`` (by content, as the loader detects it) and what its head says of
+    the job it is a rank of (``Reader.job_head``)."""
     from rightsize.traces.loader import detect
 
     try:
         reader = detect(path)
     except RightsizeError as exc:
         return Probe(None, problem=str(exc))
-    if reader.name != "kineto":
-        return Probe(reader.name)
-    return probe_head(reader.name, _head(path))
+    said = reader.job_head(_head(path))
+    return Probe(reader.name) if said is None else _probe(reader.name, said)
 
 
-def probe_head(reader: str | None, head: bytes) -> Probe:
-    """What a Kineto trace's head says: its rank, world size, backend, devices and start."""
-    info = _object_after(_DIST, head)
-    if not isinstance(info, dict):
-        return Probe(reader)
-    rank, world = _int(info.get("rank")), _int(info.get("world_size"))
-    backend = info.get("backend")
-    props = _object_after(_PROPS, head)
-    names = sorted({str(d.get("name")) for d in props if isinstance(d, dict) and d.get("name")}
-                   ) if isinstance(props, list) else []
-    return Probe(reader, rank=rank, world_size=world,
-                 backend=backend if isinstance(backend, str) else None,
-                 devices=", ".join(names) or None, start_us=_first_ts_us(head))
+def probe_head(head: bytes) -> Probe:
+    """What a file's head alone says (an object-store file, before it is downloaded): the
+    reader whose format's head names a job, and what it says; ``Probe(None)`` otherwise."""
+    from rightsize.traces.registry import job_head
+
+    found = job_head(head)
+    return Probe(None) if found is None else _probe(*found)
+
+
+def _probe(reader: str, said: JobHead) -> Probe:
+    return Probe(reader, rank=said.rank, world_size=said.world_size, backend=said.backend,
+                 devices=said.devices, start_us=said.start_us)
 
 
 def first_wall_clock_us(path: Path) -> float | None:
-    """The first wall-clock event time (epoch us) in a Kineto trace's head, or None (another
-    format, a relative clock, an unreadable file)."""
-    return _first_ts_us(_head(path))
-
-
-def _int(v: object) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    """The first wall-clock event time (epoch us) that a file's head names, or None (a
+    format whose head does not say, a relative clock, an unreadable file)."""
+    return probe_head(_head(path)).start_us
 
 
 def _head(path: Path) -> bytes:
@@ -155,34 +147,6 @@ def head_of(fh: BinaryIO) -> bytes:
         return fh.read(HEAD_BYTES)
     except (OSError, EOFError, zlib.error, gzip.BadGzipFile):
         return b""
-
-
-def _object_after(key: re.Pattern[bytes], head: bytes) -> object:
-    """The JSON value after ``"key":`` in ``head`` (None when absent or cut off)."""
-    m = key.search(head)
-    if m is None:
-        return None
-    try:
-        obj, _ = json.JSONDecoder().raw_decode(head[m.end():].decode("utf-8", "replace"))
-    except ValueError:
-        return None
-    return obj
-
-
-def _first_ts_us(head: bytes) -> float | None:
-    """The first event time in ``head`` that reads as wall-clock microseconds (Kineto writes
-    epoch us; relative clocks give None)."""
-    events = head.find(b'"traceEvents"')
-    if events < 0:
-        return None
-    for m in _TS.finditer(head, events):
-        try:
-            ts = float(m.group(1))
-        except ValueError:
-            continue
-        if ts >= _EPOCH_MIN_US:
-            return ts
-    return None
 
 
 def expand(paths: Iterable[str]) -> list[Path]:
@@ -226,14 +190,13 @@ def why_not_input(name: str, head: Callable[[], bytes] | None = None) -> str | N
     ``all_reduce_perf ... > nccl.log``); a ``.json`` that is a whole JSON document in its head
     without ``traceEvents``. A damaged trace (empty, cut, not JSON) is still an input: its
     row says what is wrong with it."""
-    lower = name.lower()
-    if lower.endswith(TEXT_LOG_SUFFIXES):
-        from rightsize.traces.metrics_logs import looks_like_metrics_log
-        from rightsize.traces.nccl_tests import looks_like
+    from rightsize.traces.registry import BY_HEAD_SUFFIXES, input_suffixes
+    from rightsize.traces.registry import is_input_name as by_readers
 
-        text = head().lstrip() if head is not None else b""
-        return None if looks_like_metrics_log(text) or looks_like(text) else "text"
-    if not lower.endswith(INPUT_SUFFIXES):
+    lower = name.lower()
+    if lower.endswith(BY_HEAD_SUFFIXES):
+        return None if by_readers(name, head) else "text"
+    if not lower.endswith(input_suffixes()):
         return "name"
     if lower.endswith(".json") and head is not None and _other_json(head()):
         return "json"

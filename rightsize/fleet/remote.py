@@ -249,10 +249,13 @@ class RemoteFiles:
         return h.hexdigest()
 
     def probe(self, url: str) -> Probe:
-        """A Kineto trace's rank (its head read once per digest); nothing for other names."""
+        """A trace's rank as its head says (read once per digest); nothing for files not
+        named as traces (``registry.trace_suffixes``)."""
+        from rightsize.traces.registry import trace_suffixes
+
         f = self.files[url]
         name = posixpath.basename(url).lower()
-        if not name.endswith((".json", ".json.gz")):
+        if not name.endswith(trace_suffixes()):
             return Probe(None)
         digest = self.digest(url)
         row = self.cache.get(url)
@@ -265,8 +268,7 @@ class RemoteFiles:
                 head = head_of(fh)
         except Exception:  # noqa: BLE001 - unreadable: its analysis says why, as a row
             head = b""
-        kineto = b'"traceEvents"' in head or b'"distributedInfo"' in head
-        pr = probe_head("kineto" if kineto else None, head)
+        pr = probe_head(head)
         self.cache.put(FileCache.row(url, f.size, f.mtime_ns or -1, digest, pr))
         return pr
 

@@ -52,14 +52,14 @@ _TOMORROW_S = 86_400
 
 
 def run_kind(files: list[dict[str, Any]], doc: dict[str, Any] | None) -> str:
-    """``file`` (one file, keyed as ``fleet scan`` keys a file), ``ranks`` (Kineto traces the
+    """``file`` (one file, keyed as ``fleet scan`` keys a file), ``ranks`` (traces the
     analysis read as the ranks of one job), or ``upload`` (files analyzed together: a trace
     with its ncu CSV or metrics log)."""
     if len(files) == 1:
         return "file"
     inputs = (doc or {}).get("inputs") or []
     if (doc or {}).get("job") and inputs and all(
-            isinstance(i, dict) and i.get("format") == "kineto" for i in inputs):
+            isinstance(i, dict) and "rank" in i for i in inputs):  # every input a trace
         return "ranks"
     return "upload"
 

@@ -8,11 +8,12 @@ device, step time, seconds spent) or ``{"error": one line}``.
 
 :func:`worker_main` is the process: it dies with the server (``PR_SET_PDEATHSIG`` on Linux, and
 a thread that watches the parent's pid everywhere), so a server killed with SIGKILL leaves no
-analysis running behind it. The analysis is
-:func:`rightsize.pipeline.analyze_paths` and the page :func:`rightsize.reports.render.write_report`,
-the same calls as ``rightsize analyze`` (the page from the typed document read back from the
-JSON form, as ``rightsize report`` does); the summary also says when the trace was recorded,
-by its own wall clock (:func:`rightsize.fleet.analyze.wall_clock_start`), for the fleet row. The document's ``path`` values are the uploaded file
+analysis running behind it. The analysis is :func:`rightsize.pipeline.run` (in this process:
+the worker is the server's pool) and the page :func:`rightsize.reports.render.write_report`,
+the same pipeline as ``rightsize analyze`` (the page from the typed document read back from the
+JSON form, as ``rightsize report`` does); the summary also says when the trace was recorded, by
+its own wall clock (:func:`rightsize.fleet.analyze.wall_clock_start`), for the fleet row. The
+document's ``path`` values are the uploaded file
 names, not the server's blob paths.
 """
 
@@ -103,13 +104,13 @@ def analyze_run(run_dir: str, inputs: list[tuple[str, str]]) -> dict[str, Any]:
     try:
         from rightsize.analyzers.document import Document
         from rightsize.fleet.analyze import wall_clock_start
+        from rightsize.pipeline import HERE
         from rightsize.pipeline import run as analyze
         from rightsize.reports.render import render
 
-        analysis, document = analyze(list(names))
-        recorded = wall_clock_start(analysis)  # the fleet row's day (serve/fleet.py)
-        del analysis
-        doc = document.to_json()
+        result = analyze(list(names), run_on=HERE)  # this worker is the server's pool
+        recorded = wall_clock_start(result.first_event_ns)  # the fleet row's day (fleet.py)
+        doc = result.document.to_json()
         _rename_paths(doc, names)
         page = render(Document.from_json(doc), "html")
         write_atomic(run / REPORT_HTML, page)
@@ -142,10 +143,6 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
             "device": primary_device(doc), "step_ms": (doc.get("steps") or {}).get("mean_ms")}
 
 
-# Inputs that describe no device list: a run of only these has an unknown device, not "CPU".
-NO_DEVICE_FORMATS = frozenset({"ncu", "metrics-log"})
-
-
 def primary_device(doc: dict[str, Any]) -> str | None:
     """The primary device's name, ``GPU`` when the trace does not name it, ``CPU`` for a
     trace without a GPU, None (unknown) when no input is a trace (an nvidia-smi/DCGM log or
@@ -154,8 +151,9 @@ def primary_device(doc: dict[str, Any]) -> str | None:
     primary = [d for d in devices if d.get("primary")] or devices
     if primary:
         return str(primary[0].get("name") or "GPU")
-    formats = {i.get("format") for i in doc.get("inputs") or [] if isinstance(i, dict)}
-    return None if formats and formats <= NO_DEVICE_FORMATS else "CPU"
+    inputs = [i for i in doc.get("inputs") or [] if isinstance(i, dict)]
+    traces = [i for i in inputs if "rank" in i]  # a trace's entry says its rank (maybe null)
+    return None if inputs and not traces else "CPU"
 
 
 def _link_inputs(run: Path, inputs: list[tuple[str, str]]) -> dict[str, str]:

@@ -16,7 +16,8 @@ factors are the largest ratios measured (traces of 16 MB to 1 GB), so the estima
 traces from above (by up to 1.6x on a 1 GB one); a trace unlike them (far more args per event,
 say) may need more.
 
-Inputs: a path. Outputs: an :class:`Estimate`. No analysis; reads at most the file's first
+Inputs: a path and its reader's declared :class:`~rightsize.traces.readers.Memory`. Outputs: an
+:class:`Estimate`. No analysis; reads at most the file's first
 8 MiB (a gzip's inflation ratio) and its last bytes.
 """
 
@@ -27,56 +28,42 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from rightsize.traces.readers import Memory
+
 GZIP_MAGIC = b"\x1f\x8b"
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
-# Measured with benchmarks/memory_budget.py factors on this repository's 2-core machine
-# (Python 3.11, polars 1.x; benchmarks/README.md "Memory of one worker"): peak RSS of a fresh
-# worker = BASE_BYTES + the larger of bytes x per_byte and events x per_event, each factor the
-# largest ratio (peak - BASE_BYTES) / size seen. Kineto: a make_job.py rank of 155 MB (617k
-# events, compact JSON with collective args: 366 MB peak), make_big_trace.py traces of 175 MB
-# and 1.05 GB (545k / 3.27M events: 288 / 866 MB). Nsight: a kernel-heavy export of 155 MB
-# (nsys_large.py, 2.5M rows: 745 MB) and an NVTX-heavy one of 267 MB with 256 steps
-# (memory_budget.py nsys-steps, 3.7M rows: 880 MB). A 16 MB rank peaks at 165 MB: the floor.
+# The floor: peak RSS of a fresh worker process that reads and analyzes a small trace (Python,
+# polars, rightsize; a 16 MB rank peaks at 165 MB). Each trace reader declares its factors
+# above it (``Reader.memory``: kineto.MEMORY, nsys.MEMORY), measured with
+# benchmarks/memory_budget.py factors on this repository's 2-core machine (Python 3.11,
+# polars 1.x; benchmarks/README.md "Memory of one worker"): the largest ratio
+# (peak - BASE_BYTES) / size seen.
 BASE_BYTES = 200_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Factor:
-    per_byte: float  # peak RSS above BASE_BYTES per byte of the trace (uncompressed JSON)
-    per_event: float  # the same per event (Kineto event; Nsight activity or NVTX row)
-
-
-FACTORS = {
-    "kineto": Factor(per_byte=1.1, per_event=270.0),
-    "nsys": Factor(per_byte=3.6, per_event=220.0),
-}
+MIN_BUDGET_BYTES = 100_000_000  # a --memory-budget below this is refused: no trace fits in it
 SAMPLE_BYTES = 8 << 20  # compressed bytes inflated to learn a gzip trace's ratio
 INFLATED_MAX = 64 << 20  # at most this much of it inflated
 
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
-    format: str  # "kineto" or "nsys"
     data_bytes: int  # the bytes the model is in: uncompressed JSON, or the export's size
     need_bytes: int  # estimated peak RSS of a worker analyzing the whole trace
 
 
-def need_for_events(fmt: str, events: int) -> int:
-    """Estimated peak RSS of a worker that reads ``events`` events of a ``fmt`` trace."""
-    return BASE_BYTES + int(events * FACTORS[fmt].per_event)
+def need_for_events(memory: Memory, events: int) -> int:
+    """Estimated peak RSS of a worker that reads ``events`` events of a trace whose reader
+    declares ``memory``."""
+    return BASE_BYTES + int(events * memory.per_event)
 
 
-def estimate(path: Path) -> Estimate:
-    """What analyzing the whole file takes (see the module docstring)."""
+def estimate(path: Path, memory: Memory) -> Estimate:
+    """What analyzing the whole file takes, by its reader's ``memory`` (see the module
+    docstring): its bytes, uncompressed when it is gzip."""
     with path.open("rb") as fh:
-        head = fh.read(len(SQLITE_MAGIC))
+        head = fh.read(len(GZIP_MAGIC))
     size = path.stat().st_size
-    if head.startswith(SQLITE_MAGIC):
-        fmt, data = "nsys", size
-    else:
-        fmt, data = "kineto", gunzipped_size(path, size) if head[:2] == GZIP_MAGIC else size
-    return Estimate(fmt, data, BASE_BYTES + int(data * FACTORS[fmt].per_byte))
+    data = gunzipped_size(path, size) if head == GZIP_MAGIC else size
+    return Estimate(data, BASE_BYTES + int(data * memory.per_byte))
 
 
 def gunzipped_size(path: Path, size: int) -> int:

@@ -32,14 +32,27 @@ from typing import Any, TypeVar
 import polars as pl
 
 from rightsize.errors import InputError
-from rightsize.traces import budget, jsonbytes, kineto_scan, kineto_steps, limits, window
+from rightsize.traces import (
+    budget,
+    jsonbytes,
+    kineto_head,
+    kineto_meta,
+    kineto_scan,
+    kineto_steps,
+    limits,
+    window,
+)
 from rightsize.traces import kineto_frames as kf
 from rightsize.traces.jsonscan import Batch, Scan, ScanError
+from rightsize.traces.readers import TRACE, JobHead, Memory, Read, ReadOptions
 from rightsize.traces.readers import Progress as Detail
-from rightsize.traces.readers import Read, ReadOptions
-from rightsize.traces.schema import Trace, TraceMeta
+from rightsize.traces.schema import Trace
 
 GZIP_MAGIC = b"\x1f\x8b"
+# Measured (budget.py): a make_job.py rank of 155 MB (617k events, compact JSON with collective
+# args: 366 MB peak), make_big_trace.py traces of 175 MB and 1.05 GB (545k / 3.27M events:
+# 288 / 866 MB); the largest ratios above the floor.
+MEMORY = Memory(per_byte=1.1, per_event=270.0)
 
 Progress = Callable[[int, int], None]  # (bytes read, events parsed)
 T = TypeVar("T")
@@ -57,9 +70,15 @@ class KinetoReader:
 
     name = "kineto"
     described = "PyTorch Profiler/Kineto JSON (.json, .json.gz)"
+    contributes = TRACE
+    memory = MEMORY
+    suffixes = (".json", ".json.gz")
 
     def detect(self, path: Path, head: bytes) -> bool:
         return looks_like_kineto(head)
+
+    def job_head(self, head: bytes) -> JobHead | None:
+        return kineto_head.job_head(head)
 
     def read(self, path: Path, options: ReadOptions, progress: Detail | None) -> Read:
         return Read.of_trace(read_kineto(path, _ticker(progress), lean=options.lean,
@@ -105,10 +124,10 @@ def _window(path: Path, steps: tuple[int, int] | None,
             budget_bytes: int | None) -> window.StepWindow | None:
     """The window to read (None: the whole trace fits the budget)."""
     if steps is None and budget_bytes is not None \
-            and budget.estimate(path).need_bytes <= budget_bytes:
+            and budget.estimate(path, MEMORY).need_bytes <= budget_bytes:
         return None  # no first pass for a trace that surely fits
     table = _open(path, lambda stream: kineto_steps.step_table(path, stream))
-    return window.plan(table, path, steps, lambda n: budget.need_for_events("kineto", n),
+    return window.plan(table, path, steps, lambda n: budget.need_for_events(MEMORY, n),
                        budget_bytes)
 
 
@@ -196,7 +215,7 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None, lean: bool,
     envelope = _envelope(path, scan.envelope)
     if n_events == 0:
         raise InputError(path, "the trace has no events (traceEvents is empty)")
-    meta = _meta(path, envelope, cats, n_events)
+    meta = kineto_meta.meta(path, envelope, cats, n_events)
     frames = kf.finish(parts, envelope, meta)
     if all(frames[name].height == 0 for name in kf.EVENT_FRAMES):
         raise InputError(path, f"none of the {n_events:,} events is a PyTorch Profiler event "
@@ -367,71 +386,6 @@ def _collect(parsed: Parsed, parts: dict[str, list[pl.DataFrame]], cats: set[str
         if df.height:
             parts[name].append(df)
     return height
-
-
-def _meta(path: Path, env: dict[str, Any], cats: set[str], n_events: int) -> TraceMeta:
-    dist = env.get("distributedInfo") or {}
-    if not isinstance(dist, dict):
-        dist = {}
-    base = env.get("baseTimeNanoseconds")
-    props = env.get("deviceProperties") or env.get("computeProperties") or []
-    props = props if isinstance(props, list) else []
-    names = " ".join(str(p.get("name", "")) for p in props if isinstance(p, dict))
-    if "roctracer_version" in env or "hip_runtime_version" in env or "AMD" in names:
-        vendor = "amd"
-    elif not (cats & kf.GPU_CATS):
-        vendor = "none"
-    else:
-        vendor = "nvidia"
-    keep = (
-        "schemaVersion", "traceName", "displayTimeUnit", "record_shapes", "profile_memory",
-        "with_stack", "with_flops", "with_modules", "cupti_version", "cuda_runtime_version",
-        "cuda_driver_version", "roctracer_version", "hip_runtime_version", "hip_driver_version",
-        "metadata",
-    )
-    profiler = {k: env[k] for k in keep if k in env}
-    if "nccl_version" in dist:
-        profiler["nccl_version"] = dist["nccl_version"]
-    if "pg_count" in dist:
-        profiler["pg_count"] = dist["pg_count"]
-    if isinstance(dist.get("pg_config"), list):  # the process groups (name, ranks) it is in
-        profiler["pg_config"] = dist["pg_config"]
-    return TraceMeta(
-        path=str(path),
-        format="kineto",
-        rank=_int_or_none(dist.get("rank")),
-        world_size=_int_or_none(dist.get("world_size")),
-        backend=dist.get("backend") if isinstance(dist.get("backend"), str) else None,
-        vendor=vendor,
-        base_time_ns=_base_time(path, base),
-        legacy_names=bool(cats & kf.LEGACY_CATS),
-        profiler=profiler,
-        event_count=n_events,
-    )
-
-
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None and not isinstance(value, bool) else None
-    except (TypeError, ValueError, OverflowError):  # OverflowError: a huge float
-        return None
-
-
-INT64_MAX = (1 << 63) - 1
-
-
-def _base_time(path: Path, value: Any) -> int | None:
-    """``baseTimeNanoseconds``: an epoch time that int64 ns can hold, else an error (adding
-    it must never wrap the event times)."""
-    base = _int_or_none(value)
-    if base is None:
-        if value is not None and not isinstance(value, bool):
-            raise InputError(path, f"baseTimeNanoseconds is not a whole number: {value!r:.40}")
-        return None
-    if not 0 <= base <= INT64_MAX:
-        raise InputError(path, f"baseTimeNanoseconds {str(value)[:40]} is outside int64 "
-                               "nanoseconds")
-    return base
 
 
 def _check_required(path: Path, frames: dict[str, pl.DataFrame]) -> None:

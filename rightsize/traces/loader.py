@@ -1,10 +1,15 @@
 """Find and open the inputs of an analysis: files, per-rank directories, run directories.
 
-Input: paths as the user typed them. Output: :class:`Inputs` - the traces (normalized), plus a
-description of each input for the report. The format of a file is detected from its content
+Input: paths as the user typed them. Output: the read plan (:func:`plan`, a :class:`Plan`):
+each input's ``inputs`` entry, the traces to read and analyze one at a time (by the pipeline,
+``rightsize.pipeline``, on the engine), and what the other inputs contributed, read here
+(Nsight Compute kernel rows, GPU samples, a run directory's host samples).
+:func:`read_trace` reads one trace of the plan; :func:`load` reads them all into memory
+(:class:`Inputs`: for tests and notebooks). The format of a file is detected from its content
 (gzip magic, JSON, SQLite header...), not from its name, by the readers of
-:data:`rightsize.traces.registry.READERS` in order; this module names no format. Every problem
-is an :class:`~rightsize.errors.InputError` naming the file.
+:data:`rightsize.traces.registry.READERS` in order, and what it contributes is what its reader
+declares; this module names no format. Every problem is an
+:class:`~rightsize.errors.InputError` naming the file.
 
 Several traces are analyzed together as the ranks of one job only when they say so
 (:func:`check_one_job`): each carries distributedInfo with the same world size and backend and
@@ -32,16 +37,26 @@ import polars as pl
 
 from rightsize import rundir
 from rightsize.errors import InputError, RightsizeError
-from rightsize.traces import limits, nccl_tests, ncu, registry
-from rightsize.traces.kineto import GZIP_MAGIC
-from rightsize.traces.readers import Read, Reader, ReadOptions, Refused
+from rightsize.traces import limits, registry
+from rightsize.traces.kernel_rows import combine_ncu
+from rightsize.traces.readers import (
+    FABRIC,
+    TRACE,
+    Memory,
+    Read,
+    Reader,
+    ReadOptions,
+    Refused,
+    not_analyzed,
+)
 from rightsize.traces.registry import SUPPORTED
 from rightsize.traces.samples import read_kind
 from rightsize.traces.schema import Trace
 
-__all__ = ["SUPPORTED", "Inputs", "ReadOptions", "detect", "load"]
+__all__ = ["SUPPORTED", "Inputs", "Plan", "ReadOptions", "TraceFile", "detect", "load", "plan",
+           "read_trace"]
 
-TRACE_GLOBS = ("*.json", "*.json.gz", "*.sqlite")
+GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 4096
 DEFAULT_OPTIONS = ReadOptions()
 
@@ -132,9 +147,10 @@ def expand(paths: list[Path]) -> list[tuple[Path, Path | None]]:
                     raise InputError(p, f"run directory without traces: {_why_no_trace(p)}")
                 out.extend((f, p) for f in files)
                 continue
-            files = sorted({f for g in TRACE_GLOBS for f in p.glob(g) if f.is_file()})
+            globs = [f"*{s}" for s in registry.trace_suffixes()]
+            files = sorted({f for g in globs for f in p.glob(g) if f.is_file()})
             if not files:
-                raise InputError(p, "directory holds no trace files (*.json, *.json.gz, *.sqlite)")
+                raise InputError(p, f"directory holds no trace files ({', '.join(globs)})")
             out.extend((f, None) for f in files)
         else:
             out.append((p, None))
@@ -162,13 +178,6 @@ def run_status(run_dir: Path) -> str | None:
     return status
 
 
-def load(paths: list[str | Path], progress: Progress | None = None,
-         options: ReadOptions = DEFAULT_OPTIONS) -> Inputs:
-    """Read every input into the normalized schema (``-`` is standard input)."""
-    with stdin_as_file(paths) as real:
-        return _load(real, progress, options)
-
-
 @contextmanager
 def stdin_as_file(paths: list[str | Path]) -> Iterator[list[Path]]:
     """``-`` copied to a temporary file (within the input cap) for the duration of a read:
@@ -188,51 +197,112 @@ def stdin_as_file(paths: list[str | Path]) -> Iterator[list[Path]]:
         yield [Path(tmp.name) if str(p) == "-" else Path(p) for p in paths]
 
 
-def _load(paths: list[Path], progress: Progress | None, options: ReadOptions) -> Inputs:
+@dataclass(frozen=True, slots=True)
+class TraceFile:
+    """A trace of the inputs: read and analyzed as one rank (``job_map.analyze_one``)."""
+
+    index: int  # its entry in ``Plan.entries``
+    path: Path
+    run_dir: Path | None  # the run directory it belongs to (its manifest names the host)
+    memory: Memory | None  # what its reader declares it takes (traces/budget.py)
+
+
+@dataclass(slots=True)
+class Plan:
+    """What an analysis reads: every input file's ``inputs`` entry (a trace's is completed when
+    it is read), the traces, and what the other files contributed, read already."""
+
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    traces: list[TraceFile] = field(default_factory=list)
+    run_dirs: list[Path] = field(default_factory=list)
+    one_run: bool = False  # every file comes from one run directory: one recording
+    ncu: pl.DataFrame | None = None
+    gpu_samples: pl.DataFrame | None = None
+    host_samples: pl.DataFrame | None = None
+
+    @property
+    def checks_ranks(self) -> bool:
+        """Whether the traces must say they are the ranks of one job (:func:`check_keys`)."""
+        return len(self.traces) > 1 and not self.one_run
+
+
+def plan(paths: list[Path], options: ReadOptions = DEFAULT_OPTIONS,
+         progress: Progress | None = None) -> Plan:
+    """Expand ``paths``, detect each file, and read every file that is not a trace (kernel
+    rows, GPU samples: every rank's analysis uses them) and the run directories' samples."""
     files = expand(paths)
-    traces: list[Trace] = []
-    described: list[dict[str, Any]] = []
-    run_dirs: list[Path] = []
+    out = Plan(one_run=all(r is not None for _, r in files))
     ncu_frames: list[pl.DataFrame] = []
     gpu_frames: list[pl.DataFrame] = []
     statuses: dict[Path, str | None] = {}
-    for i, (f, run) in enumerate(files, 1):
+    for i, (f, run) in enumerate(files):
         reader = detect(f)
-        label = f"[{i}/{len(files)}] {f.name}"
-        if progress:
-            progress(f"reading {label}")
-        size = f.stat().st_size
-        entry: dict[str, Any] = {"path": str(f), "format": reader.name, "bytes": size}
+        entry: dict[str, Any] = {"path": str(f), "format": reader.name, "bytes": f.stat().st_size}
         if run is not None:
             entry["run_status"] = statuses.setdefault(run, run_status(run))
+            if run not in out.run_dirs:
+                out.run_dirs.append(run)
+        out.entries.append(entry)
+        if reader.contributes == TRACE:
+            out.traces.append(TraceFile(i, f, run, reader.memory))
+            continue
+        if reader.contributes == FABRIC:  # for rightsize comm, not an analysis
+            raise not_analyzed(f, reader)
+        label = f"[{i + 1}/{len(files)}] {f.name}"
+        if progress:
+            progress(f"reading {label}")
         read = reader.read(f, options, _detail(label, progress))
-        if read.nccl_tests is not None:
-            raise nccl_tests.not_a_trace(f)
-        if run is not None and read.trace is not None:
-            read = dataclasses.replace(read, trace=with_host(read.trace, run))
-        _collect(read, traces, ncu_frames, gpu_frames)
+        if read.trace is not None:
+            raise RightsizeError(f"{f}: the {reader.name} reader read a trace but declares "
+                                 f"that it contributes {reader.contributes}")
+        _collect(read, ncu_frames, gpu_frames)
         entry.update(read.entry)
-        described.append(entry)
-        if run is not None and run not in run_dirs:
-            run_dirs.append(run)
-    if len(traces) > 1 and not (len(run_dirs) == 1 and all(r is not None for _, r in files)):
-        check_one_job(traces)
+    out.one_run = out.one_run and len(out.run_dirs) == 1
     host_frames: list[pl.DataFrame] = []
-    for run in run_dirs:
-        gpu = read_kind(run, "gpu")
+    for run in out.run_dirs:
+        gpu, host = read_kind(run, "gpu"), read_kind(run, "host")
         if gpu.height:
             gpu_frames.append(gpu)
-        host = read_kind(run, "host")
         if host.height:
             host_frames.append(host)
-    return Inputs(
-        traces=tuple(traces),
-        described=tuple(described),
-        run_dirs=tuple(run_dirs),
-        ncu=ncu.combine_ncu(ncu_frames) if ncu_frames else None,
-        gpu_samples=pl.concat(gpu_frames, how="vertical") if gpu_frames else None,
-        host_samples=pl.concat(host_frames, how="vertical") if host_frames else None,
-    )
+    out.ncu = combine_ncu(ncu_frames) if ncu_frames else None
+    out.gpu_samples = pl.concat(gpu_frames, how="vertical") if gpu_frames else None
+    out.host_samples = pl.concat(host_frames, how="vertical") if host_frames else None
+    return out
+
+
+def read_trace(path: Path, run_dir: Path | None, options: ReadOptions,
+               progress: Progress | None = None) -> Read:
+    """Read one trace of a plan (its reader's ``Read``: the trace and its entry's keys)."""
+    reader = detect(path)
+    read = reader.read(path, options, progress)
+    if read.trace is None:
+        raise InputError(path, f"holds no trace (format {reader.name})")
+    if run_dir is not None:
+        read = dataclasses.replace(read, trace=with_host(read.trace, run_dir))
+    return read
+
+
+def load(paths: list[str | Path], progress: Progress | None = None,
+         options: ReadOptions = DEFAULT_OPTIONS) -> Inputs:
+    """Read every input into the normalized schema at once (``-`` is standard input): the
+    plan and each of its traces. The pipeline reads one trace at a time instead."""
+    with stdin_as_file(paths) as real:
+        p = plan(real, options, progress)
+        traces: list[Trace] = []
+        for tf in p.traces:
+            label = f"[{tf.index + 1}/{len(p.entries)}] {tf.path.name}"
+            if progress:
+                progress(f"reading {label}")
+            read = read_trace(tf.path, tf.run_dir, options, _detail(label, progress))
+            assert read.trace is not None
+            traces.append(read.trace)
+            p.entries[tf.index].update(read.entry)
+        if p.checks_ranks:
+            check_one_job(traces)
+        return Inputs(traces=tuple(traces), described=tuple(p.entries),
+                      run_dirs=tuple(p.run_dirs), ncu=p.ncu, gpu_samples=p.gpu_samples,
+                      host_samples=p.host_samples)
 
 
 def with_host(trace: Trace, run: Path) -> Trace:
@@ -261,11 +331,9 @@ def _detail(label: str, progress: Progress | None) -> Progress | None:
     return detail
 
 
-def _collect(read: Read, traces: list[Trace], ncu_frames: list[pl.DataFrame],
+def _collect(read: Read, ncu_frames: list[pl.DataFrame],
              gpu_frames: list[pl.DataFrame]) -> None:
     """File one reader's contribution with the others of its kind."""
-    if read.trace is not None:
-        traces.append(read.trace)
     if read.ncu is not None:
         ncu_frames.append(read.ncu)
     if read.gpu_samples is not None:

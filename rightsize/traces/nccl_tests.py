@@ -31,7 +31,7 @@ from pathlib import Path
 
 from rightsize.errors import InputError
 from rightsize.traces import limits
-from rightsize.traces.readers import Progress, Read, ReadOptions
+from rightsize.traces.readers import FABRIC, JobHead, Progress, Read, ReadOptions
 
 NAME, DESCRIBED = "nccl-tests", "nccl-tests / rccl-tests output (all_reduce_perf ...)"
 
@@ -119,14 +119,6 @@ class _Block:
     rows: list[NcclRow] = field(default_factory=list)
     first: list[str] = field(default_factory=list)  # the first row's cells (redop, root)
     closed: bool = False
-
-
-def not_a_trace(path: object) -> InputError:
-    """The analysis' one line for an nccl-tests log given as a trace."""
-    return InputError(path, "nccl-tests output measures a fabric, it is not a trace: check it "
-                            f"with `rightsize comm check {path}`, or fit the communication "
-                            f"model on it with `rightsize comm fit {path} -o comm.json` and "
-                            "pass `--comm-model comm.json`")
 
 
 def looks_like(head: bytes) -> bool:
@@ -319,6 +311,12 @@ def _check_busbw(collective: str, ranks: int, rows: list[NcclRow], where: str) -
 class _Reader:
     name = NAME
     described = DESCRIBED
+    contributes = FABRIC  # read by rightsize comm; an analysis refuses it (readers.not_analyzed)
+    memory = None
+    suffixes = (".log", ".txt")
+
+    def job_head(self, head: bytes) -> JobHead | None:
+        return None
 
     def detect(self, path: Path, head: bytes) -> bool:
         return looks_like(head)

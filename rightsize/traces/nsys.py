@@ -30,7 +30,7 @@ import polars as pl
 from rightsize.errors import InputError
 from rightsize.traces import budget, limits, nsys_gpu, nsys_host, window
 from rightsize.traces.nsys_db import SQLITE_MAGIC, NsysDb, is_nsys_sqlite, one_line, open_nsys
-from rightsize.traces.readers import Progress, Read, ReadOptions, Refused
+from rightsize.traces.readers import TRACE, JobHead, Memory, Progress, Read, ReadOptions, Refused
 from rightsize.traces.samples import conform_samples, empty_samples
 from rightsize.traces.schema import Trace, TraceMeta, empty
 
@@ -40,6 +40,12 @@ __all__ = [
     "read_nsys",
     "read_nsys_gpu_metrics",
 ]
+
+# Measured (budget.py): a kernel-heavy export of 155 MB (nsys_large.py, 2.5M rows: 745 MB peak)
+# and an NVTX-heavy one of 267 MB with 256 steps (memory_budget.py nsys-steps, 3.7M rows:
+# 880 MB); the largest ratios above the floor. Events: rows of the kernel, runtime, memcpy,
+# memset and NVTX tables.
+MEMORY = Memory(per_byte=3.6, per_event=220.0)
 
 # Metadata keys copied into meta.profiler (paths and user names are left out).
 _META_KEYS = (
@@ -83,6 +89,12 @@ class NsysReader:
 
     name = "nsys"
     described = "Nsight Systems SQLite (nsys export --type sqlite)"
+    contributes = TRACE
+    memory = MEMORY
+    suffixes = (".sqlite", ".sqlite3")
+
+    def job_head(self, head: bytes) -> JobHead | None:
+        return None  # an export's rank is in its tables, not its first bytes
 
     def detect(self, path: Path, head: bytes) -> bool:
         if not head.startswith(SQLITE_MAGIC):
@@ -174,7 +186,7 @@ def _window(db: NsysDb, offset: int, steps: pl.DataFrame, asked: tuple[int, int]
         counts = hist["n"].to_numpy()
     table = window.step_table(steps.select("ts_ns", "dur_ns", "step"),
                               steps.clear().select("ts_ns", "dur_ns", "step"), edges, counts)
-    return window.plan(table, db.path, asked, lambda n: budget.need_for_events("nsys", n),
+    return window.plan(table, db.path, asked, lambda n: budget.need_for_events(MEMORY, n),
                        budget_bytes)
 
 
@@ -196,7 +208,7 @@ def _build(db: NsysDb, step_range: str | None, asked: tuple[int, int] | None = N
     offset = start_ns or 0
     devices, dropped = nsys_gpu.read_devices(db)
     plan = where = first_steps = None
-    if asked is not None or (budget_bytes and budget.estimate(db.path).need_bytes > budget_bytes):
+    if asked is not None or (budget_bytes and budget.estimate(db.path, MEMORY).need_bytes > budget_bytes):
         # A window: the NVTX step ranges first, then only the window's rows of every table.
         first_steps = nsys_host.select_steps(nsys_host.step_ranges(db, offset, step_range),
                                              step_range, db.path)
@@ -241,6 +253,7 @@ def _build(db: NsysDb, step_range: str | None, asked: tuple[int, int] | None = N
         path=str(db.path),
         format="nsys",
         vendor="nvidia",
+        host_ops=False,  # runtime calls and NVTX ranges, no torch operators
         base_time_ns=start_ns,
         profiler=_profiler_meta(db, start_ns, dropped),
         event_count=sum(f.height for f in frames),

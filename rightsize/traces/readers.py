@@ -5,7 +5,15 @@ reader of the registry (:data:`rightsize.traces.registry.READERS`), in order, wh
 its own; the first that says yes reads it. Inputs: a path, its first content bytes, the
 :class:`ReadOptions` of the command line. Output: a :class:`Read` -- what the file contributes
 to the analysis (a normalized Trace, Nsight Compute kernel rows, or GPU samples) and the keys it
-adds to the file's ``inputs`` entry of the analysis document. The loader names no format.
+adds to the file's ``inputs`` entry of the analysis document.
+
+A reader also declares, without reading anything, what it contributes (:data:`TRACE`: one
+rank's events, analyzed on the engine, one trace at a time per worker; :data:`KERNEL_ROWS` and
+:data:`SAMPLES`: small inputs every rank's analysis uses, read by the driver), the memory a
+trace takes per byte and per event (:class:`Memory`, the model of ``traces/budget.py``), the
+file names a folder of inputs is searched for, and what a file's head says of the job it is a
+rank of (:class:`JobHead`: how a fleet scan groups files into jobs before reading them). Only
+readers know formats: the loader, the pipeline, fleet and serve go by these declarations.
 
 Adding a reader: a module with an object implementing :class:`Reader` (conventionally
 ``READER``) and one entry in ``registry.READERS``; docs/formats.md, "Adding a reader".
@@ -21,12 +29,42 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
+from rightsize.errors import InputError
 from rightsize.traces.schema import Trace
 
 if TYPE_CHECKING:
     from rightsize.traces.nccl_tests import NcclLog
 
 Progress = Callable[[str], None]  # a reader's progress detail ("12 MB, 3,000 events")
+
+# What a reader contributes (``Reader.contributes``), each to its field of :class:`Read`:
+TRACE = "trace"  # one rank's events: Read.trace, analyzed on the engine (job_map.analyze_one)
+KERNEL_ROWS = "kernel rows"  # per-kernel counters for every rank: Read.ncu (NCU_KERNELS)
+SAMPLES = "samples"  # GPU samples over time: Read.gpu_samples (GPU_SAMPLES)
+FABRIC = "fabric"  # a measured fabric: Read.nccl_tests (rightsize comm; an analysis refuses it)
+CONTRIBUTIONS = (TRACE, KERNEL_ROWS, SAMPLES, FABRIC)
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """What reading one trace and analyzing it as one rank takes above the floor
+    (``budget.BASE_BYTES``), measured (``benchmarks/memory_budget.py factors``): peak RSS per
+    byte of the file (uncompressed) before it is read, per event once its events are counted."""
+
+    per_byte: float
+    per_event: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobHead:
+    """What a file's first bytes say of the job it is one rank of (fleet scans group the
+    files of one recording by it before reading any of them)."""
+
+    rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None
+    devices: str | None = None  # the device names, when the head has them
+    start_us: float | None = None  # the first wall-clock event time (epoch us), when known
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +102,15 @@ class Read:
         return cls(entry=entry, trace=trace)
 
 
+def not_analyzed(path: object, reader: Reader) -> InputError:
+    """The analysis' one line for a file whose contribution it does not take: a measured
+    fabric (:data:`FABRIC`) is checked and fitted by ``rightsize comm``."""
+    return InputError(path, f"{reader.name} output measures a fabric, it is not a trace: check "
+                            f"it with `rightsize comm check {path}`, or fit the communication "
+                            f"model on it with `rightsize comm fit {path} -o comm.json` and "
+                            "pass `--comm-model comm.json`")
+
+
 class Refused(Exception):
     """Raised by :meth:`Reader.detect` for a file that is surely of the reader's kind (its magic
     bytes say so) but not one it reads: detection stops and the loader reports ``why`` with the
@@ -88,6 +135,29 @@ class Reader(Protocol):
         """How the "supported:" line of an unknown-format error names the format."""
         ...
 
+    @property
+    def contributes(self) -> str:
+        """:data:`TRACE`, :data:`KERNEL_ROWS`, :data:`SAMPLES` or :data:`FABRIC`: which field
+        of ``Read``."""
+        ...
+
+    @property
+    def memory(self) -> Memory | None:
+        """A trace reader's memory model (``traces/budget.py``); None for the small inputs
+        read on the driver."""
+        ...
+
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        """The file names (lower case endings) that a folder of inputs is searched for."""
+        ...
+
+    def job_head(self, head: bytes) -> JobHead | None:
+        """What ``head`` (a file's first bytes, up to 256 kB, inflated) says of the job the
+        file is a rank of; None when the format's head does not say (or it is not this
+        format)."""
+        ...
+
     def detect(self, path: Path, head: bytes) -> bool:
         """Whether ``path`` is of this format; ``head`` is its first content bytes
         (decompressed, BOM and leading whitespace skipped, never empty). May raise Refused."""
@@ -102,13 +172,16 @@ class Reader(Protocol):
 class Deferred:
     """A reader whose module is imported only for files that start with ``magic``: a format with
     heavy imports (nsys: sqlite3, ADBC) costs nothing to the analyses of other formats. The
-    module holds the real reader as ``READER``; ``name`` and ``described`` repeat its own (a
-    test checks) so that listing the formats imports nothing."""
+    module holds the real reader as ``READER``; ``name``, ``described`` and the declarations
+    repeat its own (a test checks) so that listing the formats imports nothing."""
 
     name: str
     described: str
     module: str
     magic: bytes
+    contributes: str
+    memory: Memory | None
+    suffixes: tuple[str, ...]
 
     def _reader(self) -> Reader:
         reader: Reader = importlib.import_module(self.module).READER
@@ -119,3 +192,6 @@ class Deferred:
 
     def read(self, path: Path, options: ReadOptions, progress: Progress | None) -> Read:
         return self._reader().read(path, options, progress)
+
+    def job_head(self, head: bytes) -> JobHead | None:
+        return self._reader().job_head(head) if head.startswith(self.magic) else None

@@ -222,6 +222,9 @@ class TraceMeta:
     profiler: dict[str, Any] = field(default_factory=dict)  # settings and versions recorded
     event_count: int = 0
     window: StepWindow | None = None  # read over a window of steps (traces/window.py)
+    # The format records host operators (torch ops); False (Nsight Systems): without step
+    # ranges, one step spans the GPU activity rather than the host's
+    host_ops: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -130,7 +130,7 @@ def test_directory_without_traces(tmp_path):
     res = rightsize("analyze", tmp_path)
     assert res.returncode == 1
     assert res.stderr.strip() == f"rightsize: error: {tmp_path}: directory holds no trace files " \
-                                 "(*.json, *.json.gz, *.sqlite)"
+                                 "(*.json, *.json.gz, *.sqlite, *.sqlite3)"
 
 
 def test_missing_path(tmp_path):

@@ -1,5 +1,5 @@
 """``rightsize analyze`` of many ranks on the engine: workers analyze the traces, the driver
-reduces their parts, and the document is the one the in-process pipeline makes, on a local
+reduces their parts, and the document is the one made in this process, on a local
 pool and on a real two-node Ray cluster on 127.0.0.1 (tests/ray_cluster.py)."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from rightsize import job_map
 from rightsize.engine import EngineOptions
 from rightsize.pipeline import Options, analyze_document
 from tests.conftest import REPO, cli, shared_path
@@ -22,17 +21,17 @@ from tests.job.steps_job import write_job
 def test_the_pool_gives_the_in_process_document(tmp_path):
     d = write_job(tmp_path / "job", ranks=4, steps=6)
     whole = analyze_document([d]).to_json()
-    assert job_map.analyze([d], run=EngineOptions(workers=2)).to_json() == whole
+    assert analyze_document([d], run_on=EngineOptions(workers=2)).to_json() == whole
     assert [s["rank"] for s in whole["job"]["stragglers"]] == [3]
     windowed = Options(steps=(1, 3))
-    assert job_map.analyze([d], windowed, EngineOptions(workers=2)).to_json() == \
+    assert analyze_document([d], windowed, run_on=EngineOptions(workers=2)).to_json() == \
         analyze_document([d], windowed).to_json()
 
 
 @pytest.mark.shared
 def test_the_pool_gives_the_in_process_document_on_the_dlrm_job():
     d = shared_path("traces", "ranks", "param-dlrm-8rank-v100")
-    assert job_map.analyze([d], run=EngineOptions(workers=2)).to_json() == \
+    assert analyze_document([d], run_on=EngineOptions(workers=2)).to_json() == \
         analyze_document([d]).to_json()
 
 

@@ -290,7 +290,8 @@ def test_the_analysis_reads_lean_and_the_python_api_reads_all(tmp_path):
     from rightsize.pipeline import run
 
     path = two_step_trace().write(tmp_path / "t.json")
-    result, _doc = run([path])
+    result = run([path], frames=True).analysis
+    assert result is not None
     lean = result.ranks[0].trace
     assert lean.flows.height == 0 and lean.runtime["tid"].null_count() == lean.runtime.height > 0
     full = rightsize.analyze(path).ranks[0]

@@ -31,7 +31,7 @@ TOY_MODULE = textwrap.dedent('''
     import polars as pl
 
     from rightsize.errors import InputError
-    from rightsize.traces.readers import Progress, Read, ReadOptions
+    from rightsize.traces.readers import SAMPLES, Progress, Read, ReadOptions
     from rightsize.traces.samples import conform_samples
 
     MAGIC = b"#toy-gpu-util"
@@ -40,9 +40,15 @@ TOY_MODULE = textwrap.dedent('''
     class ToyReader:
         name = "toy"
         described = "toy GPU utilization CSV"
+        contributes = SAMPLES
+        memory = None
+        suffixes = (".log",)
 
         def detect(self, path: Path, head: bytes) -> bool:
             return head.startswith(MAGIC)
+
+        def job_head(self, head: bytes) -> None:
+            return None
 
         def read(self, path: Path, options: ReadOptions, progress: Progress | None) -> Read:
             if progress:
@@ -96,8 +102,9 @@ def test_registry_order_names_and_supported_line():
 def test_deferred_nsys_entry_repeats_its_reader():
     from rightsize.traces import nsys  # the test may import it; the registry does not
 
-    assert (registry.NSYS.name, registry.NSYS.described) == (nsys.READER.name,
-                                                             nsys.READER.described)
+    fields = ("name", "described", "contributes", "memory", "suffixes")
+    assert [getattr(registry.NSYS, f) for f in fields] == [getattr(nsys.READER, f)
+                                                            for f in fields]
     assert registry.NSYS.magic == nsys_db.SQLITE_MAGIC
 
 
@@ -159,7 +166,8 @@ def test_a_new_reader_is_a_module_and_one_registry_entry(tmp_path, monkeypatch, 
 
 def test_a_deferred_reader_is_imported_for_its_files_only(tmp_path, monkeypatch, toy):
     _register(monkeypatch, Deferred(name="toy", described="toy GPU utilization CSV",
-                                    module=toy, magic=TOY_MAGIC.encode()))
+                                    module=toy, magic=TOY_MAGIC.encode(), contributes="samples",
+                                    memory=None, suffixes=(".log",)))
     loader.load([_kineto_file(tmp_path)])
     assert toy not in sys.modules
     inputs = loader.load([_toy_file(tmp_path)])

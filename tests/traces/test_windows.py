@@ -13,7 +13,7 @@ import pytest
 
 from rightsize.errors import InputError
 from rightsize.pipeline import Options, analyze_document
-from rightsize.traces import budget, window
+from rightsize.traces import budget, kineto, window
 from rightsize.traces.kineto import read_kineto
 from rightsize.traces.nsys import read_nsys
 from tests.conftest import shared_path
@@ -50,22 +50,22 @@ def test_a_window_analyzes_its_steps_as_the_whole_trace_does(tmp_path):
         [{k: s[k] for k in keep} for s in whole["steps"]["per_step"][2:5]]
     assert part["inputs"][0]["window"] == {
         "first_step": 2, "last_step": 4, "steps_in_trace": 6, "reason": "asked",
-        "need_bytes": budget.need_for_events("kineto", 36),
-        "window_need_bytes": budget.need_for_events("kineto", 18), "budget_bytes": None}
+        "need_bytes": budget.need_for_events(kineto.MEMORY, 36),
+        "window_need_bytes": budget.need_for_events(kineto.MEMORY, 18), "budget_bytes": None}
     assert "r.json: analyzed over steps 2-4 (3 of 6 steps), as --steps asked" in part["notes"]
     assert "window" not in whole["inputs"][0]
 
 
 def test_the_budget_chooses_the_most_steps_that_fit_from_the_second(tmp_path):
     path = _trace(tmp_path)
-    need_3 = budget.need_for_events("kineto", 3 * EVENTS_PER_STEP)
+    need_3 = budget.need_for_events(kineto.MEMORY, 3 * EVENTS_PER_STEP)
     # a window fills 90% of the budget above the floor
     fits_3 = budget.BASE_BYTES + math.ceil((need_3 - budget.BASE_BYTES) / window.WINDOW_FILL)
     t = read_kineto(path, budget_bytes=fits_3)
     assert t.steps["step"].to_list() == [1, 2, 3]
     w = t.meta.window
     assert (w.reason, w.budget_bytes, w.window_need_bytes) == ("memory budget", fits_3, need_3)
-    assert w.need_bytes == budget.need_for_events("kineto", 36)
+    assert w.need_bytes == budget.need_for_events(kineto.MEMORY, 36)
     assert read_kineto(path, budget_bytes=fits_3 - 1).steps["step"].to_list() == [1, 2]
     # the whole trace fits: no window, and no first pass (the estimate from its size fits)
     assert read_kineto(path, budget_bytes=10**12).meta.window is None
@@ -132,9 +132,9 @@ def test_sizes_and_the_gzip_estimate(tmp_path, monkeypatch):
     assert budget.gunzipped_size(path, path.stat().st_size) == len(text)
     monkeypatch.setattr(budget, "SAMPLE_BYTES", 2000)  # the ratio from a sample, then ISIZE
     assert budget.gunzipped_size(path, path.stat().st_size) == len(text)
-    est = budget.estimate(path)
-    assert (est.format, est.data_bytes) == ("kineto", len(text))
-    assert est.need_bytes == budget.BASE_BYTES + int(len(text) * budget.FACTORS["kineto"].per_byte)
+    est = budget.estimate(path, kineto.MEMORY)
+    assert est.data_bytes == len(text)
+    assert est.need_bytes == budget.BASE_BYTES + int(len(text) * kineto.MEMORY.per_byte)
 
 
 def test_keep_is_overlap():

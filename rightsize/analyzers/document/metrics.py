@@ -15,8 +15,6 @@ from typing import Any
 
 from rightsize.node import Node, internal, key, node, num
 
-TRACE_FORMATS = ("kineto", "nsys")
-
 
 @node
 class Tool(Node):
@@ -41,8 +39,9 @@ class InputWindow(Node):
 
 @node
 class InputFile(Node):
-    """One file read. ``rank``/``events`` exist for traces, ``kernels`` for Nsight Compute
-    CSV, ``samples`` for GPU metric logs (each key only for its kind of file)."""
+    """One file read. ``rank``/``events`` exist for traces, ``kernels`` for kernel rows
+    (Nsight Compute CSV), ``samples`` for GPU samples (metric logs): each key only when the
+    file's reader gave it (a trace's ``rank`` is null when the trace does not know it)."""
 
     path: str
     format: str
@@ -58,12 +57,10 @@ class InputFile(Node):
     def _present(self, name: str) -> bool:
         if name in ("run_status", "window"):
             return getattr(self, name) is not None
-        if name in ("rank", "events"):
-            return self.format in TRACE_FORMATS
-        if name == "kernels":
-            return self.format == "ncu"
-        if name == "samples":
-            return self.format not in (*TRACE_FORMATS, "ncu")
+        if name == "rank":  # a trace's: it comes with its events
+            return self.events is not None
+        if name in ("events", "kernels", "samples"):
+            return getattr(self, name) is not None
         return True
 
 

@@ -94,8 +94,9 @@ def find_steps(trace: Trace, options: StepOptions = StepOptions()) -> Steps:
 
 
 def _fallback_span(trace: Trace) -> tuple[int, int, str] | None:
-    if trace.meta.format != "kineto":
-        # Nsight Systems has no host operators: without step ranges, one step is the GPU span.
+    if not trace.meta.host_ops:
+        # No host operators recorded (Nsight Systems): without step ranges, one step is the
+        # GPU span.
         gpu = device_activities(trace)
         if gpu.height:
             return (int(cast(int, gpu["ts_ns"].min())),
