@@ -5,7 +5,10 @@ One API, two backends:
 * ``local`` (default, nothing to install): a process pool on this machine
   (``concurrent.futures.ProcessPoolExecutor`` with the ``spawn`` start method, so a worker never
   inherits the driver's memory or threads), ``workers`` processes, each task handed out as a
-  worker frees up;
+  worker frees up. Workers die with the process that started them (:func:`tie_to_parent`: the
+  kernel's parent-death signal on Linux, and a thread watching the parent's pid), so a driver
+  killed with SIGKILL leaves no worker (nor, once they are gone, multiprocessing's resource
+  tracker) behind;
 * ``ray`` (``pip install rightsize[ray]``): one Ray task per input, on a running cluster
   (``address``: ``"auto"`` or ``HOST:PORT``), each with ``memory_bytes`` of memory requested
   (or its own, ``item_memory_bytes``) so the scheduler never packs more tasks on a node than
@@ -27,8 +30,12 @@ The driver holds only the results: inputs are paths or small keys, never frames.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
 import os
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -63,6 +70,31 @@ class EngineOptions:
     address: str | None = None  # ray: "auto" or HOST:PORT (None: start or join as ray.init does)
     memory_bytes: int | None = None  # ray: memory requested per task (a trace's budget)
     item_memory_bytes: tuple[int, ...] | None = None  # ray: per input, instead of memory_bytes
+
+
+PARENT_POLL_S = 0.5  # how often a worker looks for its parent when the kernel cannot tell it
+_PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
+
+
+def tie_to_parent(parent_pid: int) -> None:
+    """Make this process exit when ``parent_pid`` (the process that started it) dies: the
+    kernel's parent-death signal (Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; it fires when the
+    parent *thread* that started this process ends, so start workers from a thread that lives
+    as long as they should), and a daemon thread that polls the parent's pid every
+    :data:`PARENT_POLL_S` (any POSIX: an orphan is re-parented) in case the first is missing.
+    A process pool's ``initializer``; serve's workers call it too."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # died before the signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 # The share of the memory available when a local map starts that its workers may take
@@ -161,7 +193,8 @@ _UNSTARTED: Any = object()  # never handed to a pool that broke before its turn
 def _pool(fn: Callable[[T], R], items: Sequence[T], indices: list[int],
           workers: int) -> Iterator[tuple[int, Any]]:
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(indices)), mp_context=ctx) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(indices)), mp_context=ctx,
+                             initializer=tie_to_parent, initargs=(os.getpid(),)) as pool:
         pending: dict[Future[Any], int] = {}
         queue = iter(indices)
 

@@ -20,24 +20,20 @@ names, not the server's blob paths.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import json
 import os
 import resource
-import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from rightsize.engine import tie_to_parent
 from rightsize.errors import RightsizeError
 
 ANALYSIS_JSON = "analysis.json"
 REPORT_HTML = "report.html"
 TASKS_PER_WORKER = 20  # then the process exits and a fresh one replaces it (memory given back)
-PARENT_POLL_S = 0.5
-_PR_SET_PDEATHSIG = 1
 NO_SPACE_ERROR = ("no space left on the server's disk to store the results; "
                   "free some space and upload again")
 
@@ -60,23 +56,6 @@ def worker_main(conn: Any, parent_pid: int, memory_limit_bytes: int | None,
         except (EOFError, OSError):
             return  # the server closed the pipe, or died
         conn.send(analyze_run(run_dir, inputs))
-
-
-def tie_to_parent(parent_pid: int) -> None:
-    """Exit when the server dies: the kernel's parent-death signal (Linux), and a watch thread
-    (any POSIX: re-parented processes see another parent pid) in case the first is missing."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:  # died before the signal was armed
-        os._exit(1)
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(PARENT_POLL_S)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def init_worker(memory_limit_bytes: int | None) -> None:
