@@ -13,84 +13,13 @@ from __future__ import annotations
 import gzip
 import importlib
 import json
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from rightsize.traces import registry
-
-TOY_MODULE = textwrap.dedent('''
-    """Toy trace reader: "#toy-trace rank=R world_size=W backend=B", then kind,name,ts_us,dur_us
-    rows (kind: step, op, kernel) -> one rank's normalized Trace on an H100."""
-    import re
-    from pathlib import Path
-
-    import polars as pl
-
-    from rightsize.errors import InputError
-    from rightsize.traces import schema
-    from rightsize.traces.readers import TRACE, JobHead, Progress, Read, ReadOptions
-
-    MAGIC = b"#toy-trace"
-    H100 = {"device": 0, "name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85018279936,
-            "sm_count": 132, "compute_major": 9, "compute_minor": 0}
-
-
-    def _header(line: str) -> dict[str, str]:
-        return dict(kv.split("=", 1) for kv in line.split()[1:])
-
-
-    class ToyTraceReader:
-        name = "toy-trace"
-        described = "toy trace CSV"
-        contributes = TRACE
-        memory = None
-        suffixes = (".toy",)
-
-        def detect(self, path: Path, head: bytes) -> bool:
-            return head.startswith(MAGIC)
-
-        def job_head(self, head: bytes) -> JobHead | None:
-            if not head.startswith(MAGIC):
-                return None
-            h = _header(head.decode().splitlines()[0])
-            return JobHead(rank=int(h["rank"]), world_size=int(h["world_size"]),
-                           backend=h["backend"])
-
-        def read(self, path: Path, options: ReadOptions, progress: Progress | None) -> Read:
-            lines = path.read_text().splitlines()
-            h = _header(lines[0])
-            rows = [line.split(",") for line in lines[1:] if line]
-            if not rows:
-                raise InputError(path, "a toy trace without events")
-
-            def frame(kind: str) -> pl.DataFrame:
-                sel = [r for r in rows if r[0] == kind]
-                return pl.DataFrame(
-                    {"name": [r[1] for r in sel], "ts_ns": [int(r[2]) * 1000 for r in sel],
-                     "dur_ns": [int(r[3]) * 1000 for r in sel]},
-                    schema={"name": pl.String, "ts_ns": pl.Int64, "dur_ns": pl.Int64})
-
-            frames = {f: schema.empty(f) for f in schema.FRAMES}
-            frames["steps"] = schema.conform("steps", frame("step").with_columns(
-                step=pl.col("name").str.extract(r"#(\\d+)").cast(pl.Int64),
-                pid=pl.lit("1"), tid=pl.lit("1")))
-            frames["kernels"] = schema.conform("kernels", frame("kernel").with_columns(
-                device=pl.lit(0), stream=pl.lit(7)))
-            frames["cpu_ops"] = schema.conform("cpu_ops", frame("op").with_columns(
-                cat=pl.lit("cpu_op"), pid=pl.lit("1"), tid=pl.lit("1")))
-            frames["devices"] = schema.conform("devices", pl.DataFrame([H100]))
-            meta = schema.TraceMeta(path=str(path), format=self.name, rank=int(h["rank"]),
-                                    world_size=int(h["world_size"]), backend=h["backend"],
-                                    event_count=len(rows))
-            return Read.of_trace(schema.Trace(meta=meta, **frames))
-
-
-    READER = ToyTraceReader()
-''')
+from tests.toy_readers import TOY_TRACE_MAGIC, toy_fixture  # noqa: F401 - the fixture "toy"
 
 
 def _toy_rank(folder: Path, rank: int) -> Path:
@@ -98,7 +27,7 @@ def _toy_rank(folder: Path, rank: int) -> Path:
     kernels run 100 us longer."""
     kernel_us = 600 + 100 * rank
     path = folder / f"rank{rank}.toy"
-    path.write_text(f"#toy-trace rank={rank} world_size=2 backend=nccl\n"
+    path.write_text(f"{TOY_TRACE_MAGIC} rank={rank} world_size=2 backend=nccl\n"
                     "step,ProfilerStep#1,1000,1000\nstep,ProfilerStep#2,2000,1000\n"
                     "op,aten::mm,1100,100\nop,aten::mm,2100,100\n"
                     f"kernel,gemm,1200,{kernel_us}\nkernel,gemm,2200,{kernel_us}\n")
@@ -106,20 +35,15 @@ def _toy_rank(folder: Path, rank: int) -> Path:
 
 
 @pytest.fixture
-def job(tmp_path, monkeypatch):
-    """The toy reader registered (before Kineto, which takes any JSON) and a folder with the
-    two ranks of one job."""
-    name = f"toy_trace_reader_{tmp_path.name.replace('-', '_')}"
-    (tmp_path / f"{name}.py").write_text(TOY_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    reader = importlib.import_module(name).READER
+def job(tmp_path, monkeypatch, toy):
+    """The toy trace reader registered (before Kineto, which takes any JSON) and a folder with
+    the two ranks of one job."""
+    reader = importlib.import_module(toy).TRACE_READER
     monkeypatch.setattr(registry, "READERS", (*registry.READERS[:-1], reader,
                                               registry.READERS[-1]))
     folder = tmp_path / "job"
     folder.mkdir()
-    paths = [_toy_rank(folder, 0), _toy_rank(folder, 1)]
-    yield folder, paths
-    sys.modules.pop(name, None)
+    return folder, [_toy_rank(folder, 0), _toy_rank(folder, 1)]
 
 
 def _check(doc: dict, paths: list[Path], shown: list[str] | None = None) -> None:

@@ -7,13 +7,13 @@ import importlib
 import sqlite3
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 from rightsize.errors import InputError
 from rightsize.traces import kineto, loader, metrics_logs, nccl_tests, ncu, nsys_db, registry
 from rightsize.traces.readers import Deferred
+from tests.toy_readers import TOY_MAGIC, toy_fixture  # noqa: F401 - the fixture "toy"
 from tests.tracebuilder import two_step_trace
 
 # The "supported:" line as users have seen it since the formats were added (kept verbatim).
@@ -21,59 +21,6 @@ SUPPORTED = ("PyTorch Profiler/Kineto JSON (.json, .json.gz), Nsight Systems SQL
              "(nsys export --type sqlite), Nsight Compute CSV (ncu --csv), nvidia-smi "
              "--query-gpu CSV, dcgm-exporter scrape or dcgmi dmon log, nccl-tests / rccl-tests "
              "output (all_reduce_perf ...), a directory of traces, or a run directory")
-
-TOY_MAGIC = "#toy-gpu-util"
-# A whole reader of a made-up format: "#toy-gpu-util" then t_ns,gpu_index,gpu_util_pct rows.
-TOY_MODULE = textwrap.dedent('''
-    """Toy reader: a made-up GPU utilization CSV -> GPU_SAMPLES."""
-    from pathlib import Path
-
-    import polars as pl
-
-    from rightsize.errors import InputError
-    from rightsize.traces.readers import SAMPLES, Progress, Read, ReadOptions
-    from rightsize.traces.samples import conform_samples
-
-    MAGIC = b"#toy-gpu-util"
-
-
-    class ToyReader:
-        name = "toy"
-        described = "toy GPU utilization CSV"
-        contributes = SAMPLES
-        memory = None
-        suffixes = (".log",)
-
-        def detect(self, path: Path, head: bytes) -> bool:
-            return head.startswith(MAGIC)
-
-        def job_head(self, head: bytes) -> None:
-            return None
-
-        def read(self, path: Path, options: ReadOptions, progress: Progress | None) -> Read:
-            if progress:
-                progress("parsing")
-            rows = [line.split(",") for line in path.read_text().splitlines()[1:] if line]
-            if not rows:
-                raise InputError(path, "a toy log without samples")
-            frame = pl.DataFrame(rows, schema=["t_ns", "gpu_index", "gpu_util_pct"], orient="row")
-            samples = conform_samples("gpu", frame.with_columns(source=pl.lit("toy")))
-            return Read(entry={"samples": samples.height, "columns": 3}, gpu_samples=samples)
-
-
-    READER = ToyReader()
-''')
-
-
-@pytest.fixture
-def toy(tmp_path, monkeypatch):
-    """The toy reader's module, importable under a name no other test uses."""
-    name = f"toy_reader_{tmp_path.name.replace('-', '_')}"
-    (tmp_path / f"{name}.py").write_text(TOY_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield name
-    sys.modules.pop(name, None)
-
 
 def _toy_file(tmp_path):
     path = tmp_path / "util.log"
