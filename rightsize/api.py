@@ -240,7 +240,7 @@ def analyze(*paths: str | Path, catalog: Catalog | None = None,
                       definitions=definitions, lean=False, steps=_steps(steps),
                       memory_budget_bytes=_budget(memory_budget))
     result = run(list(paths), options, run_on=_engine(engine, workers, ray_address),
-                 frames=True)
+                 frames=True, warn=_warn)
     return Analysis(result.document, result.analysis,
                     frames_gone=None if result.analysis is not None else
                     "its traces were analyzed by worker processes (engine="
@@ -258,6 +258,13 @@ def open_run(run_dir: str | Path, definitions: str = "rightsize") -> Analysis:
     manifest = rundir.read_manifest(run_dir)
     result = run([run_dir], Options(definitions=definitions, lean=False), frames=True)
     return Analysis(result.document, result.analysis, manifest)
+
+
+def _warn(line: str) -> None:
+    """What the analysis cannot keep (a memory budget), as a Python warning."""
+    import warnings
+
+    warnings.warn(line, RuntimeWarning, stacklevel=5)  # at the caller of analyze()
 
 
 def _steps(steps: tuple[int, int] | None) -> tuple[int, int] | None:

@@ -99,28 +99,33 @@ class Result:
 
 def run(paths: list[str | Path], options: Options = Options(),
         progress: Progress | None = None, run_on: engine.EngineOptions | None = None,
-        frames: bool = False) -> Result:
+        frames: bool = False, warn: Progress | None = None) -> Result:
     """Read ``paths`` (trace files, per-rank directories, run directories, Nsight exports,
     GPU metric logs, Nsight Compute CSV) and analyze them on the engine ``run_on`` says
     (default: this process for traces under :data:`IN_PROCESS_BYTES` in all or when
     ``frames`` are wanted, else one local worker per CPU). ``frames``: keep each rank's
-    analyzer results and frames (only when analyzed in this process)."""
+    analyzer results and frames (only when analyzed in this process). ``warn`` is told, in
+    one line each and before any trace is read, what memory budget cannot be kept."""
     from rightsize.analyzers.metrics.definitions import options_for
     from rightsize.traces.loader import plan, stdin_as_file
 
     options_for(options.definitions)  # an unknown definition fails before any reading
     with stdin_as_file(list(paths)) as real:
         p = plan(real, options.read_options(), progress)
-        return _analyze(p, options, progress, run_on, frames)
+        return _analyze(p, options, progress, run_on, frames, warn)
 
 
 def _analyze(p: Plan, options: Options, progress: Progress | None,
-             run_on: engine.EngineOptions | None, frames: bool) -> Result:
+             run_on: engine.EngineOptions | None, frames: bool,
+             warn: Progress | None) -> Result:
     from rightsize import job_map
 
     context = options.context(p.ncu, p.gpu_samples)
     run_on = _engine(p, options, run_on, frames)
     budget = options.memory_budget_bytes or engine.task_budget_bytes(run_on, len(p.traces))
+    if warn is not None:
+        for line in unkept(p, budget, asked=options.memory_budget_bytes is not None):
+            warn(line)
     keep = frames and in_process(run_on)
     tasks = [job_map.TraceTask(str(t.path), str(t.run_dir) if t.run_dir else None,
                                options.read_options(budget), context, keep=keep)
@@ -150,6 +155,23 @@ def _engine(p: Plan, options: Options, run_on: engine.EngineOptions | None,
         return replace(run_on, workers=engine.workers_within(options.memory_budget_bytes,
                                                              len(p.traces)))
     return run_on
+
+
+def unkept(p: Plan, budget: int, asked: bool = True) -> list[str]:
+    """What of ``budget`` (the memory one trace's task may take) cannot be kept, said before
+    reading: a budget below the floor of any analysis; when the budget was ``asked`` for, a
+    trace whose reader declares no memory need (it cannot be sized)."""
+    from rightsize.traces.budget import BASE_BYTES, size_text
+
+    if not p.traces:
+        return []
+    if budget < BASE_BYTES:
+        return [(f"a memory budget of {size_text(budget)} per trace cannot be kept: analyzing "
+                 f"any trace takes about {size_text(BASE_BYTES)}; each is read over its "
+                 "smallest window (one step, or one slice of its time)")]
+    return [f"{t.path}: its reader declares no memory need, so the memory budget "
+            f"({size_text(budget)}) cannot be kept for it: it is read whole"
+            for t in p.traces if t.memory is None and asked]
 
 
 def in_process(run_on: engine.EngineOptions) -> bool:

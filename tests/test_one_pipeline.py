@@ -136,3 +136,15 @@ def test_a_toy_rank_beside_a_kineto_rank(job, tmp_path):
     assert [r["rank"] for r in doc["ranks"]] == [0, 1] and doc["job"]["rank_count"] == 2
     assert [(i["format"], i["rank"]) for i in doc["inputs"]] == [("toy-trace", 0),
                                                                  ("kineto", 1)]
+
+
+def test_a_reader_without_a_memory_need_is_said_to_escape_the_budget(job):
+    from rightsize.cli import cli
+
+    _, paths = job
+    res = CliRunner().invoke(cli, ["analyze", str(paths[0]), "--memory-budget", "1G", "-q",
+                                   "--no-report", "--format", "json"])
+    assert res.exit_code == 0
+    assert res.stderr.splitlines() == [
+        (f"rightsize: warning: {paths[0]}: its reader declares no memory need, so the memory "
+        "budget (1.00 GB) cannot be kept for it: it is read whole")]

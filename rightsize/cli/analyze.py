@@ -16,7 +16,7 @@ from rightsize.cli.common import (
     no_color_option,
     write_html_report,
 )
-from rightsize.cli.output import Progress, note_interrupted
+from rightsize.cli.output import Progress, note_interrupted, warn
 
 if TYPE_CHECKING:
     from rightsize.engine import EngineOptions
@@ -122,7 +122,8 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     """
     from rightsize.analyzers.sizing.projection import Constraints, Objective
     from rightsize.cli.comm import load_comm_model
-    from rightsize.pipeline import Options, analyze_document
+    from rightsize.pipeline import Options
+    from rightsize.pipeline import run as run_pipeline
 
     if target_throughput is not None and samples_per_step is None:
         raise click.UsageError("--target-throughput needs --samples-per-step")
@@ -142,7 +143,7 @@ def analyze(paths: tuple[Path, ...], fmt: str, output: Path | None, force: bool,
     if output is not None:  # before a long analysis, not after
         outputs.check_target(output, paths, force)
     progress = Progress(enabled=not quiet)
-    doc = analyze_document(list(paths), options, progress, run)
+    doc = run_pipeline(list(paths), options, progress, run, warn=warn).document
     progress.done()
     note_interrupted(doc, quiet)
     if fmt == "html" and output is None:  # the page where it goes by default, said as such

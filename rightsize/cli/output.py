@@ -66,6 +66,14 @@ def write_output(text: str, output: Path | None, force: bool,
     outputs.write_text(outputs.check_target(output, inputs, force), text)
 
 
+def warn(line: str) -> None:
+    """A warning on stderr in one line (what the pipeline says it cannot do, before doing
+    the rest)."""
+    from rightsize.reports.fmt import safe_line
+
+    click.echo(f"rightsize: warning: {safe_line(line)}", err=True)
+
+
 def note_interrupted(doc: Document, quiet: bool) -> None:
     """Say on stderr when an input run directory was interrupted (its manifest still says
     ``running`` but the rightsize that wrote it is gone): its data may be partial."""

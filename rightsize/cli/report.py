@@ -150,12 +150,12 @@ def _is_document(path: Path) -> bool:
 
 def _fresh_analysis(paths: list[Path], quiet: bool) -> Document:
     from rightsize.cli.common import load_catalog_for_cli
-    from rightsize.cli.output import Progress, note_interrupted
-    from rightsize.pipeline import Options, analyze_document
+    from rightsize.cli.output import Progress, note_interrupted, warn
+    from rightsize.pipeline import Options, run
 
     progress = Progress(enabled=not quiet)
-    doc = analyze_document(list(paths), Options(catalog=load_catalog_for_cli(None)),
-                           progress=progress)
+    doc = run(list(paths), Options(catalog=load_catalog_for_cli(None)), progress=progress,
+              warn=warn).document
     progress.done()
     note_interrupted(doc, quiet)
     return doc

@@ -16,7 +16,13 @@ device-aware step bounds (``analyzers/metrics/steps.py``) are those of the whole
 
 Which steps, when the budget chooses: the most consecutive steps whose events fit in 90% of the
 budget above the floor, starting with the second step (the first is often a warm-up) unless every step fits. A single step that
-does not fit is still read, and the window says so. Pure; no I/O.
+does not fit is still read, and the window says so.
+
+A trace without steps (no ProfilerStep, no NVTX step ranges) too big for the budget is read over
+a window of time instead (:func:`time_table`): its span cut into slices that each hold as many
+events (at least :data:`TIME_SLICES`, more when the budget is far below the trace's need), the
+slices taken as steps are chosen the same way, and the window says it is one of time (``by``).
+Pure; no I/O.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ import polars as pl
 
 ASKED = "asked"  # --steps A-B
 BUDGET = "memory budget"
+TIME = "time"  # StepWindow.by: slices of the trace's events, for a trace without steps
+TIME_SLICES = 64  # a trace without steps is cut into at least this many slices of time
+MAX_TIME_SLICES = 1 << 16
 # A window is sized to this share of the budget above the floor (budget.BASE_BYTES): a second
 # read's own transients (the batches in flight, the sorts of the frames) are not in the model.
 # Measured: a 5.09 GB Kineto trace windowed to an estimate of exactly 2.00 GB peaked at 2.01 GB.
@@ -50,6 +59,8 @@ class StepWindow:
     window_need_bytes: int | None = None  # the window's
     budget_bytes: int | None = None
     numbers: tuple[int, ...] = ()  # the step numbers read (the steps frame is cut to them)
+    by: str = "steps"  # or TIME: first/last_step are slices of time (the trace has no steps)
+    span_ns: tuple[int, int] | None = None  # TIME: the trace's events, first to last start
 
     @property
     def count(self) -> int:
@@ -57,23 +68,44 @@ class StepWindow:
 
     def entry(self) -> dict[str, object]:
         """The document's ``inputs[].window``."""
-        return {"first_step": self.first_step, "last_step": self.last_step,
-                "steps_in_trace": self.steps_in_trace, "reason": self.reason,
-                "need_bytes": self.need_bytes, "window_need_bytes": self.window_need_bytes,
-                "budget_bytes": self.budget_bytes}
+        entry: dict[str, object] = {
+            "first_step": self.first_step, "last_step": self.last_step,
+            "steps_in_trace": self.steps_in_trace, "reason": self.reason,
+            "need_bytes": self.need_bytes, "window_need_bytes": self.window_need_bytes,
+            "budget_bytes": self.budget_bytes}
+        if self.by == TIME:
+            entry["by"] = TIME
+        return entry
 
     def note(self, name: str) -> str:
-        steps = f"steps {self.first_step}-{self.last_step}" if self.count > 1 \
-            else f"step {self.first_step}"
-        head = f"{name}: analyzed over {steps} ({self.count} of {self.steps_in_trace} steps)"
+        if self.by == TIME:
+            head = f"{name}: analyzed over {self._time_span()} (slices {self.first_step}-" \
+                   f"{self.last_step} of {self.steps_in_trace} of equal events; it has no steps)"
+        else:
+            steps = f"steps {self.first_step}-{self.last_step}" if self.count > 1 \
+                else f"step {self.first_step}"
+            head = f"{name}: analyzed over {steps} ({self.count} of {self.steps_in_trace} steps)"
         if self.reason == ASKED:
             return head + ", as --steps asked"
+        unit = "slice" if self.by == TIME else "step"
         over = "" if (self.window_need_bytes or 0) <= (self.budget_bytes or 0) else \
-            f"; even one step needs about {_gb(self.window_need_bytes)}, more than the budget"
+            f"; even one {unit} needs about {_gb(self.window_need_bytes)}, more than the budget"
         return (f"{head}: the whole trace needs about {_gb(self.need_bytes)} of memory to "
                 f"analyze, more than the {_gb(self.budget_bytes)} budget (--memory-budget); "
                 f"the window about {_gb(self.window_need_bytes)}{over}; every metric is of "
-                "these steps")
+                f"{'this window' if self.by == TIME else 'these steps'}")
+
+    def _time_span(self) -> str:
+        """The window's time as seconds from the trace's first event (of its whole span)."""
+        if self.span_ns is None:
+            return "a window of time"
+        first, last = self.span_ns
+        lo = (self.lo_ns if self.lo_ns is not None else first) - first
+        hi = (self.hi_ns if self.hi_ns is not None else last) - first
+        unit, scale = next((u, d) for u, d in (("s", 1e9), ("ms", 1e6), ("us", 1e3), ("ns", 1))
+                           if last - first >= d)
+        return f"{lo / scale:,.3f}-{hi / scale:,.3f} {unit} of its {(last - first) / scale:,.3f} " \
+               f"{unit} after its first event"
 
 
 def _gb(n: int | None) -> str:
@@ -178,14 +210,18 @@ def choose(t: StepTable, need_of: Callable[[int], int], budget: int) -> tuple[in
 
 def plan(t: StepTable, path: object, steps: tuple[int, int] | None,
          need_of: Callable[[int], int], budget: int | None) -> StepWindow | None:
-    """The window to read: the asked steps, else the steps the budget holds (None: the whole
-    trace fits, or it has no steps to cut it by)."""
+    """The window to read: the asked steps, else the steps the budget holds, else for a trace
+    without steps a window of time (None: the whole trace fits, or it has no events)."""
+    by, span = "steps", None
     if steps is not None:
         i, j = asked(t, steps[0], steps[1], path)
         reason = ASKED
     else:
-        if budget is None or t.count == 0:
+        if budget is None or t.events_total == 0 or need_of(t.events_total) <= budget:
             return None
+        if t.count <= 1:  # no steps to cut it by (or one): slices of its time
+            by, span, t = TIME, (int(t.starts[0]), int(t.starts[-1])), \
+                time_table(t, _slices(t, need_of, budget))
         i, j = choose(t, need_of, budget)
         if (i, j) == (0, t.count - 1):
             return None
@@ -194,7 +230,32 @@ def plan(t: StepTable, path: object, steps: tuple[int, int] | None,
     return StepWindow(int(t.step[i]), int(t.step[j]), t.count, lo, hi, reason,
                       need_of(t.events_total), need_of(window_events(t, i, j)),
                       budget if reason == BUDGET else None,  # asked steps ignore the budget
-                      tuple(int(n) for n in t.step[i:j + 1]))
+                      tuple(int(n) for n in t.step[i:j + 1]) if by == "steps" else (),
+                      by, span)
+
+
+def _slices(t: StepTable, need_of: Callable[[int], int], budget: int) -> int:
+    """Enough slices that a window of several fits the budget: 16 slices to what it holds
+    above the floor, at least :data:`TIME_SLICES`."""
+    floor = need_of(0)
+    room = max(1, int((budget - floor) * WINDOW_FILL))
+    wanted = 16 * (need_of(t.events_total) - floor) // room
+    return int(min(MAX_TIME_SLICES, max(TIME_SLICES, wanted)))
+
+
+def time_table(t: StepTable, slices: int) -> StepTable:
+    """A trace without steps as ``slices`` steps of time: consecutive spans of its event
+    starts that each hold about as many events (a histogram's buckets are not split), step
+    ``k`` from the start of its first event to the start of the next slice's."""
+    weights = t.weights if t.weights is not None else np.ones(len(t.starts), np.int64)
+    before = np.concatenate(([0], np.cumsum(weights)[:-1]))  # events before each start
+    share = before * slices // max(1, int(weights.sum()))  # the slice each start falls in
+    first = np.concatenate(([True], share[1:] != share[:-1]))
+    starts = t.starts[first]
+    ends = np.concatenate((starts[1:], [t.starts[-1] + 1]))
+    n = len(starts)
+    return StepTable(np.arange(n, dtype=np.int64), starts, ends, ends.copy(), t.starts,
+                     t.weights)
 
 
 def keep(df: pl.DataFrame, lo: int | None, hi: int | None) -> pl.DataFrame:

@@ -26,7 +26,9 @@ class Tool(Node):
 class InputWindow(Node):
     """The steps a trace was analyzed over when not all of it: ``reason`` "asked" (--steps)
     or "memory budget" (the whole trace needs about ``need_bytes`` to analyze, more than
-    ``budget_bytes``; the window about ``window_need_bytes``: traces/budget.py)."""
+    ``budget_bytes``; the window about ``window_need_bytes``: traces/budget.py). ``by``
+    "time": the trace has no steps, and first/last_step are slices of its time, each holding
+    as many events, of ``steps_in_trace`` (traces/window.py)."""
 
     first_step: int
     last_step: int
@@ -35,6 +37,7 @@ class InputWindow(Node):
     need_bytes: int | None = None
     window_need_bytes: int | None = None
     budget_bytes: int | None = None
+    by: str | None = field(default=None, metadata={"omit_none": True})
 
 
 @node
