@@ -14,10 +14,9 @@ from rightsize.traces import registry
 from tests.conftest import REPO
 
 # "ncu" is also a word of the analysis vocabulary: the evidence that Nsight Compute rows gave
-# (Signal.NCU, DeviceKind.NCU), defined in vocab.py, labelled in the reports and compared to a
-# kernel's deciding signal. Those places name the evidence, not the file format.
-VOCABULARY = {("rightsize/vocab.py", "ncu"), ("rightsize/reports/labels.py", "ncu"),
-              ("rightsize/analyzers/analysis.py", "ncu")}
+# (Signal.NCU, DeviceKind.NCU), defined in vocab.py and labelled in the reports. Those places
+# name the evidence, not the file format.
+VOCABULARY = {("rightsize/vocab.py", "ncu"), ("rightsize/reports/labels.py", "ncu")}
 
 
 def leaks(source: str, rel: str, names: set[str]) -> list[str]:

@@ -18,6 +18,7 @@ from rightsize.analyzers.diagnosis.advise import ridge_for
 from rightsize.analyzers.diagnosis.verdict import diagnose
 from rightsize.analyzers.document.diagnosis import Diagnosis
 from rightsize.analyzers.metrics.devices import prop
+from rightsize.vocab import Signal
 
 if TYPE_CHECKING:
     import polars as pl
@@ -42,7 +43,7 @@ def verdict(rank: SectionInput) -> Verdict:
     ncu = ncu_for(trace, primary, rank.context.ncu, rank)
     diag, work = diagnose(trace, rank.steps, primary, ridge, ncu, rank.context.gpu_samples)
     if ncu is not None and diag is not None and work.height and "signal" in work.columns \
-            and not (work["signal"] == "ncu").any():
+            and not (work["signal"] == Signal.NCU).any():
         rank.note("no kernel of the trace matched a kernel of the Nsight Compute rows (by "
                   "name): they did not classify any kernel; profile the same job with ncu")
     return Verdict(diag, work)
