@@ -23,7 +23,8 @@ Three commands:
     syncs) and of NVTX_EVENTS is copied N times, copy k shifted by k x the source's span (+1 ms)
     with correlation ids shifted by k x (the largest + 1), and one NVTX range ``step k`` spans
     copy k: N steps whose kernels still match their runtime calls. Doubling, so N is rounded up
-    to a power of two.
+    to a power of two. ``--no-steps``: the same export without the step ranges (a budget then
+    holds by a window of time).
 
 Usage::
 
@@ -31,6 +32,8 @@ Usage::
     python benchmarks/memory_budget.py factors /tmp/bench/k1g.json /tmp/bench/n1g.sqlite
     python benchmarks/memory_budget.py nsys-steps --out /tmp/bench/n4g.sqlite --copies 4096
     python benchmarks/memory_budget.py budget /tmp/bench/n4g.sqlite --budget 2G
+    python benchmarks/memory_budget.py nsys-steps --out /tmp/bench/n4g-nosteps.sqlite \
+        --copies 4096 --no-steps
 """
 
 from __future__ import annotations
@@ -133,7 +136,7 @@ def budget_run(path: Path, budget: str, skip_whole: bool) -> None:
               flush=True)
 
 
-def nsys_steps(out: Path, copies: int, source: Path) -> None:
+def nsys_steps(out: Path, copies: int, source: Path, steps: bool = True) -> None:
     shutil.copyfile(source, out)
     os.chmod(out, 0o644)
     conn = sqlite3.connect(out)
@@ -160,13 +163,14 @@ def nsys_steps(out: Path, copies: int, source: Path) -> None:
         n *= 2
         conn.commit()
         print(f"{n} copies, {out.stat().st_size / 1e9:.2f} GB", flush=True)
-    conn.executemany(
-        "INSERT INTO NVTX_EVENTS (start, \"end\", eventType, text, globalTid) "
-        "VALUES (?, ?, 59, ?, ?)",
-        [(lo + k * period, lo + k * period + (hi - lo), f"step {k}", tid) for k in range(n)])
+    if steps:
+        conn.executemany(
+            "INSERT INTO NVTX_EVENTS (start, \"end\", eventType, text, globalTid) "
+            "VALUES (?, ?, 59, ?, ?)",
+            [(lo + k * period, lo + k * period + (hi - lo), f"step {k}", tid) for k in range(n)])
     conn.commit()
     conn.close()
-    print(f"{out}: {n} steps, {out.stat().st_size / 1e9:.2f} GB")
+    print(f"{out}: {n if steps else 'no'} steps, {out.stat().st_size / 1e9:.2f} GB")
 
 
 def _cols(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -186,13 +190,14 @@ def main() -> None:
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--copies", type=int, default=1024)
     s.add_argument("--source", type=Path, default=SOURCE)
+    s.add_argument("--no-steps", action="store_true", help="no NVTX step ranges")
     a = p.parse_args()
     if a.cmd == "factors":
         factors(a.files)
     elif a.cmd == "budget":
         budget_run(a.file, a.budget, a.skip_whole)
     else:
-        nsys_steps(a.out, a.copies, a.source)
+        nsys_steps(a.out, a.copies, a.source, steps=not a.no_steps)
 
 
 if __name__ == "__main__":
