@@ -51,6 +51,7 @@ class TraceTask:
     context: Context
     keep: bool = False  # keep the rank's analyzer results and frames (in this process only)
     summary_only: bool = False  # no share of the document (summaries alone)
+    summary: bool = True  # the rank's summary for the job (False: a trace alone, no job)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,7 @@ class RankPart:
 
     entry: dict[str, Any]  # the reader's keys of the file's ``inputs`` entry
     key: JobKey
-    summary: RankSummary
+    summary: RankSummary | None  # None: not asked for (one trace: no job to reduce)
     doc: RankDoc | None
     first_event_ns: int | None  # its first host op or kernel (on its clock)
     analysis: RankAnalysis | None = None  # kept (TraceTask.keep)
@@ -90,7 +91,8 @@ def analyze_one(task: TraceTask, progress: Progress | None = None) -> RankPart |
         rank = analyze_trace(trace, task.context)
     except RightsizeError as exc:
         return Refusal(str(exc))
-    return RankPart(entry, loader.job_key(trace), summarize(rank),
+    return RankPart(entry, loader.job_key(trace),
+                    summarize(rank) if task.summary or task.summary_only else None,
                     None if task.summary_only else rank_doc(rank), _first_ns(rank),
                     rank if task.keep else None)
 
@@ -174,9 +176,10 @@ def reduce(plan: Plan, parts: list[RankPart], context: Context, definitions: str
     docs = [p.doc for p in parts if p.doc is not None]
     first = primary_index(docs)
     primary = docs[first].primary if first is not None else None
-    job = job_of_summaries([p.key.rank for p in parts], [p.summary for p in parts],
-                           context.catalog, context.constraints.provider,
-                           context.constraints.comm_model)
+    summaries = [p.summary for p in parts if p.summary is not None]
+    job = job_of_summaries([p.key.rank for p in parts], summaries, context.catalog,
+                           context.constraints.provider, context.constraints.comm_model) \
+        if len(summaries) == len(parts) else None
     host = host_timeline(plan.host_samples, primary.window_ns if primary else None)
     found = None if parts else counters(context)
     doc = rounded(assemble(docs, primary, plan.entries, definitions, counters=found,
@@ -194,6 +197,7 @@ def summarize_path(path: str | Path, options: Options = DEFAULT) -> RankSummary:
     result = analyze_one(TraceTask(str(path), None, read, options.context(), summary_only=True))
     if isinstance(result, Refusal):
         raise RightsizeError(result.message)
+    assert result.summary is not None
     return result.summary
 
 

@@ -128,7 +128,8 @@ def _analyze(p: Plan, options: Options, progress: Progress | None,
             warn(line)
     keep = frames and in_process(run_on)
     tasks = [job_map.TraceTask(str(t.path), str(t.run_dir) if t.run_dir else None,
-                               options.read_options(budget), context, keep=keep)
+                               options.read_options(budget), context, keep=keep,
+                               summary=len(p.traces) > 1)  # a job's ranks only
              for t in p.traces]
     if run_on.engine == "ray" and run_on.item_memory_bytes is None \
             and run_on.memory_bytes is None:
