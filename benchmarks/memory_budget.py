@@ -117,9 +117,12 @@ def analyze_child(path: Path, budget: str | None) -> dict:
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"analyze failed: {err[-2000:]}")
     doc = json.loads(Path("/tmp/memory_budget.out.json").read_text())
+    diagnosis = doc.get("diagnosis") or {}
     return {"wall_s": wall, "peak_bytes": usage.ru_maxrss * 1024,
             "window": doc["inputs"][0].get("window"), "steps": doc["steps"]["count"],
-            "step_ms": doc["steps"]["mean_ms"]}
+            "step_ms": doc["steps"]["mean_ms"], "bound": diagnosis.get("bound"),
+            "confidence": diagnosis.get("confidence"),
+            "shares_pct": diagnosis.get("shares_pct"), "warnings": err.strip()}
 
 
 def budget_run(path: Path, budget: str, skip_whole: bool) -> None:
@@ -127,13 +130,16 @@ def budget_run(path: Path, budget: str, skip_whole: bool) -> None:
     for label, b in ((("whole", None),) if not skip_whole else ()) + (("budget", budget),):
         r = analyze_child(path, b)
         w = r["window"]
-        where = f"steps {w['first_step']}-{w['last_step']} of {w['steps_in_trace']} " \
+        unit = "time slices" if w and w.get("by") == "time" else "steps"
+        where = f"{unit} {w['first_step']}-{w['last_step']} of {w['steps_in_trace']} " \
             f"(estimated whole {w['need_bytes'] / 1e9:.2f} GB, window " \
             f"{w['window_need_bytes'] / 1e9:.2f} GB)" if w else f"all {r['steps']} steps"
+        shares = {k: round(v, 1) for k, v in (r["shares_pct"] or {}).items()}
         print(f"{path.name} ({size / 1e9:.2f} GB on disk) {label}"
               f"{' ' + b if b else ''}: {r['wall_s']:.1f} s, peak RSS "
-              f"{r['peak_bytes'] / 1e9:.2f} GB; {where}; mean step {r['step_ms']} ms",
-              flush=True)
+              f"{r['peak_bytes'] / 1e9:.2f} GB; {where}; mean step {r['step_ms']} ms; "
+              f"verdict {r['bound']} ({r['confidence']}); shares % {shares}"
+              + (f"; stderr: {r['warnings']}" if r["warnings"] else ""), flush=True)
 
 
 def nsys_steps(out: Path, copies: int, source: Path, steps: bool = True) -> None:

@@ -222,8 +222,11 @@ def test_row_units(tmp_path: Path) -> None:
         assert (row["recorded_at"].timestamp(), row["recorded_at_source"]) == \
             (1_700_000_000.0, "upload")  # no blob to read a clock from
     two = [{"sha256": "ab" * 32}, {"sha256": "cd" * 32}]
-    ranks = {"job": {"world_size": 2}, "inputs": [{"format": "kineto"}] * 2}
+    ranks = {"job": {"world_size": 2},  # traces: their entries say their ranks
+             "inputs": [{"format": "kineto", "rank": 0}, {"format": "kineto", "rank": 1}]}
     assert run_kind(two, ranks) == "ranks"
+    with_log = {"job": {"world_size": 2}, "inputs": [*ranks["inputs"], {"samples": 9}]}
+    assert run_kind(two + two[:1], with_log) == "upload"
     assert run_kind(two, {"inputs": [{"format": "nsys"}, {"format": "ncu"}]}) == "upload"
     assert run_kind(two, None) == "upload"
 
