@@ -54,25 +54,29 @@ LOGS: dict[str, tuple[str, str, str]] = {
     "h100-8gpu-1node-nvswitch-allreduce_allgather_reducescatter_alltoall_sendrecv.txt":
         ("8 x H100 SXM, NVSwitch", "gpu=H100 SXM", "catalog: NVLink 4 x 18 through NVSwitch"),
     "a100-40gb-8gpu-1node-nvswitch-abci-allreduce-upto32MB.txt":
-        ("8 x A100 SXM4 40GB, NVSwitch (ABCI, NCCL 2.8)", "gpu=A100 40GB SXM",
-         "catalog: NVLink 3 x 12 through NVSwitch"),
+        ("8 x A100 SXM4 40GB, NVSwitch (ABCI, NCCL 2.8)", "gpu=A100 40GB SXM,nccl=2.8.4",
+         ("catalog: NVLink 3 x 12 through NVSwitch; SOURCES.md: NCCL 2.8.4 (the log prints "
+          "none)")),
     "mi300x-8gpu-1node-xgmi-allreduce.txt":
         ("8 x MI300X, xGMI", "gpu=MI300X", "catalog: 7 Infinity Fabric links of 64 GB/s"),
     "rtx4090-2and4gpu-1node-pcie-allreduce.txt":
-        ("2 and 4 x RTX 4090, PCIe Gen4 (no P2P)", "gpu=RTX 4090,intra=pcie-nop2p:gen4",
-         "GeForce 40 cards: peer-to-peer not enabled (catalog links.csv)"),
+        ("2 and 4 x RTX 4090, PCIe Gen4 (no P2P)", "gpu=RTX 4090,intra=pcie-shm:gen4",
+         ("GeForce 40 cards: peer-to-peer not enabled (catalog links.csv); the rank lines' "
+          "buses pair up (0x1a/0x1b, 0x3d/0x3e): 2 GPUs per PCIe switch")),
     "rtx2080ti-2gpu-1node-pcie3-noP2P-allreduce_allgather_broadcast_reduce_alltoall.txt":
-        ("2 x RTX 2080 Ti, PCIe Gen3 (no P2P)", "intra=pcie-nop2p:gen3,arch=turing",
-         "the source: topo PIX, p2p 'NS' (not supported)"),
+        ("2 x RTX 2080 Ti, PCIe Gen3 (no P2P)", "intra=pcie-shm:gen3,arch=turing",
+         "the source: topo PIX (one PCIe switch; buses b4/b5), p2p 'NS' (not supported)"),
     "a100-40gb-16gpu-2node-ib-dgxa100-allreduce.txt":
         ("2 x DGX A100 (ALCF Sophia), IB HDR", "gpu=A100 40GB SXM,inter=ib:200",
          "DGX A100 datasheet: 8 HDR InfiniBand 200 Gb/s, one per GPU"),
     "a100-80gb-16gpu-2node-efa-p4de.24xlarge-allreduce.txt":
-        ("2 x AWS p4de.24xlarge, EFA", "gpu=A100 80GB SXM,inter=efa:50,nodes=2",
-         "AWS: 400 Gbps EFA per p4de instance = 50 Gb/s per GPU (no rank lines: 2 nodes)"),
+        ("2 x AWS p4de.24xlarge, EFA", "gpu=A100 80GB SXM,system=AWS p4de.24xlarge,nodes=2",
+         ("catalog systems.csv: 400 Gbps EFA per p4de instance = 50 Gb/s per GPU, Intel Xeon "
+          "(no rank lines: 2 nodes)")),
     "h100-16gpu-2node-efa-p5.48xlarge-allreduce.txt":
-        ("2 x AWS p5.48xlarge, EFAv2", "gpu=H100 SXM,inter=efa:400,nodes=2",
-         "AWS: 3200 Gbps EFAv2 per p5 instance = 400 Gb/s per GPU (no rank lines: 2 nodes)"),
+        ("2 x AWS p5.48xlarge, EFAv2", "gpu=H100 SXM,system=AWS p5.48xlarge,nodes=2",
+         ("catalog systems.csv: 3200 Gbps EFAv2 per p5 instance = 400 Gb/s per GPU, AMD EPYC "
+          "(no rank lines: 2 nodes)")),
     "a100-40gb-32gpu-8node-slingshot11-cxi-allreduce.txt":
         ("8 x 4 A100 (ALCF Polaris), Slingshot-11", ("gpu=A100 40GB SXM,system=HPE Cray EX235n "
          "(ALCF Polaris),intra=nvlink:nvlink3x12"), "catalog systems.csv: ALCF Polaris"),
@@ -92,10 +96,13 @@ TABLES: dict[str, tuple[str, str]] = {
     "b200_sxm": ("B200 (AIConfigurator)", "gpu=B200"),
     "h100_sxm": ("H100 SXM (AIConfigurator)", "gpu=H100 SXM"),
     "h200_sxm": ("H200 SXM (AIConfigurator)", "gpu=H200 SXM"),
-    "l40s": ("L40S, PCIe Gen4 (AIConfigurator)", "gpu=L40S,intra=pcie:gen4"),
+    "l40s": ("L40S, PCIe Gen4 (AIConfigurator)", "gpu=L40S,intra=pcie-cpu:gen4,cpu=amd"),
     "rtx_pro_6000_server": ("RTX PRO 6000 Blackwell Server, PCIe Gen5 (AIConfigurator)",
-                            "intra=pcie:gen5,arch=blackwell,gpus_per_node=8"),
+                            "intra=pcie-cpu:gen5,arch=blackwell,gpus_per_node=8,cpu=amd"),
 }
+# The two PCIe boxes' YAML states only the PCIe generation; their tables show 2 GPUs at ~60% of
+# it and 4 or 8 at a third or less, which is NCCL's rule for GPUs on an AMD CPU's own ports
+# (peer-to-peer across the CPU for a pair only, else through host memory): assumed so.
 ELEMENT_BYTES = {"half": 2, "int8": 1}
 
 

@@ -40,7 +40,8 @@ class Links:
     gpu: str
     nvlink_generation: int | None  # None: no NVLink (or not NVIDIA's: xGMI)
     nvlink_links: int
-    topology: str  # nvswitch | hybrid cube-mesh | full mesh | bridge | xgmi mesh | none
+    topology: str  # nvswitch | hybrid cube-mesh | full mesh | bridge | xgmi mesh | none |
+    #                no-p2p (PCIe only, peer-to-peer disabled: GeForce 40 cards)
     nvl_domain_gpus: int  # GPUs one NVLink/xGMI domain joins (2 for a bridged pair, 72: NVL72)
     link_gbs_per_direction: float  # GPU link per GPU per direction (0: none)
     pcie_generation: int | None  # from the host link's text ("PCIe Gen4 x16")
@@ -85,6 +86,7 @@ class System:
     nic_gbps_per_gpu: float  # inter-node bandwidth per GPU, Gb/s per direction
     nics: str  # the NICs in words
     source: str
+    cpu: str = ""  # the host CPU's vendor: intel | amd | arm ('' unknown)
 
     @property
     def words(self) -> str:
@@ -106,7 +108,8 @@ def _links_rows() -> dict[str, dict[str, str]]:
 def systems() -> tuple[System, ...]:
     """The shipped systems (systems.csv)."""
     return tuple(System(r["system"], r["instance"], r["gpu"], int(r["gpus_per_node"]),
-                        r["nic_class"], float(r["nic_gbps_per_gpu"]), r["nics"], r["source"])
+                        r["nic_class"], float(r["nic_gbps_per_gpu"]), r["nics"], r["source"],
+                        r.get("cpu", ""))
                  for r in _read("systems.csv"))
 
 
@@ -124,7 +127,7 @@ def links_of(gpu: Gpu) -> Links:
     if row is not None:
         return Links(gpu.name, int(row["nvlink_generation"]) if row["nvlink_generation"] else
                      None, int(row["nvlink_links"] or 0), row["topology"],
-                     int(row["nvl_domain_gpus"]), per_dir if row["topology"] != "none" else 0.0,
+                     int(row["nvl_domain_gpus"]), per_dir if row["topology"] not in ("none", "no-p2p") else 0.0,
                      pcie, gpu.host_link_gbs_per_direction, row["system"], row["source"])
     if not per_dir:
         topology, domain = "none", 1
@@ -158,4 +161,4 @@ def system_of(gpu: Gpu, price: Price | None = None) -> System:
     per_node = gpu.gpus_per_node or generic.gpus_per_node
     return System(generic.name, "", gpu.name, per_node, generic.nic_class,
                   generic.nic_gbps_per_gpu * generic.gpus_per_node / per_node, generic.nics,
-                  generic.source)
+                  generic.source, generic.cpu)

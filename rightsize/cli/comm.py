@@ -40,11 +40,13 @@ def fabric_options(fn: Any) -> Any:
     for option in reversed([
         click.option("--system", "spec", default=None, metavar="SPEC",
                      help="What the ranks ran on: key=value,... (gpu=, system=, "
-                          "gpus_per_node=, nodes=, ranks=, arch=, intra=, inter=; "
-                          "docs/comm.md)."),
+                          "gpus_per_node=, nodes=, ranks=, arch=, intra=, inter=, "
+                          "gpus_per_switch=, cpu=, nccl=; docs/comm.md)."),
         click.option("--intra", default=None, metavar="KIND[:DETAIL]",
-                     help="In-node link: nvswitch, nvlink, xgmi, pcie, pcie-cpu or "
-                          "pcie-nop2p, with nvlink4x18 / gen4 / GB/s."),
+                     help="In-node link: nvswitch, nvlink, xgmi, pcie-switch (peer-to-peer "
+                          "under PCIe switches), pcie-cpu (each GPU on the CPU's ports) or "
+                          "pcie-shm (no peer-to-peer: through host memory), with "
+                          "nvlink4x18 / gen4 / GB/s."),
         click.option("--inter", default=None, metavar="KIND:GBPS",
                      help="Network per GPU: ib, roce, efa, slingshot or eth, and its Gb/s."),
         catalog_option,

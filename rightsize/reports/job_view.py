@@ -2,8 +2,11 @@
 
 Input: the document's :class:`~rightsize.analyzers.document.job.Job`. Output: a
 :class:`JobView` of formatted cells that the text and HTML renderers both draw (the text one
-with :func:`text_lines`, the page with ``templates/job.html.j2``). Nothing is computed here
-beyond formatting: every number is the document's.
+with :func:`text_lines`, the page with ``templates/job.html.j2``): the job's facts, stragglers,
+collectives per type, each collective type and size against NCCL's model on the job's fabric
+(``job.collective_checks``: measured against expected, NCCL's pick, slow ones with their
+likely cause) and the ranks. Nothing is computed here beyond formatting: every number is the
+document's.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from rightsize.analyzers.document.job import Job
 from rightsize.reports import fmt
 
 RANKS_SHOWN = 64  # ranks listed in the table (the JSON has all)
+CHECKS_TITLE = "Collectives against NCCL's model on this fabric"
 # The columns the terminal shows (of the tables below; the page shows all): 80 columns wide.
 TEXT_RANK_COLUMNS = (0, 1, 4, 8, 9, 10)
 TEXT_COLLECTIVE_COLUMNS = (0, 1, 4, 5, 6, 9)
+TEXT_CHECK_COLUMNS = (0, 1, 4, 5, 8, 9)
 _TYPE_LABEL = {"allreduce": "all-reduce", "allgather": "all-gather",
                "reducescatter": "reduce-scatter", "alltoall": "all-to-all",
                "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "send/recv"}
@@ -36,13 +41,15 @@ class JobView:
     ranks: Table
     collectives: Table
     notes: tuple[str, ...]
+    checks: Table = Table((), ())  # each collective type and size against the model
 
 
 def job_view(job: Job | None) -> JobView | None:
     if job is None:
         return None
     return JobView(facts=_facts(job), stragglers=tuple(_straggler(s) for s in job.stragglers),
-                   ranks=_ranks(job), collectives=_collectives(job), notes=job.notes)
+                   ranks=_ranks(job), collectives=_collectives(job), notes=job.notes,
+                   checks=_checks(job))
 
 
 def _facts(job: Job) -> tuple[tuple[str, str], ...]:
@@ -107,6 +114,21 @@ def _collectives(job: Job) -> Table:
                  tuple(rows))
 
 
+def _checks(job: Job) -> Table:
+    """``job.collective_checks``: slow ones first (their verdict says how slow and why)."""
+    rows = []
+    for c in sorted(job.collective_checks, key=lambda c: (c.verdict != "slow", -c.slowdown)):
+        verdict = ("as expected" if c.verdict == "expected" else
+                   f"{fmt.num(c.slowdown, 1)}x slower: {c.cause}")
+        rows.append((
+            _TYPE_LABEL.get(c.collective, c.collective), fmt.nbytes(c.bytes), str(c.group_size),
+            str(c.calls), fmt.num(c.transfer_us, 1), fmt.num(c.expected_us, 1),
+            fmt.num(c.busbw_gbs, 2), fmt.num(c.expected_busbw_gbs, 2),
+            f"{c.algorithm} {c.protocol}", verdict))
+    return Table(("Collective", "Size per call", "Ranks", "Calls", "Measured µs", "Expected µs",
+                  "busbw GB/s", "Expected busbw GB/s", "NCCL's pick", "Verdict"), tuple(rows))
+
+
 def text_lines(view: JobView | None) -> list[str]:
     """The job section as text lines (the caller wraps and styles them)."""
     if view is None:
@@ -116,6 +138,7 @@ def text_lines(view: JobView | None) -> list[str]:
     lines += [f"  - {s}" for s in view.stragglers] or [("  - no straggler: no rank arrives last "
                                                        "at the collectives more than chance")]
     for title, table, cols in (("Collectives", view.collectives, TEXT_COLLECTIVE_COLUMNS),
+                               (CHECKS_TITLE, view.checks, TEXT_CHECK_COLUMNS),
                                ("Ranks", view.ranks, TEXT_RANK_COLUMNS)):
         if not table.rows:
             continue

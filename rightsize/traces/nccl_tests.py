@@ -10,7 +10,7 @@ ignored. A log may hold several tests (``# Collective test starting: all_gather_
 command line naming ``alltoall_perf`` before a table); each table is read apart, with the rank
 lines printed above it (``#  Rank  3 Group  0 Pid 123 on host device  3 [0x4e] NVIDIA
 A100-SXM4-40GB``; rccl-tests and old nccl-tests omit ``Group``), which give the ranks, the hosts
-(hence nodes and ranks per node) and the GPU model. Columns are found from the table's header
+(hence nodes and ranks per node), the GPU model and each GPU's PCI bus. Columns are found from the table's header
 (old nccl-tests has no ``root`` column and an ``error`` column instead of ``#wrong``).
 
 Outputs: an :class:`NcclLog` of :class:`NcclTable` (collective, ranks, hosts, GPU, rows of
@@ -77,6 +77,18 @@ class RankLine:
     host: str
     device: int
     gpu: str  # as printed ("NVIDIA A100-SXM4-40GB", "AMD Instinct MI300X")
+    bus: int | None = None  # the PCI bus number ([0x1b], [0000:b4:00]); None if unreadable
+
+
+def bus_number(text: str) -> int | None:
+    """The PCI bus of a rank line's ``[0x1b]`` or ``[0000:b4:00.0]`` (hex); None otherwise."""
+    text = text.strip().lower()
+    parts = text.split(":")
+    cell = parts[1] if len(parts) >= 3 else parts[0]
+    try:
+        return int(cell.removeprefix("0x"), 16)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +101,7 @@ class NcclTable:
     line: int  # 1-based line of its header
     rows: tuple[NcclRow, ...]
     notes: tuple[str, ...] = ()
+    buses: tuple[tuple[str, int], ...] = ()  # (host, PCI bus) per rank, in rank order
 
     @property
     def nodes(self) -> int | None:
@@ -183,8 +196,8 @@ def _scan(line: str, block: _Block, number: int) -> _Block:
     if rank:
         if block.closed:
             block = _Block(collective=block.collective, max_bytes=block.max_bytes)
-        r, pid, host, device, _bus, gpu = rank.groups()
-        block.ranks.append(RankLine(int(r), int(pid), host, int(device), gpu))
+        r, pid, host, device, bus, gpu = rank.groups()
+        block.ranks.append(RankLine(int(r), int(pid), host, int(device), gpu, bus_number(bus)))
     elif _HEADER.match(line):
         block.header = line.lstrip("#").split()
         block.closed = False
@@ -239,8 +252,10 @@ def _table(block: _Block, where: str, footer: bool) -> NcclTable:
     gpus = [r.gpu for r in block.ranks]
     ranks = known or _ranks_from_busbw(collective, rows, notes, where)
     _check_busbw(collective, ranks, rows, where)
+    buses = tuple((r.host, r.bus) for r in sorted(block.ranks, key=lambda r: r.rank)
+                  if r.bus is not None)
     return NcclTable(collective, ranks, hosts, max(set(gpus), key=gpus.count) if gpus else None,
-                     redop, block.line, tuple(rows), tuple(notes))
+                     redop, block.line, tuple(rows), tuple(notes), buses)
 
 
 def _cell(block: _Block, column: str) -> str:

@@ -90,21 +90,22 @@ def test_the_fitted_time_of_nccls_pick_by_hand():
 def test_ring_and_tree_across_two_nodes_by_hand():
     """16 ranks, 8 per node: NCCL's view (NVLink 240 GB/s, the NICs 8 x 25 = 200 GB/s a node).
 
-    ring Simple: 30 hops, 2 between nodes: 8.4 + 28 x 3.4 + 2 x 14 = 131.6 µs (x 1.4 past 64 B
-        per channel and rank: 64 x 12 x 16 = 12288 B); bus min(240, 200) -> algbw 200 x 16/30
+    ring Simple: 30 hops, 2N = 4 between nodes: 8.4 + 26 x 3.4 + 4 x 14 = 152.8 µs (x 1.4 past
+        64 B per channel and rank: 64 x 12 x 16 = 12288 B); bus min(240, 200) -> algbw
+        200 x 16/30
     tree Simple: 8.4 + 2 x (7 x 4.0 + log2(2) x 14) = 92.4 µs; two nodes run at the in-node
         speed: min(240 x .92, 12 x 23.6) x 1/2 = 110.4 GB/s; x NCCL's per-size correction
         (1.0 at 1 GiB)
     tree LL128: 14 + 2 x (7 x 1.25 + 8.5) = 48.5 µs; min(220.8 x 120/128, 12 x 20) / 2 = 103.5
-    At 1 GiB the tree is NCCL's pick: 92.4 + 2^30/110400 < 131.6 x 1.4 + 2^30/106666.7."""
+    At 1 GiB the tree is NCCL's pick: 92.4 + 2^30/110400 < 152.8 x 1.4 + 2^30/106666.7."""
     got = {(c.algorithm, c.protocol): c for c in nm.candidates("allreduce", A100_16,
                                                                 nm.NOMINAL)}
     ring, tree, ll128 = got["ring", "Simple"], got["tree", "Simple"], got["tree", "LL128"]
     assert (ring.lat_us, ring.algbw_gbs, ring.plateau_bytes) == pytest.approx(
-        (131.6, 200 * 16 / 30, 12288))
+        (152.8, 200 * 16 / 30, 12288))
     assert (tree.lat_us, tree.algbw_gbs) == pytest.approx((92.4, 110.4))
     assert (ll128.lat_us, ll128.algbw_gbs) == pytest.approx((48.5, 103.5))
-    assert ring.time_us(1 << 30) == pytest.approx(131.6 * 1.4 + (1 << 30) / 106666.667)
+    assert ring.time_us(1 << 30) == pytest.approx(152.8 * 1.4 + (1 << 30) / 106666.667)
     pick = nm.choose("allreduce", 1 << 30, A100_16)
     assert pick is not None and (pick.algorithm, pick.protocol) == ("tree", "Simple")
     # its time under fitted factors: bus min(300 x 0.7, 2 x 200 x 0.9) x .92 / 2 = 96.6 GB/s;
@@ -171,9 +172,9 @@ def test_what_a_layouts_collectives_cross():
     h100 = layout_for(cat.gpu("H100 SXM"), 16)
     assert (h100.nodes, h100.per_node) == (2, 8)
     assert h100.span(16) == nm.Span(16, 2, "nvlink", 450.0, "infiniband", 400.0, "nvswitch",
-                                    "hopper", 18, link_gen=4)
+                                    "hopper", 18, link_gen=4, cpu="intel")  # a DGX H100's Xeon
     assert h100.span(4) == nm.Span(4, 1, "nvlink", 450.0, topology="nvswitch", arch="hopper",
-                                   links=18, link_gen=4)  # a tensor-parallel group of 4
+                                   links=18, link_gen=4, cpu="intel")  # a tensor-parallel 4
     gb = cat.gpu("GB200 (per GPU)")
     assert layout_for(gb, 64).span(64).nodes == 1  # an NVL72 rack's NVLink domain
     assert layout_for(gb, 144).span(144).nodes == 2
@@ -288,7 +289,7 @@ def test_system_specs_fill_in_and_override_the_catalog():
     assert (s.gpu, s.arch, s.intra, s.link_gbs, s.links, s.link_gen, s.inter, s.nic_gbps) == (
         "H100 SXM", "hopper", "nvswitch", 450.0, 18, 4, "infiniband", 400.0)
     assert s.span(16, 2) == nm.Span(16, 2, "nvlink", 450.0, "infiniband", 400.0, "nvswitch",
-                                    "hopper", 18, link_gen=4)
+                                    "hopper", 18, link_gen=4, cpu="intel")
     box = system_for("intra=pcie-nop2p:gen4,arch=ada,gpus_per_node=8", None, cat)
     assert (box.link_gbs, box.span(8).link_key) == (32.0, "pcie_host")
     polaris = system_for("gpu=A100 40GB SXM,system=HPE Cray EX235n (ALCF Polaris)", None, cat)

@@ -94,7 +94,8 @@ def factors_json(f: Factors) -> dict[str, Any]:
     return {"link_eta": dict(f.link_eta), "net_eta": dict(f.net_eta), "nvls_eta": f.nvls_eta,
             "p2p_eta": f.p2p_eta, "net_p2p_eta": f.net_p2p_eta, "self_steps": f.self_steps,
             "fill_mb": f.fill_mb, "lat_scale": dict(f.lat_scale),
-            "net_lat_us": dict(f.net_lat_us), "net_ll_eta": dict(f.net_ll_eta)}
+            "net_lat_us": dict(f.net_lat_us), "net_ll_eta": dict(f.net_ll_eta),
+            "pcie_oneway": f.pcie_oneway}
 
 
 def parse_factors(data: Mapping[str, Any]) -> Factors:
@@ -104,8 +105,8 @@ def parse_factors(data: Mapping[str, Any]) -> Factors:
             raise TypeError(f"{key} is not an object")
         return {str(k): float(v) for k, v in value.items()}
 
-    scalars: dict[str, Any] = {k: float(data[k]) for k in ("nvls_eta", "p2p_eta", "net_p2p_eta", "self_steps",
-                                            "fill_mb") if k in data}
+    scalars: dict[str, Any] = {k: float(data[k]) for k in (
+        "nvls_eta", "p2p_eta", "net_p2p_eta", "self_steps", "fill_mb", "pcie_oneway") if k in data}
     return Factors(link_eta=table("link_eta"), net_eta=table("net_eta"),
                    net_lat_us=table("net_lat_us"), net_ll_eta=table("net_ll_eta"),
                    lat_scale=table("lat_scale"), **scalars)

@@ -14,11 +14,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rightsize.analyzers.job import names
 from rightsize.analyzers.sizing import comm, comm_fit
+from rightsize.analyzers.sizing import nccl_tables as tb
 from rightsize.analyzers.sizing.comm_system import CommSystem, SpecError, system_for
 from rightsize.catalog import Catalog
 from rightsize.traces.nccl_tests import NcclLog, NcclTable
@@ -96,6 +97,43 @@ def system_of_log(log: NcclLog, catalog: Catalog, spec: str | None = None) -> Co
         raise
 
 
+def switch_groups(t: NcclTable) -> int:
+    """GPUs per PCIe switch that the rank lines' bus numbers show: GPUs of one host on
+    consecutive buses (0x1a, 0x1b) sit behind one switch; 0 where no two are adjacent."""
+    by_host: dict[str, list[int]] = {}
+    for host, bus in t.buses:
+        by_host.setdefault(host, []).append(bus)
+    best = 0
+    for buses in by_host.values():
+        run, prev = 1, None
+        for bus in sorted(set(buses)):
+            run = run + 1 if prev is not None and bus == prev + 1 else 1
+            best = max(best, run) if run > 1 else best
+            prev = bus
+    return best
+
+
+def table_system(t: NcclTable, system: CommSystem, library: str | None
+                 ) -> tuple[CommSystem, tuple[str, ...]]:
+    """``system`` as this table ran it, with what its log adds (the NCCL release it prints,
+    PCIe switches its bus numbers show where the spec says none), and notes that say so."""
+    notes: list[str] = []
+    if system.nccl is None and library:
+        system = replace(system, nccl=library)
+    if not tb.modelled(tb.version(system.nccl)):
+        notes.append(f"NCCL {system.nccl} predates the tuning tables this model carries "
+                     f"({'.'.join(map(str, tb.OLDEST_MODELLED))} on): its LL and LL128 "
+                     "choices and rates differ; below 64 MiB expect the model to be off")
+    if system.intra.startswith("pcie") and not system.switch_gpus:
+        k = switch_groups(t)
+        if k > 1:
+            system = replace(system, switch_gpus=k)
+            notes.append(f"bus numbers show {k} GPUs per PCIe switch (consecutive buses); "
+                         "through host memory they share its uplink (say gpus_per_switch=1 "
+                         "in --system if they do not)")
+    return system, tuple(notes)
+
+
 def _layout(t: NcclTable, system: CommSystem) -> tuple[int, int]:
     """(ranks, nodes) of a table: its hosts where the log prints them, else the spec's."""
     if t.hosts:
@@ -109,21 +147,25 @@ def _layout(t: NcclTable, system: CommSystem) -> tuple[int, int]:
 def fit_tables(log: NcclLog, system: CommSystem, label: str | None = None
                ) -> list[comm_fit.Table]:
     """The log's tables the model covers, as fit/check tables (one rank or an unmodelled
-    test -- scatter, gather, hypercube -- left out)."""
+    test -- scatter, gather, hypercube -- left out; an NCCL older than the model's tables is
+    checked but not fitted on)."""
     out = []
+    library = log.library if log.tool == "nccl-tests" else None
     for t in log.tables:
         kind = PERF.get(t.collective)
         if kind is None or t.ranks < 2:
             continue
-        ranks, nodes = _layout(t, system)
+        mine, _ = table_system(t, system, library)
+        ranks, nodes = _layout(t, mine)
         if nodes > 1 and not system.inter:
             raise SpecError(f"the {t.collective} table spans {nodes} nodes and the network "
                             "between them is unknown: say it with --inter KIND:GBPS")
         dtype = t.rows[0].dtype.lower() if t.rows else ""
         out.append(comm_fit.Table(
-            label or log.path, kind, system.span(ranks, nodes),
+            label or log.path, kind, mine.span(ranks, nodes),
             tuple(float(r.bytes) for r in t.rows), tuple(r.time_ns / 1e3 for r in t.rows),
-            nvls_ok=dtype not in NO_NVLS_TYPES, label=f"{t.collective} {ranks} ranks"))
+            nvls_ok=dtype not in NO_NVLS_TYPES, label=f"{t.collective} {ranks} ranks",
+            in_scope=tb.modelled(tb.version(mine.nccl))))
     return out
 
 
@@ -132,10 +174,12 @@ def check(log: NcclLog, system: CommSystem, model: comm.CommModel) -> CommCheck:
     tables = []
     covered = {id(t): t for t in log.tables if PERF.get(t.collective) and t.ranks >= 2}
     fits = iter(fit_tables(log, system))
+    library = log.library if log.tool == "nccl-tests" else None
     for t in log.tables:
         if id(t) not in covered:
             continue
         ft = next(fits)
+        _, notes = table_system(t, system, library)
         rows = []
         for r in t.rows:
             timing = model.timing(ft.collective, float(r.bytes), ft.span, ft.nvls_ok)
@@ -144,7 +188,7 @@ def check(log: NcclLog, system: CommSystem, model: comm.CommModel) -> CommCheck:
             rows.append(CheckedRow(r.bytes, r.time_ns / 1e3, timing.us, timing.algorithm,
                                    timing.protocol))
         tables.append(CheckedTable(t.collective, ft.span.ranks, ft.span.nodes, tuple(rows),
-                                   t.notes))
+                                   t.notes + notes))
     return CommCheck(system, tuple(tables), model.source, log.tool, log.library)
 
 
@@ -153,7 +197,7 @@ def fit_model(items: Sequence[tuple[NcclLog, CommSystem]], start: comm.CommModel
     """A model JSON fitted on ``items`` (a user's logs with their fabrics), starting from
     ``start``; its error per fabric class is each class's median |error| over its rows
     (in-sample: a user's own fabric, not a leave-one-out)."""
-    tables = [t for log, system in items for t in fit_tables(log, system)]
+    tables = [t for log, system in items for t in fit_tables(log, system) if t.in_scope]
     if not tables:
         raise SpecError("no table of these logs is one the model covers (two or more ranks "
                         "of all_reduce, all_gather, reduce_scatter, broadcast, reduce, "

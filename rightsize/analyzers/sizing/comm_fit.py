@@ -16,6 +16,12 @@ the latency scale 0.3..5, a network hop 0..500 µs). A factor no row of the fit 
 class no fitted system has) is left out of the result, so a prediction for that class falls
 back to the pooled value of its scope (:func:`pooled`): the geometric mean over the classes
 that were fitted.
+
+PCIe classes take their fastest system (:data:`ENVELOPE`): each system's own efficiency is
+fitted and the class keeps the largest. PCIe's errors are one-sided -- a card in a narrower
+slot, a riser, a virtualized or IOMMU-translated path, a throttled uplink all run below what
+the generation's x16 link gives and nothing runs above it -- so the healthy box is the model
+and a slower log is a finding (``comm check``'s notes), not a reason to slow every prediction.
 """
 
 from __future__ import annotations
@@ -31,8 +37,9 @@ from rightsize.analyzers.sizing import nccl_model as nm
 from rightsize.analyzers.sizing.nccl_model import Factors, Span
 
 GOLDEN = (math.sqrt(5) - 1) / 2
-BOUNDS = {"eta": (0.05, 1.2), "net_ll_eta": (0.005, 1.2), "lat_scale": (0.3, 5.0), "net_lat_us": (0.0, 500.0),
-          "self_steps": (0.0, 3.0), "fill_mb": (0.0, 100.0)}
+BOUNDS = {"eta": (0.05, 1.2), "net_eta": (0.05, 1.0), "net_ll_eta": (0.005, 1.2),
+          "lat_scale": (0.3, 5.0), "net_lat_us": (0.0, 500.0), "self_steps": (0.0, 3.0),
+          "fill_mb": (0.0, 100.0), "pcie_oneway": (1.0, 3.0)}  # a NIC runs at most at its line
 SWEEPS = 2
 MIN_SYSTEMS = 2  # a class's own factor needs this many systems; else it takes the pooled
 # the rows each kind of factor is fitted on: efficiencies on bandwidth-bound rows, latencies
@@ -41,7 +48,8 @@ ROWS = {"lat_scale": (0.0, 1 << 20), "net_lat_us": (0.0, 1 << 20), "fill_mb": (0
         "net_ll_eta": (0.0, math.inf)}
 BANDWIDTH_ROWS = (64 << 20, math.inf)
 CLASS_ONLY = ("net_lat_us", "net_ll_eta")  # never pooled: a network's own quirks
-LINEAR = ("net_lat_us", "self_steps", "fill_mb")  # searched on a linear scale (0 allowed)
+ENVELOPE = (nm.PCIE, nm.PCIE_HOST)  # link classes set by their fastest system (docstring)
+LINEAR = ("net_lat_us", "self_steps", "fill_mb", "pcie_oneway")  # searched linearly (0 allowed)
 PRIOR = 0.002  # weight of the pull toward the start value (a factor no row pins stays put)
 
 
@@ -56,6 +64,7 @@ class Table:
     times_us: tuple[float, ...]
     nvls_ok: bool = True  # False: a reduction NVLS cannot do (int8)
     label: str = ""
+    in_scope: bool = True  # False: an NCCL older than the model's tables (checked, not fitted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +105,10 @@ class Param:
                 "p2p_eta": lambda: p2p and s.per_node > 1,
                 "net_p2p_eta": lambda: t.collective == "sendrecv" and s.nodes > 1,
                 "fill_mb": lambda: s.link_class != nm.PCIE,
-                "self_steps": lambda: t.collective in ("allreduce", "allgather",
+                "pcie_oneway": lambda: s.link_class == nm.PCIE and s.nodes == 1
+                and t.collective in ("broadcast", "reduce") and s.per_node == 2,
+                "self_steps": lambda: s.link_class != nm.PCIE and t.collective in (
+                    "allreduce", "allgather",
                                                        "reducescatter"),
                 # a link's latency scale is its own node's: a network's quirks stay out
                 "lat_scale": lambda: mine(s.link_key) and s.nodes == 1}[self.kind]()
@@ -104,7 +116,7 @@ class Param:
 
 _START = {"link_eta": 0.8, "net_eta": 0.8, "nvls_eta": 0.7, "p2p_eta": 0.8,
           "net_p2p_eta": 0.5, "self_steps": 0.4, "fill_mb": 10.0, "lat_scale": 1.0,
-          "net_lat_us": 5.0, "net_ll_eta": 1.0}
+          "net_lat_us": 5.0, "net_ll_eta": 1.0, "pcie_oneway": 1.0}
 
 
 def picks(t: Table) -> list[tuple[str, str]]:
@@ -154,8 +166,8 @@ def params_for(tables: Sequence[Table], pooled_stage: bool = False,
             elif p.key and p.key in thin.get(p.kind, ()):
                 continue
             found[(p.kind, p.key)] = p
-    order = ("lat_scale", "link_eta", "self_steps", "fill_mb", "nvls_eta", "net_eta",
-             "net_lat_us", "net_ll_eta", "p2p_eta", "net_p2p_eta")
+    order = ("lat_scale", "link_eta", "pcie_oneway", "self_steps", "fill_mb", "nvls_eta",
+             "net_eta", "net_lat_us", "net_ll_eta", "p2p_eta", "net_p2p_eta")
     return sorted(found.values(), key=lambda p: (order.index(p.kind), p.key))
 
 
@@ -172,7 +184,7 @@ def _thin_classes(tables: Sequence[Table], min_systems: int = MIN_SYSTEMS
                 systems[(kind, t.span.nic_class)].add(t.system)
     out: dict[str, set[str]] = defaultdict(set)
     for (kind, key), members in systems.items():
-        if len(members) < min_systems:
+        if len(members) < min_systems and not (kind == "link_eta" and key in ENVELOPE):
             out[kind].add(key)
     return out
 
@@ -180,7 +192,8 @@ def _thin_classes(tables: Sequence[Table], min_systems: int = MIN_SYSTEMS
 def _all_params(t: Table) -> list[Param]:
     s = t.span
     out = [Param("lat_scale", s.link_key), Param("link_eta", s.link_key), Param("nvls_eta"),
-           Param("p2p_eta"), Param("net_p2p_eta"), Param("self_steps"), Param("fill_mb")]
+           Param("p2p_eta"), Param("net_p2p_eta"), Param("self_steps"), Param("fill_mb"),
+           Param("pcie_oneway")]
     if s.nic_class:
         out += [Param("net_eta", s.nic_class), Param("net_lat_us", s.nic_class),
                 Param("net_ll_eta", s.nic_class)]
@@ -189,11 +202,40 @@ def _all_params(t: Table) -> list[Param]:
 
 def fit(tables: Sequence[Table], start: Factors | None = None,
         sweeps: int = SWEEPS, min_systems: int = MIN_SYSTEMS) -> Factors:
-    """Factors minimizing the mean over systems of each system's mean |log error|."""
+    """Factors minimizing the mean over systems of each system's mean |log error| (tables
+    out of the model's scope left out)."""
+    tables = [t for t in tables if t.in_scope]
     chosen = [picks(t) for t in tables]
     f = start or Factors()
     for stage in (True, False):  # the pooled factors on every system, then the classes'
         f = _descend(tables, chosen, params_for(tables, stage, min_systems), f, sweeps)
+    oneway = [p for p in params_for(tables, False, min_systems) if p.kind == "pcie_oneway"]
+    for _ in range(sweeps):  # the PCIe envelope, and the one-way rate over it
+        f = _descend(tables, chosen, oneway, _envelope(tables, chosen, f), 1)
+    return f
+
+
+def _envelope(tables: Sequence[Table], chosen: Sequence[Sequence[tuple[str, str]]],
+              f: Factors) -> Factors:
+    """Each :data:`ENVELOPE` class's efficiency: the largest of its systems' own (each fitted
+    on its two-way tables' bandwidth rows alone, the other factors as fitted)."""
+    oneway = Param("pcie_oneway")
+    for key in ENVELOPE:
+        p = Param("link_eta", key)
+        own = []
+        for system in dict.fromkeys(t.system for t in tables if t.span.link_key == key):
+            mine = [i for i, t in enumerate(tables) if t.system == system
+                    and p.touches(t, chosen[i]) and not oneway.touches(t, chosen[i])]
+
+            def loss(value: float, mine: list[int] = mine, p: Param = p,
+                     f: Factors = f) -> float:
+                g = p.set(f, value)
+                return sum(_loss(tables[i], g, chosen[i], BANDWIDTH_ROWS) for i in mine)
+
+            if mine:
+                own.append(_golden(loss, *p.bounds, log=True))
+        if own:
+            f = p.set(f, max(own))
     return f
 
 

@@ -53,16 +53,18 @@ class Layout:
         if links.link_class != PCIE and inside <= links.nvl_domain_gpus:
             cls, gbs = links.link_class, links.link_gbs_per_direction
             topology = "nvswitch" if links.topology == "nvswitch" else "mesh"
-        else:
-            cls, gbs, topology = PCIE, links.pcie_gbs_per_direction or 0.0, "p2p"
+        else:  # GeForce 40 cards: no peer-to-peer, through host memory
+            cls, gbs = PCIE, links.pcie_gbs_per_direction or 0.0
+            topology = "host" if links.topology == "no-p2p" else "p2p"
         grace = links.gpu.upper().startswith("GH200")
         gen = (links.nvlink_generation or 0) if cls == "nvlink" else 0
+        cpu = self.system.cpu
         if nodes > 1:
             return Span(group, nodes, cls, gbs, self.system.nic_class,
                         self.system.nic_gbps_per_gpu, topology, self.arch, links.nvlink_links,
-                        grace, gen)
+                        grace, gen, cpu)
         return Span(group, 1, cls, gbs, topology=topology, arch=self.arch,
-                    links=links.nvlink_links, nic_via_cpu=grace, link_gen=gen)
+                    links=links.nvlink_links, nic_via_cpu=grace, link_gen=gen, cpu=cpu)
 
     @property
     def words(self) -> str:

@@ -15,10 +15,14 @@ what the catalog knows of the GPU:
 - ``gpus_per_node=N``, ``nodes=N``, ``ranks=N`` (for logs that print no rank lines)
 - ``arch=volta|turing|ampere|ada|hopper|blackwell|cdna2|cdna3|cdna4``
 - ``intra=KIND[:DETAIL]`` -- KIND ``nvswitch``; ``nvlink`` (direct links: a mesh, a bridge);
-  ``xgmi``; ``pcie`` (peer-to-peer through a PCIe switch); ``pcie-cpu`` (peer-to-peer through
-  the CPU's root complex); ``pcie-nop2p`` (no peer-to-peer: staged through host memory).
-  DETAIL: ``nvlink4x18`` (NVLink generation 4, 18 links), ``gen4`` (PCIe Gen4 x16), ``7x64``
-  (7 links of 64 GB/s), or a number: GB/s per direction per GPU.
+  ``xgmi``; ``pcie-switch`` (``pcie``: the GPUs under PCIe switches, peer-to-peer);
+  ``pcie-cpu`` (each GPU on the CPU's own PCIe ports: NCCL goes through host memory, but for
+  a pair on an AMD CPU); ``pcie-shm`` (``pcie-nop2p``: no peer-to-peer at all, through host
+  memory). DETAIL: ``nvlink4x18`` (NVLink generation 4, 18 links), ``gen4`` (PCIe Gen4 x16),
+  ``7x64`` (7 links of 64 GB/s), or a number: GB/s per direction per GPU.
+- ``gpus_per_switch=N`` -- GPUs behind one PCIe switch (its uplink shared through host memory)
+- ``cpu=intel|amd|arm`` -- the host CPU (NCCL's choices differ per vendor)
+- ``nccl=VERSION`` -- the NCCL release (the log's own where it prints one)
 - ``inter=KIND:GBPS`` -- KIND ``ib`` (InfiniBand), ``roce``, ``efa``, ``slingshot``, ``eth``;
   GBPS the network per GPU, Gb/s per direction (a node of 4 GPUs with 2 NICs of 200: 100).
 
@@ -32,20 +36,24 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rightsize.analyzers.sizing import nccl_tables as tb
 from rightsize.analyzers.sizing.nccl_model import NVLINK, PCIE, XGMI, Span
 from rightsize.catalog import Catalog, Gpu
 from rightsize.catalog.links import System, links_of, system_of, systems
 from rightsize.errors import RightsizeError
 
 INTRA_KINDS = {"nvswitch": (NVLINK, "nvswitch"), "nvlink": (NVLINK, "mesh"),
-               "xgmi": (XGMI, "mesh"), "pcie": (PCIE, "p2p"), "pcie-cpu": (PCIE, "cpu"),
+               "xgmi": (XGMI, "mesh"), "pcie-switch": (PCIE, "p2p"), "pcie": (PCIE, "p2p"),
+               "pcie-cpu": (PCIE, "cpu"), "pcie-shm": (PCIE, "host"),
                "pcie-nop2p": (PCIE, "host")}
 INTER_KINDS = {"ib": "infiniband", "infiniband": "infiniband", "roce": "roce", "efa": "efa",
                "slingshot": "slingshot", "eth": "ethernet", "ethernet": "ethernet"}
 NVLINK_GBS_PER_LINK = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}  # per direction
 PCIE_X16_GBS = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}  # per direction
 ARCHS = ("volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "cdna4")
-KEYS = ("gpu", "system", "gpus_per_node", "nodes", "ranks", "arch", "intra", "inter")
+KEYS = ("gpu", "system", "gpus_per_node", "nodes", "ranks", "arch", "intra", "inter",
+        "gpus_per_switch", "cpu", "nccl")
+CPUS = ("intel", "amd", "arm")
 
 
 class SpecError(RightsizeError):
@@ -68,6 +76,9 @@ class CommSystem:
     nodes: int | None = None
     source: str = ""
     link_gen: int = 0  # NVLink generation (0: unknown)
+    cpu: str = ""  # intel | amd | arm ('' unknown)
+    switch_gpus: int = 0  # GPUs behind one PCIe switch (0: unknown)
+    nccl: str | None = None  # the NCCL release ('2.8.4'; None: unknown, taken as current)
 
     def span(self, ranks: int, nodes: int | None = None) -> Span:
         """What a collective of ``ranks`` crosses, on ``nodes`` nodes (None: as few as the
@@ -79,14 +90,16 @@ class CommSystem:
         return Span(ranks, nodes, cls, self.link_gbs, self.inter if multi else None,
                     self.nic_gbps if multi else None, topology, self.arch, self.links,
                     nic_via_cpu=(self.gpu or "").upper().startswith("GH200"),
-                    link_gen=self.link_gen if cls == NVLINK else 0)
+                    link_gen=self.link_gen if cls == NVLINK else 0, cpu=self.cpu,
+                    switch_gpus=self.switch_gpus if cls == PCIE else 0)
 
     def to_json(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "arch": self.arch, "gpus_per_node": self.gpus_per_node,
                 "intra": self.intra, "link_gbs_per_direction": self.link_gbs,
                 "links": self.links, "inter": self.inter, "nic_gbps_per_gpu": self.nic_gbps,
                 "ranks": self.ranks, "nodes": self.nodes, "source": self.source,
-                "link_gen": self.link_gen}
+                "link_gen": self.link_gen, "cpu": self.cpu or None,
+                "gpus_per_switch": self.switch_gpus or None, "nccl": self.nccl}
 
 
 def parse_spec(text: str) -> dict[str, str]:
@@ -121,13 +134,14 @@ def from_catalog(gpu: Gpu, price: Any = None, system: System | None = None) -> C
         gbs = links.link_gbs_per_direction
     elif links.link_class == XGMI:
         intra, gbs = "xgmi", links.link_gbs_per_direction
-    else:
-        intra, gbs = "pcie", links.pcie_gbs_per_direction or 0.0
+    else:  # GeForce 40 cards have peer-to-peer disabled: NCCL goes through host memory
+        intra = "pcie-shm" if links.topology == "no-p2p" else "pcie"
+        gbs = links.pcie_gbs_per_direction or 0.0
     per_node = system.gpus_per_node if named else gpu.gpus_per_node or system.gpus_per_node
     return CommSystem(gpu.name, arch_of(gpu), per_node, intra,
                       gbs, links.nvlink_links, system.nic_class, system.nic_gbps_per_gpu,
                       source=f"catalog: {gpu.name} on {system.name}",
-                      link_gen=links.nvlink_generation or 0)
+                      link_gen=links.nvlink_generation or 0, cpu=system.cpu)
 
 
 def system_for(spec: str | None, gpu: Gpu | None, catalog: Catalog) -> CommSystem:
@@ -149,7 +163,7 @@ def system_for(spec: str | None, gpu: Gpu | None, catalog: Catalog) -> CommSyste
     base = from_catalog(gpu, system=named) if gpu is not None else CommSystem(
         keys.get("gpu"), "", named.gpus_per_node if named else None, "pcie", 0.0, 0,
         named.nic_class if named else None, named.nic_gbps_per_gpu if named else None,
-        source="--system")
+        source="--system", cpu=named.cpu if named else "")
     return _apply(base, keys, spec or "")
 
 
@@ -170,6 +184,16 @@ def _apply(base: CommSystem, keys: dict[str, str], spec: str) -> CommSystem:
         out = replace(out, arch=arch)
     counts: dict[str, Any] = {k: _count(k, keys[k]) for k in ("gpus_per_node", "nodes",
                                                                "ranks") if k in keys}
+    if "gpus_per_switch" in keys:
+        counts["switch_gpus"] = _count("gpus_per_switch", keys["gpus_per_switch"])
+    if "cpu" in keys:
+        if keys["cpu"].lower() not in CPUS:
+            raise SpecError(f"--system cpu={keys['cpu']}: one of {', '.join(CPUS)}")
+        counts["cpu"] = keys["cpu"].lower()
+    if "nccl" in keys:
+        if tb.version(keys["nccl"]) is None:
+            raise SpecError(f"--system nccl={keys['nccl']}: a release such as 2.21.5")
+        counts["nccl"] = keys["nccl"]
     out = replace(out, **counts)
     if "intra" in keys:
         out = _intra(out, keys["intra"])

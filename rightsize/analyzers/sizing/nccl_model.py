@@ -7,29 +7,26 @@ Inputs: a collective type (``analyzers/job/names``), its nccl-tests size in byte
 :class:`Candidate` per algorithm x protocol and, by :func:`timing`, the one NCCL picks and its
 time in µs.
 
-The facts carried over from NCCL's ``src/graph/tuning.cc`` (2.2x) -- its numbers, not its code:
-time = latency + nBytes / algbw. Latency: ``BASE_LAT`` per algorithm/protocol plus
-``HW_LAT`` per hop (NVLink, PCIe or network): a ring crosses 2(n-1) hops for an all-reduce
-(n-1 for all-gather and reduce-scatter), of which 2(N-1) (N-1) between nodes -- it grows
-with the ranks; a tree 2 x ((ranks per node - 1) intra + log2(N) inter) -- with the log of
-the nodes; NVLS one NVLink hop (+ one network hop), NVLS-tree one plus 2 log2(N). A
-multi-node ring's Simple latency is x1.4 (x1.9 before Ampere) once each channel of each rank
-has 64 bytes (its "plateau"). Bandwidth: a bus bandwidth per algorithm, refined per protocol
--- LL half of it (capped per GPU generation), LL128 0.92 of it (capped per channel),
-tree 0.92 (capped per channel), LL on a tree / 3.8 -- and turned into algbw: x n / nsteps on a
-ring (1 / the nccl-tests bus factor), x 5/6 for NVLS, x 1/2 for a tree. A tree's bandwidth is
-corrected by NCCL's per-size factors (64 B to 256 MiB). LL128 runs only over NVLink (and
-xGMI); NVLS only on NVSwitch from Hopper; NVLS-tree and tree across nodes.
+NCCL's facts (``nccl_tables``: tuning.cc, paths.cc 2.2x) -- time = latency + nBytes / algbw.
+Latency: ``BASE_LAT`` plus ``HW_LAT`` per hop: a ring's 2(n-1) hops for an all-reduce (n-1 for
+all-gather and reduce-scatter), 2N of them between nodes; a tree's 2 x ((ranks per node - 1) +
+log2 N); NVLS one NVLink hop, NVLS-tree plus 2 log2 N network hops; a network hop also waits
+the plugin's declared latency in NCCL's view (EFA: 150 µs), and each step of a multi-node
+ring NCCL's post overhead (2 µs on AMD CPUs). A multi-node ring's Simple latency is x1.4 (x1.9
+before Ampere) past 64 bytes per channel and rank. Bandwidth: a bus bandwidth per algorithm,
+refined per protocol (LL half of it, capped per GPU generation in a node and per CPU vendor
+across nodes; LL128 0.92, capped per channel; a tree 0.92, capped per channel, with NCCL's
+per-size correction; LL on a tree / 3.8), turned into algbw: x n / nsteps on a ring, x 5/6 for
+NVLS, x 1/2 for a tree. LL128 only over NVLink/xGMI; NVLS on NVSwitch from Hopper.
 
-What rightsize adds: the bus bandwidth each algorithm can reach is bounded by the links it
-crosses -- the in-node link per GPU (``link_gbs``), and across nodes the node's NICs
-(ranks per node x ``nic_gbps``): a ring sends 2(n-1)/n of the buffer through each node's
-NICs, a tree of 2 nodes half that (of more, as much), NVLS-tree the buffer once per node.
-NCCL picks with its nominal view (NCCL's per-link NVLink/PCIe figures, the NIC at its line
-rate, no efficiency: :data:`NOMINAL`); the time of its pick comes from the fitted
-:class:`Factors` (achieved fractions per link class, a latency scale, a latency per network
-hop per network class). All-to-all and send/receive are point-to-point: each GPU's share of
-the buffer over its link, the part that leaves the node over its NIC share.
+What rightsize adds: each algorithm's bus bandwidth is bounded by the links it crosses -- the
+in-node link per GPU, and across nodes the node's NICs (a ring sends 2(n-1)/n of the buffer
+through them, a tree of 2 nodes half that, NVLS-tree the buffer once per node). Over PCIe NCCL
+copies GPU to GPU only under a PCIe switch (or a pair through an AMD CPU); otherwise through
+host memory, each GPU writing and reading over its own link and GPUs behind one switch sharing
+its uplink. NCCL picks with its nominal view (:data:`NOMINAL`); the time of its pick comes
+from the fitted :class:`Factors`. All-to-all and send/receive are point-to-point: each GPU's
+share of the buffer over its link, the part leaving the node over its NIC share.
 """
 
 from __future__ import annotations
@@ -39,44 +36,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from rightsize.analyzers.job import names
+from rightsize.analyzers.sizing import nccl_tables as tb
+from rightsize.analyzers.sizing.nccl_tables import Candidate, Timing, tree_correction  # noqa
 
-LL, LL128, SIMPLE = "LL", "LL128", "Simple"
-PROTOCOLS = (LL, LL128, SIMPLE)
-RING, TREE, NVLS, NVLS_TREE, P2P = "ring", "tree", "nvls", "nvls_tree", "p2p"
-NVLINK, XGMI, PCIE = "nvlink", "xgmi", "pcie"  # in-node link classes
-PCIE_HOST = "pcie_host"  # PCIe without peer-to-peer: staged through host memory
-NET_CLASSES = ("infiniband", "roce", "efa", "slingshot", "ethernet")
-
-# NCCL tuning.cc (2.2x): µs, {LL, LL128, Simple}
-BASE_LAT = {TREE: (6.8, 14.0, 8.4), RING: (6.6, 14.0, 8.4), NVLS: (0.0, 0.0, 0.0),
-            NVLS_TREE: (0.0, 0.0, 0.0), P2P: (6.6, 14.0, 8.4)}
-HW_LAT = {  # per hop: NVLink, PCIe, network
-    "nvlink": {TREE: (0.6, 1.25, 4.0), RING: (0.6, 1.9, 3.4), NVLS: (0.0, 0.0, 25.0),
-               NVLS_TREE: (0.0, 0.0, 25.0)},
-    "pci": {TREE: (1.0, 1.9, 4.0), RING: (1.0, 2.5, 5.7), NVLS: (0.0, 0.0, 0.0),
-            NVLS_TREE: (0.0, 0.0, 0.0)},
-    "net": {TREE: (5.0, 8.5, 14.0), RING: (2.7, 4.0, 14.0), NVLS: (0.0, 0.0, 18.0),
-            NVLS_TREE: (0.0, 0.0, 14.0)},
-}
-# Per GPU generation (Volta, Ampere, Hopper, Blackwell) x nodes (1, 2, more): GB/s
-LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
-RING_LL128_PER_CH = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (73.4,) * 3)
-TREE_LL128_PER_CH = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (73.4, 73.4, 58.0))
-TREE_PER_CH = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (77.4, 82.8, 72.0))
-# NCCL's tree bandwidth correction by log2(nBytes / 64), 64 B .. 256 MiB, per protocol
-TREE_CORRECTION = (
-    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0,
-     1.0, 1.0),
-    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0,
-     1.0),
-    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
-)
-# NCCL's view of a link, as a fraction of its line rate: an NVLink at 20 GB/s per link
-# (25 on the wire; Hopper 20.6; Blackwell 40.1 of 50), PCIe Gen3 x16 at 12 of 16 GB/s
-NCCL_LINK_FRACTION = {NVLINK: 0.8, XGMI: 0.8, PCIE: 0.75, PCIE_HOST: 0.75}
-GENERATIONS = {"volta": 0, "turing": 0, "ampere": 1, "ada": 1, "hopper": 2, "blackwell": 3,
-               "cdna2": 1, "cdna3": 2, "cdna4": 3}
-NET_OVERHEAD_US = 1.0  # NCCL's per-step network post overhead (x86 Intel; 2 on AMD CPUs)
+LL, LL128, SIMPLE, PROTOCOLS = tb.LL, tb.LL128, tb.SIMPLE, tb.PROTOCOLS
+RING, TREE, NVLS, NVLS_TREE, P2P = tb.RING, tb.TREE, tb.NVLS, tb.NVLS_TREE, tb.P2P
+NVLINK, XGMI, PCIE, PCIE_HOST = tb.NVLINK, tb.XGMI, tb.PCIE, tb.PCIE_HOST
+NET_CLASSES = tb.NET_CLASSES
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +60,8 @@ class Span:
     links: int = 0  # NVLink/xGMI links per GPU (NCCL's channels follow them); 0: unknown
     nic_via_cpu: bool = False  # the NICs hang off the CPU (Grace), not a PCIe switch: no LL128
     link_gen: int = 0  # NVLink generation (0: unknown, or not NVLink)
+    cpu: str = ""  # the host CPU: intel | amd | arm ('' unknown): NCCL's per-vendor choices
+    switch_gpus: int = 0  # GPUs behind one PCIe switch, sharing its uplink (0: unknown)
 
     @property
     def per_node(self) -> int:
@@ -109,14 +77,23 @@ class Span:
         """The in-node efficiency class: nvlink4 (its generation; nvlink where unknown), xgmi,
         pcie, or pcie_host without peer-to-peer."""
         if self.link_class == PCIE:
-            return PCIE_HOST if self.topology == "host" else PCIE
+            return PCIE if self.pcie_p2p else PCIE_HOST
         if self.link_class == NVLINK and self.link_gen:
             return f"{NVLINK}{self.link_gen}"
         return self.link_class
 
     @property
+    def pcie_p2p(self) -> bool:
+        """Whether NCCL copies GPU to GPU over PCIe (P2P): only under a PCIe switch ('p2p'),
+        or a pair through an AMD CPU ('cpu'); otherwise through host memory (NCCL's
+        paths.cc: P2P up to PXB, across the CPU only for 2 GPUs on AMD)."""
+        if self.topology == "p2p":
+            return True
+        return self.topology == "cpu" and self.per_node <= 2 and self.cpu == "amd"
+
+    @property
     def generation(self) -> int:
-        return GENERATIONS.get(self.arch, 1)
+        return tb.GENERATIONS.get(self.arch, 1)
 
     @property
     def nvls(self) -> bool:
@@ -148,19 +125,39 @@ class Factors:
     nvls_eta: float = 1.0
     p2p_eta: float = 1.0  # all-to-all, send/receive within a node: fraction of the link
     net_p2p_eta: float = 1.0  # ... across nodes: fraction of a GPU's NIC
-    self_steps: float = 0.0  # a ring's extra steps: its own chunk's copy
+    self_steps: float = 0.0  # a ring's extra steps over a GPU link: its own chunk's copy
     fill_mb: float = 0.0  # Simple's pipeline fill: MB more at the algbw once past it
     lat_scale: Mapping[str, float] = field(default_factory=dict)  # link class -> x NCCL's
     # latency terms
     net_lat_us: Mapping[str, float] = field(default_factory=dict)  # class -> µs per net hop
     net_ll_eta: Mapping[str, float] = field(default_factory=dict)  # class -> LL/LL128 share
+    pcie_oneway: float = 1.0  # a PCIe link carrying one direction only: x its two-way rate
     nominal: bool = False  # NCCL's own view: its link figures, line-rate NICs
 
-    def link(self, span: Span) -> float:
+    def link(self, span: Span, two_way: bool = True) -> float:
+        """GB/s per direction a GPU's in-node link carries for a ring's hop (``two_way``:
+        each GPU sends and receives at once, as in every ring but a pair's broadcast)."""
+        if span.link_class == PCIE:
+            return self._pcie(span, two_way)
         if self.nominal:
-            return span.link_gbs * NCCL_LINK_FRACTION.get(span.link_class if span.link_key
-                                                          != PCIE_HOST else PCIE_HOST, 0.8)
+            return span.link_gbs * tb.NCCL_LINK_FRACTION.get(span.link_class, 0.8)
         return span.link_gbs * _of(self.link_eta, span.link_key, 1.0)
+
+    def _pcie(self, span: Span, two_way: bool) -> float:
+        """A PCIe hop: peer-to-peer at the link's rate; through host memory (NCCL's SHM) the
+        GPU writes to and reads from host memory over its own link, and GPUs behind one PCIe
+        switch share its uplink (each GPU's flow once each way)."""
+        def rate(key: str, flows: int) -> float:
+            if self.nominal:
+                return span.link_gbs * tb.NCCL_LINK_FRACTION[key] / flows
+            eta = _of(self.link_eta, key, 1.0) * (1.0 if two_way else self.pcie_oneway)
+            return span.link_gbs * eta / flows
+
+        if span.pcie_p2p:
+            if span.topology == "p2p" and 1 < span.switch_gpus < span.per_node:
+                return min(rate(PCIE, 1), rate(PCIE_HOST, 1))  # a ring leaves each switch
+            return rate(PCIE, 1)
+        return rate(PCIE_HOST, min(max(span.switch_gpus, 1), span.per_node) if two_way else 1)
 
     def lat(self, span: Span) -> float:
         """The latency scale of the span's in-node link class (1 in NCCL's own view)."""
@@ -173,14 +170,25 @@ class Factors:
         if self.nominal:
             return gbs
         cls = span.nic_class or ""
-        ll = _of(self.net_ll_eta, cls, 1.0) if protocol != SIMPLE else 1.0
+        ll = _net(self.net_ll_eta, cls, 1.0) if protocol != SIMPLE else 1.0
         return gbs * _of(self.net_eta, cls, 1.0) * ll
 
     def net_lat(self, span: Span) -> float:
-        return 0.0 if self.nominal else _of(self.net_lat_us, span.nic_class or "", 0.0)
+        """µs a network hop adds: in NCCL's view the plugin's declared latency, fitted
+        otherwise."""
+        if self.nominal:
+            return tb.PLUGIN_LAT_US.get(span.nic_class or "", 0.0)
+        return _net(self.net_lat_us, span.nic_class or "", 0.0)
 
 
 NOMINAL = Factors(nominal=True)
+
+
+def _net(values: Mapping[str, float], cls: str, default: float) -> float:
+    """A network's own latency/LL value, else its transport's, else ``default`` (NCCL's)."""
+    return values.get(cls, values.get(tb.NET_TRANSPORT.get(cls, ""), default))
+
+
 POOLED = "*"  # the key of a class-less (pooled) value in Factors' per-class maps
 
 
@@ -192,34 +200,6 @@ def pool_of(key: str) -> str:
 def _of(values: Mapping[str, float], key: str, default: float) -> float:
     """A class's value, else its pooled one, else ``default``."""
     return values.get(key, values.get(pool_of(key), default))
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One algorithm x protocol on one span: t(size) = lat_us (x plateau) + size / algbw."""
-
-    algorithm: str
-    protocol: str
-    lat_us: float
-    algbw_gbs: float  # GB/s, before the tree's per-size correction
-    plateau: float = 1.0  # a multi-node ring's Simple latency factor once past 64 B/channel
-    plateau_bytes: float = math.inf
-    corrected: bool = False  # an all-reduce tree: NCCL's per-size bandwidth correction
-    fill_bytes: float = 0.0  # Simple's pipeline fill (Factors.fill_mb)
-
-    def time_us(self, size_bytes: float) -> float:
-        bw = self.algbw_gbs * (tree_correction(self.protocol, size_bytes) if self.corrected
-                               else 1.0)
-        lat = self.lat_us * (self.plateau if size_bytes >= self.plateau_bytes else 1.0)
-        fill = self.fill_bytes * size_bytes / (size_bytes + self.fill_bytes) \
-            if self.fill_bytes else 0.0
-        return lat + (size_bytes + fill) / (1000.0 * bw)
-
-
-def tree_correction(protocol: str, size_bytes: float) -> float:
-    log = int(size_bytes // 64).bit_length() - 1
-    row = TREE_CORRECTION[PROTOCOLS.index(protocol)]
-    return row[log] if 0 <= log < len(row) else 1.0
 
 
 def _steps(collective: str, n: int) -> int:
@@ -262,31 +242,32 @@ def _filled(out: list[Candidate], span: Span, f: Factors) -> list[Candidate]:
 def _protocol_bus(p: str, bus: float, span: Span, tree: bool) -> float:
     """NCCL's per-protocol refinement of a bus bandwidth (module docstring)."""
     g, nodes = span.generation, min(span.nodes, 3) - 1
-    ch = span.channels
+    ch, ll_cap = span.channels, tb.ll_max(span.generation, span.cpu, span.nodes)
     if tree:
-        bus = min(bus * 0.92, ch * TREE_PER_CH[g][nodes])
+        bus = min(bus * 0.92, ch * tb.TREE_PER_CH[g][nodes])
         if p == LL:
-            return min(bus / 3.8, LL_MAX_BW[g][nodes])
+            return min(bus / 3.8, ll_cap)
         if p == LL128:
             return min(bus * (7 / 9 if span.nodes == 1 else 120 / 128),
-                       ch * TREE_LL128_PER_CH[g][nodes])
+                       ch * tb.TREE_LL128_PER_CH[g][nodes])
         return bus
     if p == LL:
-        return min(bus * 0.5, LL_MAX_BW[g][nodes])
+        return min(bus * 0.5, ll_cap)
     if p == LL128:
-        return min(bus * 0.92, ch * RING_LL128_PER_CH[g][nodes])
+        return min(bus * 0.92, ch * tb.RING_LL128_PER_CH[g][nodes])
     return bus
 
 
-def _intra_lat(p: int, algo: str, span: Span, f: Factors) -> float:
-    lat = HW_LAT[_hw(span)][algo][p]
-    if span.nodes > 1:
-        lat = max(lat, NET_OVERHEAD_US * (3 if p == 2 else 1))
-    return lat
+def _ring_hop_lat(p: int, span: Span) -> float:
+    """A ring's in-node hop; across nodes each step still posts to the network (NCCL's
+    overhead per step, per CPU vendor)."""
+    lat = tb.HW_LAT[_hw(span)][RING][p]
+    return max(lat, tb.NET_OVERHEAD_US.get(span.cpu, 1.0) * (3 if p == 2 else 1)) \
+        if span.nodes > 1 else lat
 
 
 def _inter_lat(p: int, algo: str, span: Span, f: Factors) -> float:
-    table = HW_LAT["net"][TREE if span.per_node == 1 and algo == RING else algo]
+    table = tb.HW_LAT["net"][TREE if span.per_node == 1 and algo == RING else algo]
     return table[p] + f.net_lat(span) * (2 if p == 2 else 1)  # Simple also waits a flush
 
 
@@ -294,40 +275,60 @@ def _ring(collective: str, p: str, span: Span, f: Factors) -> Candidate | None:
     if p == LL128 and not span.ll128:
         return None
     n, pi = span.ranks, PROTOCOLS.index(p)
-    bus = f.link(span) if span.per_node > 1 or span.nodes == 1 else math.inf
+    one_way = collective in (names.BROADCAST, names.REDUCE) and span.per_node <= 2
+    bus = f.link(span, not one_way) if span.per_node > 1 or span.nodes == 1 else math.inf
     if span.nodes > 1:
         bus = min(bus, f.nics(span, p))
     bus = _protocol_bus(p, bus, span, tree=False)
     steps = _steps(collective, n)
     s = f.lat(span)
     if collective in (names.BROADCAST, names.REDUCE):
-        lat = s * BASE_LAT[RING][pi] + (s * HW_LAT[_hw(span)][RING][pi] if span.nodes == 1
+        lat = s * tb.BASE_LAT[RING][pi] + (s * tb.HW_LAT[_hw(span)][RING][pi] if span.nodes == 1
                                         else _inter_lat(pi, RING, span, f))
         algbw = bus
     else:
-        inter = 0 if span.nodes == 1 else (2 if collective == names.ALLREDUCE else 1) * (
-            span.nodes - 1)
-        lat = (s * (BASE_LAT[RING][pi] + (steps - inter) * _intra_lat(pi, RING, span, f))
+        inter = _inter_steps(collective, span, steps)
+        lat = (s * (tb.BASE_LAT[RING][pi] + (steps - inter) * _ring_hop_lat(pi, span))
                + inter * _inter_lat(pi, RING, span, f))
-        algbw = bus * n / (steps + f.self_steps)
+        # the own chunk's copy runs in the GPU's memory: a step's worth only next to a GPU
+        # link (NVLink, xGMI), nothing next to PCIe
+        algbw = bus * n / (steps + (f.self_steps if span.link_class != PCIE else 0.0))
     multi = span.nodes > 1 and collective == names.ALLREDUCE and p == SIMPLE
     return Candidate(RING, p, lat, algbw, 1.4 if span.generation else 1.9,
                      64.0 * span.channels * n if multi else math.inf)
 
 
+def _inter_steps(collective: str, span: Span, steps: int) -> int:
+    """A ring's steps between nodes: 2N for an all-reduce, N - 1 for an all-gather or a
+    reduce-scatter (all of them at one rank per node)."""
+    if span.nodes == 1:
+        return 0
+    if span.per_node == 1:
+        return steps
+    return 2 * span.nodes if collective == names.ALLREDUCE else span.nodes - 1
+
+
 def _tree(p: str, span: Span, f: Factors) -> Candidate | None:
     if p == LL128 and not span.ll128:
         return None
-    pi = PROTOCOLS.index(p)
     link = f.link(span) if span.per_node > 1 else math.inf
     if f.nominal:  # NCCL: a tree of 2 nodes runs at its (raised) in-node speed, of more at
         bus = link if span.nodes <= 2 else min(link, f.nics(span, p))  # the NICs' as a ring
     else:  # 2 nodes' NICs carry the buffer once each way (half a ring's traffic); in a
         # double binary tree of more, a node is inner in one tree: twice that, a ring's
-        bus = min(link, (2 if span.nodes <= 2 else 1) * f.nics(span, p))
-    bus = _protocol_bus(p, bus, span, tree=True)
-    lat = (f.lat(span) * (BASE_LAT[TREE][pi] + 2 * (span.per_node - 1)
-                          * _intra_lat(pi, TREE, span, f))
+        nics = (2 if span.nodes <= 2 else 1) * f.nics(span, p)
+        if p == SIMPLE:  # NCCL's tree derating (x 0.92) is its in-node chain's: a tree
+            # bound by the NICs runs at their rate, as a ring does
+            return _tree_of(p, span, f, min(_protocol_bus(p, link, span, True), nics))
+        bus = min(link, nics)
+    return _tree_of(p, span, f, _protocol_bus(p, bus, span, tree=True))
+
+
+def _tree_of(p: str, span: Span, f: Factors, bus: float) -> Candidate:
+    """The tree's candidate at bus bandwidth ``bus`` (GB/s): the latency of its depth."""
+    pi = PROTOCOLS.index(p)
+    lat = (f.lat(span) * (tb.BASE_LAT[TREE][pi] + 2 * (span.per_node - 1)
+                          * tb.HW_LAT[_hw(span)][TREE][pi])
            + 2 * int(math.log2(span.nodes)) * _inter_lat(pi, TREE, span, f))
     return Candidate(TREE, p, lat, bus * 0.5, corrected=True)
 
@@ -342,12 +343,12 @@ def _nvls(collective: str, span: Span, f: Factors) -> Candidate | None:
     if collective != names.ALLREDUCE:
         if span.nodes > 1:
             return None  # NVLS all-gather/reduce-scatter across nodes needs CollNet
-        return Candidate(NVLS, SIMPLE, HW_LAT["nvlink"][NVLS][2] * f.lat(span),
+        return Candidate(NVLS, SIMPLE, tb.HW_LAT["nvlink"][NVLS][2] * f.lat(span),
                          bus * (g - 1) / g)
     if span.nodes == 1:
-        return Candidate(NVLS, SIMPLE, HW_LAT["nvlink"][NVLS][2] * f.lat(span), bus * share)
+        return Candidate(NVLS, SIMPLE, tb.HW_LAT["nvlink"][NVLS][2] * f.lat(span), bus * share)
     nics = f.nics(span) / (1 if span.nodes <= 2 else 2)
-    lat = (f.lat(span) * HW_LAT["nvlink"][NVLS_TREE][2] + 2 * int(math.log2(span.nodes))
+    lat = (f.lat(span) * tb.HW_LAT["nvlink"][NVLS_TREE][2] + 2 * int(math.log2(span.nodes))
            * _inter_lat(2, NVLS_TREE, span, f))
     return Candidate(NVLS_TREE, SIMPLE, lat, min(bus * share, nics))
 
@@ -369,18 +370,11 @@ def _p2p(collective: str, span: Span, f: Factors) -> list[Candidate]:
     for p in (LL, SIMPLE):
         pi = PROTOCOLS.index(p)
         s = f.lat(span)
-        lat = s * BASE_LAT[P2P][pi] + (s * HW_LAT[_hw(span)][RING][pi] if span.nodes == 1
+        lat = s * tb.BASE_LAT[P2P][pi] + (s * tb.HW_LAT[_hw(span)][RING][pi] if span.nodes == 1
                                        else _inter_lat(pi, RING, span, f)) * min(hops, 2)
         bw = (1 / seconds_per_gb) * (0.5 if p == LL else 1.0)
         out.append(Candidate(P2P, p, lat, bw))
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class Timing:
-    us: float
-    algorithm: str
-    protocol: str
 
 
 def choose(collective: str, size_bytes: float, span: Span, nvls_ok: bool = True
