@@ -14,7 +14,7 @@ from typing import Any
 from rightsize import __version__
 from rightsize.analyzers.plan.plan import Plan
 from rightsize.reports.html import chart_library, environment
-from rightsize.reports.plan_text import HEAD, candidate_order, candidate_row
+from rightsize.reports.plan_text import HEAD, candidate_order, candidate_row, rate
 
 CHART_SERIES = 4  # candidates drawn on the replicas chart (cheapest autoscaled first)
 
@@ -38,4 +38,4 @@ def render_html(plan: Plan, written: list[str], next_command: str) -> str:
     rows = [candidate_row(c) for c in sorted(plan.capacities, key=candidate_order)]
     return environment().get_template("plan.html.j2").render(
         p=plan, head=HEAD, rows=rows, chart=chart_data(plan), chartjs=chart_library(),
-        written=written, next_command=next_command, version=__version__)
+        written=written, next_command=next_command, version=__version__, rate=rate)

@@ -16,8 +16,10 @@ from rightsize.reports.fmt import safe_text, usd
 from rightsize.reports.renderer import Style
 
 
-def rate(v: float) -> str:
+def rate(v: float | None) -> str:
     """A rate people read: ``41,120``, ``184.9``, ``0.425`` (never ``4.112e+04``)."""
+    if v is None:
+        return "n/a"
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
 
 
@@ -104,7 +106,7 @@ def render(plan: Plan) -> str:
         if plan.hpa_target_pct is not None:
             lines.append(f"  HPA on DCGM_FI_DEV_GPU_UTIL: target {plan.hpa_target_pct}% "
                          f"(busy {plan.util_on_recommended_pct}% at full load x (1 - headroom))")
-        lines.append(f"  KEDA on Prometheus: threshold {plan.keda_threshold_per_s:g} "
+        lines.append(f"  KEDA on Prometheus: threshold {rate(plan.keda_threshold_per_s)} "
                      f"{plan.inputs.unit}/s per replica")
     if plan.notes:
         lines += ["", "Missing or uncertain:", *(f"  - {n}" for n in plan.notes)]

@@ -109,6 +109,7 @@ class SizingView:
     chart_points: tuple[CandidateRow, ...]  # every priced, projected candidate (capped)
     hidden: int  # candidates left out of the table
     empty: str | None
+    no_chart: str | None = None  # why the candidates are not charted (a chart that says nothing)
 
 
 def signal_index(diagnosis: dd.Diagnosis | None) -> dict[str, tuple[str | None, str | None]]:
@@ -183,8 +184,23 @@ def sizing_view(sz: ds.Sizing | None) -> SizingView:
                    and r.candidate.projected_step_ms is not None)[:MAX_CHART_POINTS]
     table = tuple(rows[:MAX_CANDIDATE_ROWS])
     empty = None if rows else (sz.reason or "No candidate GPU could be projected.")
-    return SizingView(sz.verdict, sz.reason, sz.current_note, table, points,
-                      len(rows) - len(table), empty)
+    no_chart = _no_chart(sz, points)
+    return SizingView(sz.verdict, sz.reason, sz.current_note, table,
+                      () if no_chart else points, len(rows) - len(table), empty, no_chart)
+
+
+def _no_chart(sz: ds.Sizing, points: tuple[CandidateRow, ...]) -> str | None:
+    """Why a chart of the candidates would say nothing: no GPU runs the job now and none is
+    recommended (a CPU-only run: its projections are rough), or every candidate projects the
+    same step (only the price would differ: the table says that)."""
+    steps = {round(r.candidate.projected_step_ms or 0.0, 2) for r in points}
+    if sz.current is None and sz.recommended is None:
+        return ("Not charted: " + (sz.reason or "no GPU is recommended") +
+                ("" if (sz.reason or "").endswith(".") else "."))
+    if len(points) > 1 and len(steps) == 1:
+        return (f"No chart: every candidate projects the same {points[0].candidate.projected_step_ms:.2f}"
+                " ms step, so only the price tells them apart (the table).")
+    return None
 
 
 def _candidate(c: ds.Candidate, current: str | None,

@@ -69,7 +69,7 @@ def test_loads_clean_and_draws_every_chart(page):
 
 def test_ranked_savings_and_summary(page):
     p, _, _ = page
-    rows = p.eval_on_selector_all("#over-table tbody tr", """rs => rs.map(r =>
+    rows = p.eval_on_selector_all("#over-table tbody tr.job", """rs => rs.map(r =>
         [...r.querySelectorAll('td')].map(td => td.firstChild.textContent.trim()))""")
     # the workloads' own savings a month (5,840 - 1,460; 2,555 - 365), then the usage's
     assert [(r[0], r[1], r[5], r[8], r[9], r[10]) for r in rows] == [

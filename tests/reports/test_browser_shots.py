@@ -161,7 +161,10 @@ def test_cpu_run_report(browser, tmp_path):  # noqa: F811
     assert page.painted_canvases()["chart-host"] > 1000
     steps = _chart(page, "chart-steps")
     assert steps is not None and len(steps["labels"]) == doc["steps"]["count"] == 3
-    assert _scatter_ok(page, doc)[0] == "this CPU"  # the measured step, a dashed line
+    # no GPU is recommended for a CPU run, every projection is alike: not charted, and why
+    assert page.page.locator("#chart-sizing").count() == 0
+    assert page.page.inner_text("#no-chart").startswith("Not charted: no GPU is recommended "
+                                                        "for a CPU-only run")
     ops = page.page.inner_text("#ops")
     assert "Self (host)" in ops and "GPU (own kernels)" not in ops  # no kernels: no GPU column
 

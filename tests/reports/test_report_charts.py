@@ -125,7 +125,9 @@ def test_cpu_run_model_has_its_charts_and_a_per_step_line():
     assert charts["step_split"]["kind"] == "per_step"
     assert charts["step_split"]["labels"] == ["step 2", "step 3", "step 4"]
     assert len(charts["host"]["t_s"]) == len(charts["host"]["cpu_util_pct"]) >= 10
-    assert charts["sizing_axes"]["x"]["max"] > 0 and charts["sizing_now"]["label"] == "this CPU"
+    # a CPU run: no GPU recommended, every candidate projected alike: not charted, said why
+    assert charts["sizing"] == [] and charts["sizing_now"] is None
+    assert m.sizing.no_chart is not None and m.sizing.no_chart.startswith("Not charted: ")
     assert m.ops[0].self_ms is not None and m.ops[0].self_ms >= m.ops[-1].self_ms  # type: ignore[operator]
     text = render_text(m.document)
     assert sum(line.startswith("Per step: ") for line in text.splitlines()) == 1

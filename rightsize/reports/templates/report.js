@@ -157,27 +157,54 @@
         });
         ctx.restore();
       }, afterDatasetsDraw: function (chart) {
-        /* every candidate named beside its point, no label drawn over another */
-        var ctx = chart.ctx, taken = [], named = [], now = RS.sizing_now;
+        /* every candidate named beside its point where the name crosses no other name, no
+           point and no range bar, inside the plot; names that find no such place give way
+           (the table lists every candidate) */
+        var ctx = chart.ctx, x = chart.scales.x, area = chart.chartArea, now = RS.sizing_now;
+        var taken = [], named = [], boxes = [], bars = [];
+        function clear(b) {
+          if (b[0] < area.left || b[2] > area.right || b[1] < area.top || b[3] > area.bottom) {
+            return false;
+          }
+          return !taken.some(function (t) {
+            return b[0] < t[2] && t[0] < b[2] && b[1] < t[3] && t[1] < b[3];
+          });
+        }
         ctx.save();
-        chart.data.datasets.forEach(function (set, i) {  /* labels never cover a point */
-          chart.getDatasetMeta(i).data.forEach(function (pt) {
+        chart.data.datasets.forEach(function (set, i) {  /* points and their range bars */
+          chart.getDatasetMeta(i).data.forEach(function (pt, j) {
+            var p = set.data[j];
             taken.push([pt.x - 5, pt.y - 5, pt.x + 5, pt.y + 5]);
+            if (p.lo !== null && p.hi !== null && p.hi > p.lo) {
+              var bar = [x.getPixelForValue(p.lo), pt.y - 4, x.getPixelForValue(p.hi), pt.y + 4];
+              taken.push(bar);
+              bars.push(bar);
+            }
           });
         });
         if (now) {  /* the GPU now has no price: its step time as a dashed line */
-          var nx = chart.scales.x.getPixelForValue(now.step_ms), area = chart.chartArea;
+          var nx = x.getPixelForValue(now.step_ms);
           ctx.strokeStyle = color("--ink");
           ctx.lineWidth = 1;
           ctx.setLineDash([5, 4]);
           ctx.beginPath(); ctx.moveTo(nx, area.top); ctx.lineTo(nx, area.bottom); ctx.stroke();
           ctx.setLineDash([]);
+          bars.push([nx - 0.5, area.top, nx + 0.5, area.bottom]);
           ctx.font = "bold 11px sans-serif";
           ctx.fillStyle = color("--ink");
-          var nt = "now: " + now.label + " (" + now.note + ")";
-          ctx.fillText(nt, Math.min(nx + 4, area.right - ctx.measureText(nt).width), area.top + 12);
-          taken.push([nx + 4, area.top, nx + 4 + ctx.measureText(nt).width, area.top + 14]);
-          named.push(now.label);
+          var nt = "now: " + now.label + " (" + now.note + ")", nw = ctx.measureText(nt).width;
+          for (var r = 0; r < 12; r++) {
+            var ny = area.top + 12 + r * 14;
+            var tries = [nx + 4, nx - 4 - nw];
+            for (var q = 0; q < tries.length; q++) {
+              var nb = [tries[q], ny - 10, tries[q] + nw, ny + 2];
+              if (clear(nb)) {
+                ctx.fillText(nt, nb[0], ny);
+                taken.push(nb); boxes.push(nb); named.push(now.label);
+                r = 12; break;
+              }
+            }
+          }
         }
         ctx.strokeStyle = color("--halo");
         ctx.lineWidth = 3;
@@ -187,26 +214,31 @@
           ctx.font = (strong ? "bold " : "") + "11px sans-serif";
           ctx.fillStyle = strong ? set.borderColor : color("--ink-soft");
           chart.getDatasetMeta(i).data.forEach(function (pt, j) {
-            var text = set.data[j].name, w = ctx.measureText(text).width;
-            var spots = [[8, -6], [8, 12], [-8 - w, -6], [-8 - w, 12], [8, -18], [8, 24]];
-            for (var k = 0; k < spots.length; k++) {
-              var bx = pt.x + spots[k][0], by = pt.y + spots[k][1];
+            var p = set.data[j], text = p.name, w = ctx.measureText(text).width;
+            var hi = p.hi !== null ? x.getPixelForValue(p.hi) - pt.x : 0;
+            var lo = p.lo !== null ? x.getPixelForValue(p.lo) - pt.x : 0;
+            var spots = [[hi + 6, 4], [lo - 6 - w, 4], [8, -6], [8, 16], [-8 - w, -6],
+                         [-8 - w, 16], [8, -18], [8, 28], [-8 - w, -18], [-8 - w, 28]];
+            for (var k = 0; strong && k < 8; k++) {  /* the pick and the GPU now: further out */
+              spots.push([8, -30 - 12 * k], [8, 40 + 12 * k]);
+            }
+            for (var s = 0; s < spots.length; s++) {
+              var bx = pt.x + spots[s][0], by = pt.y + spots[s][1];
               var box = [bx, by - 10, bx + w, by + 2];
-              var clash = taken.some(function (t) {
-                return box[0] < t[2] && t[0] < box[2] && box[1] < t[3] && t[1] < box[3];
-              });
-              if (!clash || (strong && k === spots.length - 1)) {
-                taken.push(box);
-                ctx.strokeText(text, bx, by);  /* a white halo: readable over range bars */
+              if (clear(box)) {
+                taken.push(box); boxes.push(box); named.push(text);
+                ctx.strokeText(text, bx, by);  /* a white halo: readable over the grid */
                 ctx.fillText(text, bx, by);
-                named.push(text);
                 return;
               }
             }
           });
         });
         ctx.restore();
-        chart.canvas.setAttribute("data-labels", named.join("|"));  /* for the browser tests */
+        /* for the browser tests: what was named, and where every name and bar is drawn */
+        chart.canvas.setAttribute("data-labels", named.join("|"));
+        chart.canvas.setAttribute("data-label-boxes", JSON.stringify(boxes));
+        chart.canvas.setAttribute("data-bars", JSON.stringify(bars));
       } }],
       options: {
         scales: { x: scale(axes && axes.x, "projected step time (ms), with its range"),
