@@ -36,7 +36,7 @@ import polars as pl
 
 from rightsize.errors import InputError
 from rightsize.traces import dcgm_logs, limits
-from rightsize.traces.readers import SAMPLES, JobHead, Progress, Read, ReadOptions
+from rightsize.traces.readers import SAMPLES, Progress, Read, ReadOptions, SmallInput
 from rightsize.traces.samples import conform_samples
 
 __all__ = ["READER", "looks_like_metrics_log", "metrics_log_kind", "read_metrics_log"]
@@ -124,17 +124,13 @@ def looks_like_metrics_log(head: bytes) -> bool:
     return metrics_log_kind(head) is not None
 
 
-class MetricsLogReader:
+class MetricsLogReader(SmallInput):
     """The loader's entry for GPU metric logs (:class:`rightsize.traces.readers.Reader`)."""
 
     name = "metrics-log"
     described = "nvidia-smi --query-gpu CSV, dcgm-exporter scrape or dcgmi dmon log"
     contributes = SAMPLES
-    memory = None  # read on the driver: one row per sample
     suffixes = (".csv", ".prom", ".log", ".txt")  # .txt: by its head (registry)
-
-    def job_head(self, head: bytes) -> JobHead | None:
-        return None
 
     def detect(self, path: Path, head: bytes) -> bool:
         return looks_like_metrics_log(head)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from rightsize.errors import InputError
 from rightsize.traces import limits
-from rightsize.traces.readers import FABRIC, JobHead, Progress, Read, ReadOptions
+from rightsize.traces.readers import FABRIC, Progress, Read, ReadOptions, SmallInput
 
 NAME, DESCRIBED = "nccl-tests", "nccl-tests / rccl-tests output (all_reduce_perf ...)"
 
@@ -323,15 +323,11 @@ def _check_busbw(collective: str, ranks: int, rows: list[NcclRow], where: str) -
                                     "ranks): the rank lines or the collective are misread")
 
 
-class _Reader:
+class _Reader(SmallInput):
     name = NAME
     described = DESCRIBED
     contributes = FABRIC  # read by rightsize comm; an analysis refuses it (readers.not_analyzed)
-    memory = None
     suffixes = (".log", ".txt")
-
-    def job_head(self, head: bytes) -> JobHead | None:
-        return None
 
     def detect(self, path: Path, head: bytes) -> bool:
         return looks_like(head)

@@ -27,7 +27,7 @@ from rightsize.traces import limits
 from rightsize.traces.kernel_names import normalize_kernel_name
 from rightsize.traces.kernel_rows import NCU_KERNELS, combine_ncu, conform_ncu
 from rightsize.traces.ncu_units import FLOP_WEIGHTS, METRIC_TARGETS, TENSOR_OPS_PREFIX, unit_scale
-from rightsize.traces.readers import KERNEL_ROWS, JobHead, Progress, Read, ReadOptions
+from rightsize.traces.readers import KERNEL_ROWS, Progress, Read, ReadOptions, SmallInput
 
 __all__ = ["NCU_KERNELS", "combine_ncu", "looks_like_ncu", "normalize_kernel_name", "read_ncu_csv"]
 
@@ -58,17 +58,13 @@ def looks_like_ncu(head: bytes) -> bool:
     return False
 
 
-class NcuReader:
+class NcuReader(SmallInput):
     """The loader's entry for ncu CSV (:class:`rightsize.traces.readers.Reader`)."""
 
     name = "ncu"
     described = "Nsight Compute CSV (ncu --csv)"
     contributes = KERNEL_ROWS
-    memory = None  # read on the driver: kernel rows are few
     suffixes = (".csv",)
-
-    def job_head(self, head: bytes) -> JobHead | None:
-        return None
 
     def detect(self, path: Path, head: bytes) -> bool:
         return looks_like_ncu(head)

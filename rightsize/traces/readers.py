@@ -168,6 +168,16 @@ class Reader(Protocol):
         ...
 
 
+class SmallInput:
+    """What the readers of small inputs (not traces) declare alike: no memory model (the
+    driver reads them, once for every rank) and nothing of a job in their heads."""
+
+    memory: Memory | None = None
+
+    def job_head(self, head: bytes) -> JobHead | None:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class Deferred:
     """A reader whose module is imported only for files that start with ``magic``: a format with
