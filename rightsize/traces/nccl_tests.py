@@ -119,6 +119,12 @@ class NcclLog:
     library: str | None  # "2.29.2" (nccl-library=22902), "2.22.3" (RCCL version)
     tables: tuple[NcclTable, ...]
 
+    @property
+    def nccl_library(self) -> str | None:
+        """The NCCL version the log ran, when it is NVIDIA's nccl-tests (RCCL's numbering is
+        its own)."""
+        return self.library if self.tool == NAME else None
+
 
 @dataclass(slots=True)
 class _Block:

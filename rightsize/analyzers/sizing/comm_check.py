@@ -150,7 +150,7 @@ def fit_tables(log: NcclLog, system: CommSystem, label: str | None = None
     test -- scatter, gather, hypercube -- left out; an NCCL older than the model's tables is
     checked but not fitted on)."""
     out = []
-    library = log.library if log.tool == "nccl-tests" else None
+    library = log.nccl_library
     for t in log.tables:
         kind = PERF.get(t.collective)
         if kind is None or t.ranks < 2:
@@ -174,7 +174,7 @@ def check(log: NcclLog, system: CommSystem, model: comm.CommModel) -> CommCheck:
     tables = []
     covered = {id(t): t for t in log.tables if PERF.get(t.collective) and t.ranks >= 2}
     fits = iter(fit_tables(log, system))
-    library = log.library if log.tool == "nccl-tests" else None
+    library = log.nccl_library
     for t in log.tables:
         if id(t) not in covered:
             continue
