@@ -10,6 +10,8 @@ of times later. Layout (see docs/run-directory.md)::
     samples/host.parquet       psutil samples   (rightsize.traces.samples.HOST_SAMPLES)
     procs/<pid>.json           what the startup hook did in each Python process of the job
     analysis.json              the ``rightsize analyze --format json`` document
+    control/<id>.json          --on-demand: a capture asked for, until it is finished
+    captures/<id>/             --on-demand: each capture, a run directory of its own
 
 This module is stdlib-only (no polars, no torch) so that every layer may import it.
 """
@@ -37,6 +39,8 @@ SAMPLES_DIR = "samples"
 PROCS_DIR = "procs"
 ANALYSIS = "analysis.json"
 REPORT_HTML = "report.html"
+CONTROL_DIR = "control"  # --on-demand: requests for captures (rightsize trigger, --auto)
+CAPTURES_DIR = "captures"  # --on-demand: one run directory per capture
 TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
 
 # The profiler's step schedule (torch.profiler.schedule): skip 1 step, warm up 1, trace 3, once.
@@ -72,6 +76,15 @@ def trace_paths(run_dir: str | Path) -> list[Path]:
     if not base.is_dir():
         return []
     return sorted(p for p in base.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+
+
+def capture_dirs(run_dir: str | Path) -> list[Path]:
+    """The captures of an on-demand run (``captures/<id>/`` holding a manifest), oldest first
+    (ids are timestamps)."""
+    base = Path(run_dir) / CAPTURES_DIR
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.iterdir() if p.is_dir() and (p / MANIFEST).is_file())
 
 
 def is_run_dir(path: str | Path) -> bool:
@@ -187,6 +200,15 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
             f"supports ({SCHEMA_VERSION}); upgrade rightsize to read it"
         )
     return doc
+
+
+def read_json_file(path: str | Path) -> Any:
+    """The JSON value of a small file the run directory holds, or None when it is missing or
+    unreadable (files written atomically by another process: a reader sees none or all)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
 
 
 def read_proc_records(run_dir: str | Path) -> list[dict[str, Any]]:

@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "fleet": "rightsize.cli.fleet:fleet",
     "serving": "rightsize.cli.serving:serving",
     "comm": "rightsize.cli.comm:comm",
+    "trigger": "rightsize.cli.trigger:trigger",
 }
 
 

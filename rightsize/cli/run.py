@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from rightsize.cli.common import no_color_option
+from rightsize.cli.run_ondemand import on_demand_options
 from rightsize.reports.fmt import safe_line
 from rightsize.rundir import SCHEDULE_DEFAULTS
 
@@ -24,6 +25,8 @@ Examples:
   rightsize run -m my_pkg.train --epochs 1
   rightsize run -- torchrun --nproc-per-node 2 train.py
   rightsize run --out runs/baseline --active 5 train.py
+  rightsize run --on-demand --out runs/live train.py   then: rightsize trigger runs/live
+  rightsize run --on-demand --auto --upload http://host:8000 --team vision train.py
 
 \b
 Steps: a global optimizer step hook advances the profiler schedule (wait, warmup, active,
@@ -107,6 +110,7 @@ class _RunCommand(click.Command):
 @click.option("--no-report", is_flag=True, help="Do not analyze at the end.")
 @click.option("--include-consumer", is_flag=True,
               help="Sizing: consumer GPUs (e.g. RTX 4090) may be recommended.")
+@on_demand_options
 @click.argument("script", metavar="SCRIPT|MODULE|-- COMMAND")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
@@ -117,12 +121,15 @@ def run(ctx: click.Context, script: str, args: tuple[str, ...], **opts: object) 
     The script's arguments pass through untouched; rightsize exits with its exit code.
     Default schedule: wait 1, warmup 1, active 3 steps, once.
     """
+    from rightsize.cli import run_ondemand
     from rightsize.profiler.launch import resolve_target
     from rightsize.profiler.session import RunOptions, describe, run_job
 
     target = resolve_target(
         script, args, module=bool(opts["as_module"]), command=ctx.meta["rightsize.run.command"]
     )
+    captures = run_ondemand.settings(opts)
+    labels = run_ondemand.labels(opts, target.name)
     options = RunOptions(
         out=opts["out"],  # type: ignore[arg-type]
         profiler=not opts["no_profiler"],
@@ -139,14 +146,31 @@ def run(ctx: click.Context, script: str, args: tuple[str, ...], **opts: object) 
         sample_interval_s=opts["sample_interval_s"],  # type: ignore[arg-type]
         gpu_samples=not opts["no_gpu_samples"],
         report=not opts["no_report"],
+        on_demand=bool(opts["on_demand"]),
+        captures=captures,
+        labels=labels,
     )
 
     def warn(message: str) -> None:
         click.echo(f"rightsize: warning: {safe_line(message)}", err=True)
 
+    def say(message: str) -> None:
+        click.echo(f"rightsize: {safe_line(message)}", err=True)
+
     consumer = bool(opts["include_consumer"])
+    handler = run_ondemand.CaptureHandler(opts, labels, warn, say) if options.on_demand else None
     result = run_job(target, options, warn,
-                     analyze=lambda run_dir: _analyze(run_dir, warn, consumer))
+                     analyze=lambda run_dir: _analyze(run_dir, warn, consumer),
+                     on_capture=handler)
+    if handler is not None:
+        from rightsize.profiler.ondemand import describe_captures
+
+        uploaded = handler.close()
+        for line in describe_captures(result.run_dir, result.manifest) + (
+                [uploaded] if uploaded else []):
+            say(line)
+        sys.stdout.flush()
+        ctx.exit(result.exit.exit_code)
     lines = describe(result)
     first_next = next((i for i, line in enumerate(lines) if line.startswith("next:")), len(lines))
     for line in lines[:first_next]:

@@ -59,6 +59,9 @@ class Sampler:
         self._written: dict[str, int] = dict.fromkeys(SAMPLE_FILES, 0)
         self._parts = 0
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by stop() and flush_now()
+        self._flush_waiters: list[threading.Event] = []
+        self._waiters_lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="rightsize-sampler", daemon=True)
         self.errors: dict[str, str] = {}
         self._ticks = 0
@@ -71,14 +74,20 @@ class Sampler:
         last_flush_s = time.monotonic()
         while True:
             began_s = time.monotonic()
+            self._wake.clear()
             self.tick()
-            if began_s - last_flush_s >= self._flush_every_s:
+            with self._waiters_lock:
+                waiters, self._flush_waiters = self._flush_waiters, []
+            if waiters or began_s - last_flush_s >= self._flush_every_s:
                 self.flush()
                 last_flush_s = began_s
+            for done in waiters:
+                done.set()
             spent_s = time.monotonic() - began_s
             if spent_s > self._interval_s:
                 self._late += 1
-            if self._stop.wait(max(self._interval_s - spent_s, 0.0)):
+            self._wake.wait(max(self._interval_s - spent_s, 0.0))
+            if self._stop.is_set():
                 return
 
     def tick(self) -> None:
@@ -108,20 +117,36 @@ class Sampler:
         else:
             self._nvml = None
 
+    def flush_now(self, timeout_s: float = 5.0) -> bool:
+        """Have the sampling thread take a sample and write what it holds now (a capture's
+        window must be on disk before it is cut); False when it did not within ``timeout_s``."""
+        if not self._thread.is_alive():
+            return False
+        done = threading.Event()
+        with self._waiters_lock:
+            self._flush_waiters.append(done)
+        self._wake.set()
+        return done.wait(timeout_s)
+
     def flush(self) -> None:
-        """Write the rows taken since the last flush as one more part file per kind."""
+        """Write the rows taken since the last flush as one more part file per kind (under a
+        temporary name first: the parts are read while the job runs)."""
         self._parts += 1
         for kind, rows in self._rows.items():
             if not rows:
                 continue
             self._rows[kind] = []
             frame = pl.DataFrame(rows, schema=SAMPLE_FILES[kind], orient="row")
-            frame.write_parquet(self._dir / f"{kind}.part{self._parts:04d}.parquet")
+            part = self._dir / f"{kind}.part{self._parts:04d}.parquet"
+            tmp = part.with_name(f".{part.name}.tmp")
+            frame.write_parquet(tmp)
+            tmp.replace(part)
             self._written[kind] += frame.height
 
     def stop(self) -> SamplerResult:
         """Stop the thread, write what is left, and compact the parts into one file per kind."""
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join()
         self.flush()

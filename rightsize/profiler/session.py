@@ -16,15 +16,17 @@ import platform
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from rightsize.errors import OutputExistsError, RightsizeError
+from rightsize.profiler.controller import CaptureSettings, Controller, OnCapture
 from rightsize.profiler.host import HostSampler, host_info
 from rightsize.profiler.launch import ExitStatus, Target, child_env, run_child
 from rightsize.profiler.nvml import NvmlSampler, NvmlStatus
+from rightsize.profiler.ondemand import on_demand_analysis, on_demand_collector
 from rightsize.profiler.sampler import Sampler, SamplerResult
 from rightsize.rundir import (
     ANALYSIS,
@@ -63,12 +65,18 @@ class RunOptions:
     sample_interval_s: float = 0.1
     gpu_samples: bool = True
     report: bool = True
+    # --on-demand: no profiler until a capture is asked for (rightsize trigger, --auto)
+    on_demand: bool = False
+    capture_poll_s: float = 0.2
+    capture_lead_s: float = 1.0
+    captures: CaptureSettings = field(default_factory=CaptureSettings)
+    labels: dict[str, str] = field(default_factory=dict)  # name, team, project (the manifest's)
 
     def hook_config(self, run_dir: Path) -> dict[str, Any]:
         """The settings the injected hook reads from ``RIGHTSIZE_RUN``."""
         keys: tuple[str, ...] = ("profiler", "wait", "warmup", "active", "repeat", "record_shapes")
         keys += ("profile_memory", "with_stack", "with_flops", "window_delay_s", "window_s",
-                 "flush_on_signal_s")
+                 "flush_on_signal_s", "on_demand", "capture_poll_s", "capture_lead_s")
         return {"run_dir": str(run_dir.resolve()), **{k: getattr(self, k) for k in keys}}
 
 
@@ -89,12 +97,15 @@ def run_job(
     warn: Callable[[str], None],
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     analyze: Analyze | None = None,
+    on_capture: OnCapture | None = None,
 ) -> RunResult:
     """Run ``target`` under rightsize; returns once the job and the analysis are done.
 
     ``analyze`` is the caller's (the CLI passes the analysis pipeline): the profiler layer never
     imports the analyzers. It takes the run directory and returns the manifest's
-    ``collectors.analysis`` entry; it must not raise."""
+    ``collectors.analysis`` entry; it must not raise. ``on_capture`` (``--on-demand``) is
+    called with each capture once it is a run directory (analysis, upload); it must not
+    raise either."""
     started = now()
     stamp = started.astimezone().strftime("%Y%m%d-%H%M%S")
     out = options.out or default_run_dir(target.name, stamp)
@@ -110,6 +121,7 @@ def run_job(
     nvml_status = nvml.open() if nvml is not None else NvmlStatus(False, "--no-gpu-samples")
     if not nvml_status.available:
         warn(f"no GPU samples: {nvml_status.reason}")
+        manifest["collectors"]["nvml"] = {"status": "missing", "reason": nvml_status.reason}
     manifest["gpus"] = [asdict(g) for g in nvml_status.gpus]
     manifest["driver"] = {
         "driver_version": nvml_status.driver_version,
@@ -118,6 +130,7 @@ def run_job(
     write_manifest(run_dir, manifest)
 
     samplers: list[Sampler] = []
+    controllers: list[Controller] = []
 
     def on_start(pid: int) -> None:
         manifest["child_pid"] = pid
@@ -135,12 +148,19 @@ def run_job(
         except Exception as exc:  # noqa: BLE001 - the job runs even if sampling cannot
             warn(f"sampling not started: {exc!r}")
             manifest["collectors"]["host"] = {"status": "failed", "reason": repr(exc)}
+        if options.on_demand:
+            flush = samplers[0].flush_now if samplers else None
+            controllers.append(Controller(run_dir, lambda: manifest, options.captures,
+                                          on_capture or (lambda d, m: None), warn, flush))
+            controllers[0].start()
 
     env = child_env(options.hook_config(run_dir))
     t0 = time.monotonic()
     try:
         status = run_child(target.argv, env, on_start=on_start)
     finally:
+        for controller in controllers:  # before the sampler stops: the last window's samples
+            _stop_controller(controller, warn)
         sampled = _stop_sampling(samplers, nvml, warn)
     manifest["ended_at"] = now().isoformat()
     manifest["duration_s"] = round(time.monotonic() - t0, 3)
@@ -152,15 +172,25 @@ def run_job(
     # From here on the job is over: nothing may replace its exit status with ours.
     try:
         _finish_manifest(run_dir, manifest, options, nvml_status, nvml, sampled)
-        manifest["status"] = "analyzing" if options.report else "done"
+        if options.on_demand:
+            manifest["collectors"]["analysis"] = on_demand_analysis(controllers)
+        report = options.report and not options.on_demand
+        manifest["status"] = "analyzing" if report else "done"
         write_manifest(run_dir, manifest)
-        if options.report and analyze is not None:
+        if report and analyze is not None:
             manifest["collectors"]["analysis"] = analyze(run_dir)
             manifest["status"] = "done"
             write_manifest(run_dir, manifest)
     except (OSError, ValueError) as exc:
         warn(f"run directory left incomplete: {exc}")
     return RunResult(run_dir, status, manifest)
+
+
+def _stop_controller(controller: Controller, warn: Callable[[str], None]) -> None:
+    try:
+        controller.stop()
+    except Exception as exc:  # noqa: BLE001 - the job's exit status must survive it
+        warn(f"captures not finished: {exc!r}")
 
 
 def _stop_sampling(
@@ -201,6 +231,7 @@ def _base_manifest(target: Target, options: RunOptions, started: datetime) -> di
             "nvidia_ml_py": _dist_version("nvidia-ml-py"),
         },
         host=host_info(),
+        labels=dict(options.labels) or None,
         gpus=[],
         settings={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()},
     )
@@ -227,7 +258,8 @@ def _finish_manifest(
     records = [r for r in read_proc_records(run_dir) if "pid" in r]
     traces = [p.name for p in trace_paths(run_dir)]
     manifest["files"]["traces"] = [f"{TRACES_DIR}/{name}" for name in traces]
-    manifest["collectors"]["profiler"] = _profiler_collector(options, records, traces)
+    manifest["collectors"]["profiler"] = (on_demand_collector(run_dir, records) if options.on_demand
+                                          else _profiler_collector(options, records, traces))
     for record in records:
         if record.get("torch"):
             manifest["environment"]["torch"] = record["torch"]

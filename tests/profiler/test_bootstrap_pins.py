@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+import sys
 import types
 from pathlib import Path
 
@@ -22,9 +23,13 @@ BOOTSTRAP = Path(rightsize.profiler.__file__).parent / "bootstrap" / "_rightsize
 
 @pytest.fixture(scope="module")
 def state():
-    spec = importlib.util.spec_from_file_location("_rightsize_state_pinned", BOOTSTRAP)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(BOOTSTRAP.parent))  # the state module imports _rightsize_common
+    try:
+        spec = importlib.util.spec_from_file_location("_rightsize_state_pinned", BOOTSTRAP)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BOOTSTRAP.parent))
     return module
 
 
@@ -40,6 +45,8 @@ def test_every_hook_setting_defaults_like_run_options(state):
     for key, value in state.DEFAULTS.items():
         if key != "run_dir":
             assert options[key] == value, key
+    # the keys the hook reads are the ones run passes (RunOptions.hook_config)
+    assert set(RunOptions().hook_config(Path("x"))) == set(state.DEFAULTS)
 
 
 @pytest.mark.parametrize("rank, pid, window", [(0, 1234, 1), (3, 77, 2), (12, 5, 10)])

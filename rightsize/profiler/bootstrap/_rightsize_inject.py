@@ -25,7 +25,6 @@ Configuration: the JSON in ``RIGHTSIZE_RUN`` (keys in ``_rightsize_state.DEFAULT
 import atexit
 import contextlib
 import functools
-import itertools
 import json
 import os
 import signal
@@ -33,21 +32,11 @@ import sys
 import threading
 import time
 
+import _rightsize_ondemand  # here: the bootstrap directory leaves sys.path once armed
 import _rightsize_state
+from _rightsize_common import skip_reason as _skip_reason
+from _rightsize_common import teardown_cupti as _teardown_cupti
 from _rightsize_state import CONFIG, WORKER, State, remove_hooks, warn
-
-LAUNCHERS = {
-    "torchrun",
-    "accelerate",
-    "deepspeed",
-    "torch.distributed.run",
-    "torch.distributed.launch",
-}
-LAUNCHER_MODULES = {
-    "torch.distributed.run",
-    "torch.distributed.launch",
-    "accelerate.commands.launch",
-}
 
 _CONFIG = CONFIG  # shared with _rightsize_state
 _STATE = None  # this process's State once torch is imported
@@ -87,42 +76,16 @@ class _TorchFinder:
         return spec
 
 
-def _skip_reason():
-    if os.environ.get("RIGHTSIZE_SKIP"):
-        return "RIGHTSIZE_SKIP is set"
-    argv = list(getattr(sys, "orig_argv", sys.argv))
-    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    if prog in LAUNCHERS:
-        return f"launcher process ({prog})"
-    for flag, value in itertools.pairwise(argv):
-        if flag == "-m" and value in LAUNCHER_MODULES:
-            return f"launcher process (-m {value})"
-    return None
-
-
-def _teardown_cupti(torch):
-    """Have Kineto finalize CUPTI when the window ends (``TEARDOWN_CUPTI=1``), unless the user
-    chose. Without it CUPTI stays attached and every later step pays for it: on an H100 (torch
-    2.11, CUDA 13.0) a transformer step ran 16-40% slower after the window than without
-    rightsize. Left alone before CUDA 12.6, where teardown could crash jobs using CUDA graphs
-    (pytorch#146604); torch's own CUDA-graph paths set it to 0 themselves."""
-    if "TEARDOWN_CUPTI" in os.environ:
-        return
-    try:
-        major, minor = (int(x) for x in str(torch.version.cuda).split(".")[:2])
-    except (AttributeError, TypeError, ValueError):
-        return  # a CPU build (cuda is None) or a ROCm one: no CUPTI
-    if (major, minor) >= (12, 6):
-        os.environ["TEARDOWN_CUPTI"] = "1"
-
-
 def _on_torch(torch):
     global _STATE
     try:
         _STATE = State(torch, _skip_reason() or (None if _CONFIG["profiler"] else "--no-profiler"))
         if _STATE.mode != "off":
             _teardown_cupti(torch)
-            _install_hooks(torch)
+            if _CONFIG["on_demand"]:
+                _listen(torch)
+            else:
+                _install_hooks(torch)
     except Exception as exc:  # noqa: BLE001 - the import of torch must succeed whatever happens
         warn(f"profiler disabled in pid {os.getpid()}: {exc!r}")
         if _STATE is not None:
@@ -155,13 +118,16 @@ def _guarded(fn):
 
 @_guarded
 def _on_optimizer_step(state, optimizer, args, kwargs):
-    if state.mode not in ("auto", "optimizer"):
+    if state.mode not in ("auto", "optimizer", "ondemand"):
         return
     if state.first_optimizer is None:
         state.first_optimizer = id(optimizer)
     elif id(optimizer) != state.first_optimizer:
         return  # a second optimizer (GAN, multi-optimizer) does not add steps
-    if state.mode == "auto":
+    if state.mode == "ondemand":
+        state.ondemand.detection = "optimizer"
+        state.ondemand.on_step()
+    elif state.mode == "auto":
         state.mode = "optimizer"
         remove_hooks(state, "forward_pre", "forward", "compile_warning")
         state.start(scheduled=True)
@@ -227,6 +193,28 @@ def _install_hooks(torch):
     _install_signal_handlers()
 
 
+def _listen(torch):
+    """--on-demand: only the optimizer step hook (the step counter) and the control thread;
+    no profiler, no module hooks, no signal handlers until a capture is asked for."""
+    global _HOOKED, _compiling
+    if _HOOKED:
+        return
+    _HOOKED = True
+    from torch.optim import optimizer as optim_module
+
+    compiler = getattr(torch, "compiler", None)
+    if hasattr(compiler, "is_compiling"):
+        _compiling = compiler.is_compiling
+    state = _STATE
+    state.mode = "ondemand"
+    state.ondemand = _rightsize_ondemand.OnDemand(state)
+    state.handles["optimizer"] = optim_module.register_optimizer_step_post_hook(_on_optimizer_step)
+    _patch_worker_loop()
+    atexit.register(_at_exit)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+    state.write_record("running")
+
+
 # torch.compile(module) warns on every call while any global module hook exists; ours are
 # compile-safe (see _compiling) and counted once per top-level call, so that warning is ours to
 # keep quiet. The filter matches only that message and goes when the hooks go.
@@ -284,6 +272,8 @@ def _mark_dataloader_worker():
         state.mode = "off"
         state.skip_reason = WORKER
         remove_hooks(state, "optimizer", "forward_pre", "forward", "compile_warning")
+        if state.ondemand is not None:
+            state.ondemand.close()
     run_dir = _CONFIG.get("run_dir")
     if run_dir:
         procs = os.path.join(run_dir, "procs")
@@ -303,8 +293,10 @@ def _after_fork_in_child():
         return
     # A fork inherits the hooks but not the profiler: start afresh, unless the parent was
     # recording (the child's copy of that session cannot be driven safely).
-    busy = parent.prof is not None or parent.mode == "off"
-    reason = (parent.skip_reason or "forked while the parent was profiling") if busy else None
+    busy = parent.prof is not None or parent.mode in ("off", "ondemand")
+    reason = (parent.skip_reason or ("forked from a process listening for captures"
+                                     if parent.mode == "ondemand" else
+                                     "forked while the parent was profiling")) if busy else None
     child = State(parent.torch, reason, announce=False)
     child.optimizer_seen = parent.optimizer_seen
     child.handles = dict(parent.handles)
@@ -313,6 +305,8 @@ def _after_fork_in_child():
 
 def _at_exit():
     if _STATE is not None:
+        if _STATE.ondemand is not None and os.getpid() == _STATE.pid:
+            _STATE.ondemand.finish("exit")
         _STATE.finish("exit")
 
 
@@ -368,6 +362,11 @@ def step():
         return
     try:
         with state.lock:
+            if state.mode == "ondemand":  # rightsize.step() counts the steps from now on
+                remove_hooks(state, "optimizer")
+                state.ondemand.detection = "manual"
+                state.ondemand.on_step()
+                return
             if state.block:
                 state.step()
                 return
@@ -390,8 +389,8 @@ def step():
 def begin_block():
     """Enter ``rightsize.profile()``: record everything until :func:`end_block`."""
     state = _STATE
-    if state is None or state.mode == "off" or os.getpid() != state.pid:
-        return
+    if state is None or state.mode in ("off", "ondemand") or os.getpid() != state.pid:
+        return  # under --on-demand only captures record
     try:
         with state.lock:
             state.stop()

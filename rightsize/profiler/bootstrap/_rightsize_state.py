@@ -6,56 +6,29 @@ and keeping ``<run_dir>/procs/<pid>.json`` up to date. Stdlib only besides torch
 runs in the user's interpreter.
 """
 
-import contextlib
-import gzip
-import json
 import os
-import shutil
-import signal
 import sys
 import threading
 import time
 
-DEFAULTS = {
-    "run_dir": None,
-    "profiler": True,
-    "wait": 1,
-    "warmup": 1,
-    "active": 3,
-    "repeat": 1,
-    "record_shapes": True,
-    "profile_memory": True,
-    "with_stack": False,
-    "with_flops": True,
-    "window_delay_s": 1.0,
-    "window_s": 2.0,
-    # On SIGTERM/SIGINT a window recorded for less than this is still exported (about 0.25 s
-    # of export per second recorded, so the job stops within about a second); a longer one is
-    # cut, not exported.
-    "flush_on_signal_s": 2.0,
-}
-WORKER = "DataLoader worker"
-
-# the settings of this process: DEFAULTS updated from RIGHTSIZE_RUN by arm()
-CONFIG = dict(DEFAULTS)
-
+from _rightsize_common import (
+    CONFIG,
+    DEFAULTS,  # noqa: F401 - re-exported: the settings' one home is _rightsize_common
+    WORKER,
+    chrome_saver,
+    env_int,
+    export_trace,
+    quiet_stderr,
+    signals_held,
+    trace_name,
+    trace_only,
+    warn,
+    write_json,
+)
 
 # Called once profiling is over in this process (done, failed, cut): the injector restores the
 # job's own signal dispositions there.
 ON_DONE: list = []
-
-
-def warn(message):
-    """Never into the job's own streams: a line in ``<run_dir>/procs/<pid>.log`` instead."""
-    run_dir = CONFIG.get("run_dir")
-    if not run_dir:
-        return
-    try:
-        with open(os.path.join(run_dir, "procs", f"{os.getpid()}.log"), "a",
-                  encoding="utf-8") as fh:
-            fh.write(f"rightsize: {message}\n")
-    except OSError:
-        pass  # nowhere left to say it; the job must not be harmed
 
 
 def profiling_over():
@@ -64,53 +37,6 @@ def profiling_over():
             callback()
         except Exception:  # noqa: BLE001, S110 - the job must not be harmed
             pass
-
-
-@contextlib.contextmanager
-def signals_held():
-    """Hold SIGTERM and SIGINT while the profiler changes state (start, step, stop): our handler
-    stops the profiler, and one that ran in the middle of a schedule transition would find it
-    half-changed (torch asserts "Expected record to be set") and lose the window. A held signal
-    is delivered the moment the call returns, so the job still stops at once."""
-    held = {signal.SIGTERM, signal.SIGINT}
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    except (AttributeError, OSError, ValueError):  # not POSIX: nothing to hold
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-@contextlib.contextmanager
-def quiet_stderr():
-    """Divert file descriptor 2 into ``<run_dir>/procs/<pid>.log`` while the profiler starts,
-    steps its schedule or stops: Kineto and c10 print status lines there ("profiler_start",
-    "Memory block of unknown size ...") that the job would not print without rightsize. Only
-    for those calls, on the thread that makes them; anything another thread of the job writes
-    to stderr in that instant lands in the same log file."""
-    run_dir = CONFIG.get("run_dir")
-    if not run_dir:
-        yield
-        return
-    try:
-        sys.stderr.flush()
-        target = open(os.path.join(run_dir, "procs", f"{os.getpid()}.log"), "ab")  # noqa: SIM115
-        saved = os.dup(2)
-        os.dup2(target.fileno(), 2)
-    except (OSError, ValueError):
-        yield  # cannot divert: the lines reach stderr, the job is not harmed
-        return
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError, ValueError):
-            sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        target.close()
 
 
 def remove_hooks(state, *names):
@@ -145,6 +71,7 @@ class State:
         self.notes = []
         self.handles = {}
         self.exports = []  # background trace exports still running
+        self.ondemand = None  # _rightsize_ondemand.OnDemand under --on-demand
         self.lock = threading.RLock()
         if announce:
             self.write_record("running")
@@ -173,7 +100,7 @@ class State:
             profile_memory=CONFIG["profile_memory"],
             with_stack=CONFIG["with_stack"],
             with_flops=CONFIG["with_flops"],
-            **_trace_only(),
+            **trace_only(),
         )
         with signals_held(), quiet_stderr():
             self._spend_free_warning(prof.start)
@@ -214,41 +141,22 @@ class State:
         waits for it at exit (:meth:`join_exports`)."""
         self.windows += 1
         self.rank = self._dist_rank()
-        name = _trace_name(self.rank, self.pid, self.windows)
-        inner = getattr(prof, "profiler", None)
-        if inner is None or not hasattr(inner, "export_chrome_trace"):
-            self._export(lambda path: prof.export_chrome_trace(path), name)  # unknown torch
+        name = trace_name(self.rank, self.pid, self.windows)
+        save, gzip_after = chrome_saver(prof)
+        if not gzip_after:  # an unknown torch: its own export, here
+            self._export(save, name, gzip_after)
             return
-        metadata = getattr(prof, "_trace_metadata", None)
-
-        def save(path):
-            if metadata is None:
-                inner.export_chrome_trace(path)
-            else:
-                inner.export_chrome_trace(path, metadata)
-
         thread = threading.Thread(target=self._export, args=(save, name, True),
                                   name="rightsize-trace-export", daemon=True)
         self.exports.append(thread)
         thread.start()
 
-    def _export(self, save, name, gzip_after=False):
-        traces = os.path.join(CONFIG["run_dir"], "traces")
-        tmp_dir = os.path.join(traces, ".tmp")
-        tmp = os.path.join(tmp_dir, name)
-        try:
-            os.makedirs(tmp_dir, exist_ok=True)
-            if gzip_after:  # torch's own .gz path: JSON first, then compressed
-                save(tmp + ".json")
-                with open(tmp + ".json", "rb") as fin, gzip.open(tmp, "wb", compresslevel=6) as out:
-                    shutil.copyfileobj(fin, out, 1 << 20)
-                os.remove(tmp + ".json")
-            else:
-                save(tmp)
-            os.replace(tmp, os.path.join(traces, name))
+    def _export(self, save, name, gzip_after):
+        error = export_trace(save, os.path.join(CONFIG["run_dir"], "traces"), name, gzip_after)
+        if error is None:
             self.traces.append(name)  # atomic under the GIL; no lock: finish() joins us
-        except Exception as exc:  # noqa: BLE001 - a failed export must not break the job
-            self.note(f"trace export failed: {exc!r}")
+        else:
+            self.note(error)
         self.write_record("running")
 
     def join_exports(self, timeout_s=None):
@@ -273,6 +181,8 @@ class State:
         warn(f"profiler turned off in pid {os.getpid()}: {exc!r}")
         self.mode = "off"
         remove_hooks(self, "optimizer", "forward_pre", "forward", "compile_warning")
+        if self.ondemand is not None:
+            self.ondemand.close()
         try:
             self.stop()
         except Exception as stop_exc:  # noqa: BLE001 - the job must not be harmed
@@ -356,8 +266,8 @@ class State:
             "pid": self.pid,
             "ppid": os.getppid(),
             "rank": self.rank,
-            "local_rank": _env_int("LOCAL_RANK"),
-            "world_size": _env_int("WORLD_SIZE"),
+            "local_rank": env_int("LOCAL_RANK"),
+            "world_size": env_int("WORLD_SIZE"),
             "argv": list(getattr(sys, "orig_argv", sys.argv)),
             "python": sys.version.split()[0],
             "torch": getattr(torch, "__version__", None),
@@ -366,42 +276,18 @@ class State:
             "step_detection": None if self.mode in ("auto", "off") else self.mode,
             "skipped": self.skip_reason,
             "profiler_steps": self.steps,
+            # --on-demand: this process listens for captures (rightsize trigger, --auto)
+            "on_demand": self.ondemand is not None and self.mode == "ondemand",
             "traces": list(self.traces),
             "notes": list(self.notes),
         }
         path = os.path.join(run_dir, "procs", f"{self.pid}.json")
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{threading.get_ident()}.tmp"  # the export thread writes it too
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(record, fh, indent=1)
-            os.replace(tmp, path)
+            write_json(path, record)  # the export thread writes it too
         except OSError as exc:
             warn(f"cannot write {path}: {exc}")
 
 
-def _env_int(name):
-    value = os.environ.get(name)
-    return int(value) if value and value.isdigit() else None
-
-
-def _trace_name(rank, pid, window):
-    suffix = "" if window == 1 else f".w{window}"  # same rule as rightsize.rundir.trace_name
-    return f"rank{rank}.pid{pid}{suffix}.pt.trace.json.gz"
-
-
-def _trace_only():
-    """``experimental_config=_ExperimentalConfig(trace_only=True)`` where torch has it (2.13):
-    the stop, which runs inside the job's step that closes the window, then skips building the
-    Python-side events behind ``events()`` and ``key_averages()``, which rightsize never reads
-    (it only exports the trace). The exported trace is the same (pytorch#184306; checked event
-    for event, tests/profiler/test_trace_only.py). Not with stacks: torch would warn and build
-    the events anyway."""
-    if CONFIG["with_stack"]:
-        return {}
-    try:
-        from torch._C._profiler import _ExperimentalConfig
-
-        return {"experimental_config": _ExperimentalConfig(trace_only=True)}
-    except (ImportError, TypeError):  # torch before 2.13: no such option
-        return {}
+# the names tests and older callers know
+_trace_name = trace_name
+_trace_only = trace_only
