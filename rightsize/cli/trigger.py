@@ -31,8 +31,11 @@ from rightsize.errors import RightsizeError
               help="Wait until the capture is recorded and analyzed.")
 @click.option("--timeout-s", default=300.0, show_default=True, type=click.FloatRange(1),
               help="Give up waiting after this long.")
+@click.option("--print-env", is_flag=True,
+              help="Print the environment that makes a job started by another launcher listen "
+                   "for captures in RUN_DIR (for eval in a shell, or a pod's env).")
 def trigger(run_dir: Path, steps: int, with_stack: bool, memory: bool, wait: bool,
-            timeout_s: float) -> None:
+            timeout_s: float, print_env: bool) -> None:
     """Record the next STEPS steps of a running job started with rightsize run --on-demand
     (or RIGHTSIZE_ON_DEMAND=1): every process of the job records the same steps, into
     RUN_DIR/captures/<time>/, a run directory that rightsize analyze and report read.
@@ -41,9 +44,13 @@ def trigger(run_dir: Path, steps: int, with_stack: bool, memory: bool, wait: boo
     Examples:
       rightsize trigger runs/live
       rightsize trigger runs/live --steps 20 --with-stack
+      eval "$(rightsize trigger --print-env runs/live)"; torchrun --nproc-per-node 8 train.py
     """
     from rightsize.profiler import capture
 
+    if print_env:
+        _print_env(run_dir)
+        return
     job = _job_manifest(run_dir)
     if not capture.listeners(run_dir):
         raise RightsizeError(f"{run_dir}: no process of the job is listening for captures (it "
@@ -73,6 +80,16 @@ def trigger(run_dir: Path, steps: int, with_stack: bool, memory: bool, wait: boo
     if doc is not None:
         click.echo(f"rightsize: next: rightsize report {request.dir}", err=True)
     sys.stdout.flush()
+
+
+def _print_env(run_dir: Path) -> None:
+    import shlex
+
+    from rightsize.profiler.launch import BOOTSTRAP_DIR
+
+    click.echo(f"export PYTHONPATH={shlex.quote(str(BOOTSTRAP_DIR))}${{PYTHONPATH:+:$PYTHONPATH}}")
+    click.echo("export RIGHTSIZE_ON_DEMAND=1")
+    click.echo(f"export RIGHTSIZE_RUN_DIR={shlex.quote(str(run_dir.resolve()))}")
 
 
 def _job_manifest(run_dir: Path) -> dict[str, Any]:

@@ -23,7 +23,6 @@ Configuration: the JSON in ``RIGHTSIZE_RUN`` (keys in ``_rightsize_state.DEFAULT
 """
 
 import atexit
-import contextlib
 import functools
 import json
 import os
@@ -32,11 +31,12 @@ import sys
 import threading
 import time
 
+import _rightsize_environ
 import _rightsize_ondemand  # here: the bootstrap directory leaves sys.path once armed
 import _rightsize_state
 from _rightsize_common import skip_reason as _skip_reason
 from _rightsize_common import teardown_cupti as _teardown_cupti
-from _rightsize_state import CONFIG, WORKER, State, remove_hooks, warn
+from _rightsize_state import CONFIG, WORKER, State, mute_compile_hook_warning, remove_hooks, warn
 
 _CONFIG = CONFIG  # shared with _rightsize_state
 _STATE = None  # this process's State once torch is imported
@@ -44,8 +44,15 @@ _HOOKED = False  # whether the global hooks are installed in this process (inher
 
 
 def arm(config=None):
-    """Read the configuration and wait for torch to be imported."""
-    _CONFIG.update(config if config is not None else json.loads(os.environ["RIGHTSIZE_RUN"]))
+    """Read the configuration (``RIGHTSIZE_RUN``, else ``RIGHTSIZE_ON_DEMAND=1``) and wait for
+    torch to be imported."""
+    if config is None and _rightsize_environ.wanted():
+        config = {"on_demand": True, "from_environment": True}
+    elif config is None:
+        if not os.environ.get("RIGHTSIZE_RUN"):
+            return  # RIGHTSIZE_ON_DEMAND=0
+        config = json.loads(os.environ["RIGHTSIZE_RUN"])
+    _CONFIG.update(config)
     if "torch" in sys.modules:
         _on_torch(sys.modules["torch"])
     else:
@@ -79,7 +86,10 @@ class _TorchFinder:
 def _on_torch(torch):
     global _STATE
     try:
-        _STATE = State(torch, _skip_reason() or (None if _CONFIG["profiler"] else "--no-profiler"))
+        skip = _skip_reason() or (None if _CONFIG["profiler"] else "--no-profiler")
+        if skip is None and _CONFIG.get("from_environment"):  # RIGHTSIZE_ON_DEMAND=1
+            _CONFIG.update(_rightsize_environ.config())
+        _STATE = State(torch, skip)
         if _STATE.mode != "off":
             _teardown_cupti(torch)
             if _CONFIG["on_demand"]:
@@ -182,7 +192,7 @@ def _install_hooks(torch):
     if hasattr(compiler, "is_compiling"):
         _compiling = compiler.is_compiling
     state = _STATE
-    _mute_compile_hook_warning(state)
+    mute_compile_hook_warning(state)
     state.handles["optimizer"] = optim_module.register_optimizer_step_post_hook(_on_optimizer_step)
     state.handles["forward_pre"] = nn_module.register_module_forward_pre_hook(_on_forward_pre)
     state.handles["forward"] = nn_module.register_module_forward_hook(_on_forward, always_call=True)
@@ -213,27 +223,6 @@ def _listen(torch):
     atexit.register(_at_exit)
     os.register_at_fork(after_in_child=_after_fork_in_child)
     state.write_record("running")
-
-
-# torch.compile(module) warns on every call while any global module hook exists; ours are
-# compile-safe (see _compiling) and counted once per top-level call, so that warning is ours to
-# keep quiet. The filter matches only that message and goes when the hooks go.
-_COMPILE_HOOK_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"
-
-
-def _mute_compile_hook_warning(state):
-    import warnings
-
-    warnings.filterwarnings("ignore", message=_COMPILE_HOOK_WARNING, category=UserWarning)
-    entry = warnings.filters[0]
-
-    class _Unmute:
-        def remove(self):
-            with contextlib.suppress(ValueError):
-                warnings.filters.remove(entry)
-            warnings._filters_mutated()
-
-    state.handles["compile_warning"] = _Unmute()
 
 
 def _patch_optimizer_init(cls):

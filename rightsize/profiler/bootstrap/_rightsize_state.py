@@ -6,10 +6,12 @@ and keeping ``<run_dir>/procs/<pid>.json`` up to date. Stdlib only besides torch
 runs in the user's interpreter.
 """
 
+import contextlib
 import os
 import sys
 import threading
 import time
+import warnings
 
 from _rightsize_common import (
     CONFIG,
@@ -44,6 +46,26 @@ def remove_hooks(state, *names):
         handle = state.handles.pop(name, None)
         if handle is not None:
             handle.remove()
+
+
+# torch.compile(module) warns on every call while any global module hook exists; ours are
+# compile-safe (see _compiling) and counted once per top-level call, so that warning is ours to
+# keep quiet. The filter matches only that message and goes when the hooks go.
+_COMPILE_HOOK_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"
+
+
+def mute_compile_hook_warning(state):
+    warnings.filterwarnings("ignore", message=_COMPILE_HOOK_WARNING, category=UserWarning)
+    entry = warnings.filters[0]
+
+    class _Unmute:
+        def remove(self):
+            with contextlib.suppress(ValueError):
+                warnings.filters.remove(entry)
+            warnings._filters_mutated()
+
+    state.handles["compile_warning"] = _Unmute()
+
 
 
 class State:

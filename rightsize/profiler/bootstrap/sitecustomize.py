@@ -1,10 +1,11 @@
 """Startup hook that ``rightsize run`` puts first on the job's PYTHONPATH.
 
 Python imports ``sitecustomize`` at startup in every interpreter of the job (the script, torchrun
-ranks, spawned workers). When ``RIGHTSIZE_RUN`` is set this arms :mod:`_rightsize_inject`, which
-does nothing until the process imports torch. It then takes this directory off ``sys.path`` (the
-job's own ``sys.path`` stays as plain Python makes it) and runs the ``sitecustomize`` that would
-have run without rightsize, if there is one, so a site's own startup code keeps working.
+ranks, spawned workers). When ``RIGHTSIZE_RUN`` (or ``RIGHTSIZE_ON_DEMAND``) is set this arms
+:mod:`_rightsize_inject`, which does nothing until the process imports torch. It then takes this
+directory off ``sys.path`` (the job's own ``sys.path`` stays as plain Python makes it) and runs
+the ``sitecustomize`` that would have run without rightsize, if there is one, so a site's own
+startup code keeps working.
 
 Stdlib only: this runs inside the user's interpreter, which may not have rightsize installed.
 """
@@ -15,7 +16,7 @@ import sys
 
 def _arm() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
-    if os.environ.get("RIGHTSIZE_RUN"):
+    if os.environ.get("RIGHTSIZE_RUN") or os.environ.get("RIGHTSIZE_ON_DEMAND"):
         try:
             import _rightsize_inject
 
