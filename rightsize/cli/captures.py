@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rightsize.rundir import ANALYSIS, REPORT_HTML, capture_dirs, write_json_atomic, write_manifest
+from rightsize.rundir import (
+    ANALYSIS,
+    REPORT_HTML,
+    capture_dirs,
+    read_json_file,
+    write_json_atomic,
+    write_manifest,
+)
 
 REGRESSION_PCT = 10.0  # --regression-pct: a capture this much slower a step than the last is one
 
@@ -96,11 +103,15 @@ def regression(run_dir: Path, cap_dir: Path, doc: Any, threshold_pct: float
         return None
     previous = before[-1]
     prev_doc = Document.from_json(previous / ANALYSIS)
-    a_ms, b_ms = prev_doc.steps.mean_ms, doc.steps.mean_ms
+    # the job's own median step before each capture (unprofiled, tens of steps) when both
+    # have it, else the captures' profiled mean step
+    job_ms = [_job_step_ms(previous), _job_step_ms(cap_dir)]
+    basis, (a_ms, b_ms) = (("job_step_ms", job_ms) if None not in job_ms
+                           else ("steps.mean_ms", [prev_doc.steps.mean_ms, doc.steps.mean_ms]))
     if not a_ms or b_ms is None:
         return None
     change_pct = round(100 * (b_ms - a_ms) / a_ms, 1)
-    out: dict[str, Any] = {"previous": previous.name, "step_ms": [a_ms, b_ms],
+    out: dict[str, Any] = {"previous": previous.name, "basis": basis, "step_ms": [a_ms, b_ms],
                            "change_pct": change_pct, "threshold_pct": threshold_pct,
                            "flagged": change_pct > threshold_pct}
     if out["flagged"]:
@@ -109,6 +120,12 @@ def regression(run_dir: Path, cap_dir: Path, doc: Any, threshold_pct: float
         out["attribution"] = [c.to_json() | {"kind": c.kind} for c in result.top_changes[:5]]
         out["compare"] = "compare.json"
     return out
+
+
+def _job_step_ms(cap_dir: Path) -> float | None:
+    manifest = read_json_file(cap_dir / "manifest.json") or {}
+    value = (manifest.get("capture") or {}).get("job_step_ms")
+    return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 def line(cap_dir: Path, manifest: dict[str, Any], doc: Any) -> str:

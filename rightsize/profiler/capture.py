@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import statistics
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from rightsize.errors import RightsizeError
 from rightsize.rundir import (
     CAPTURES_DIR,
     CONTROL_DIR,
+    PROCS_DIR,
     create_run_dir,
     new_manifest,
     read_json_file,
@@ -57,6 +59,7 @@ def request_capture(run_dir: Path, *, steps: int, with_stack: bool = False,
     local time, ``-2``, ``-3``... when taken. Processes that see the request after
     ``expires_s`` ignore it."""
     now = datetime.now(UTC)
+    extra = {"job_step_ms": job_step_ms(run_dir), **(extra or {})}
     stamp = now.astimezone().strftime("%Y%m%d-%H%M%S")
     base = run_dir / CAPTURES_DIR
     cap_id, n = stamp, 2
@@ -65,7 +68,7 @@ def request_capture(run_dir: Path, *, steps: int, with_stack: bool = False,
     cap_dir = create_run_dir(base / cap_id)
     request = {"id": cap_id, "steps": steps, "with_stack": with_stack, "memory": memory,
                "reason": reason, "requested_at": now.isoformat(),
-               "expires_at_ns": time.time_ns() + int(expires_s * 1e9), **(extra or {})}
+               "expires_at_ns": time.time_ns() + int(expires_s * 1e9), **extra}
     write_json_atomic(cap_dir / "request.json", request)
     (run_dir / CONTROL_DIR).mkdir(exist_ok=True)
     write_json_atomic(run_dir / CONTROL_DIR / f"{cap_id}.json", request)
@@ -104,6 +107,22 @@ def listeners(run_dir: Path) -> list[dict[str, Any]]:
     """The job's processes that listen for captures and still run."""
     return [r for r in read_proc_records(run_dir)
             if r.get("on_demand") is True and r.get("state") == "running" and alive(r.get("pid"))]
+
+
+def published(run_dir: Path) -> dict[str, Any] | None:
+    """The step times the lowest listening rank published (``procs/<pid>.steps``)."""
+    for record in sorted(listeners(run_dir), key=lambda r: (r.get("rank") or 0, r["pid"])):
+        doc = read_json_file(run_dir / PROCS_DIR / f"{record['pid']}.steps")
+        if isinstance(doc, dict) and isinstance(doc.get("step_s"), list):
+            return doc
+    return None
+
+
+def job_step_ms(run_dir: Path, window: int = 50) -> float | None:
+    """The job's own step time now: the median of its last ``window`` unprofiled steps, ms."""
+    doc = published(run_dir)
+    durations = [d for d in (doc or {}).get("step_s", [])[-window:] if isinstance(d, int | float)]
+    return round(statistics.median(durations) * 1e3, 3) if durations else None
 
 
 @dataclass(frozen=True, slots=True)

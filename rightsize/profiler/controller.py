@@ -22,7 +22,7 @@ from typing import Any
 
 from rightsize.profiler import autocapture, capture
 from rightsize.profiler.autocapture import AutoPolicy, Last, Pace
-from rightsize.rundir import CAPTURES_DIR, PROCS_DIR, read_json_file
+from rightsize.rundir import CAPTURES_DIR, read_json_file
 
 # (capture directory, its manifest) -> None; must not raise
 OnCapture = Callable[[Path, dict[str, Any]], None]
@@ -115,7 +115,7 @@ class Controller:
         self._on_capture(cap_dir, manifest)
 
     def _auto(self, policy: AutoPolicy) -> None:
-        published = self._published()
+        published = capture.published(self.run_dir)
         if published is None:
             return
         step_s = published.get("step_s")
@@ -135,13 +135,3 @@ class Controller:
         self.auto_captures += 1
         self.last = Last(now_s, self.pace.median_s if self.pace.steady else
                          (self.last.median_s if self.last else None))
-
-    def _published(self) -> dict[str, Any] | None:
-        """The step times of the lowest rank that listens."""
-        listening = sorted(capture.listeners(self.run_dir),
-                           key=lambda r: (r.get("rank") or 0, r.get("pid") or 0))
-        for record in listening:
-            doc = read_json_file(self.run_dir / PROCS_DIR / f"{record['pid']}.steps")
-            if isinstance(doc, dict):
-                return doc
-        return None
