@@ -109,7 +109,8 @@ def _load_hook() -> ModuleType:
     """Load the injected modules by path (the bootstrap directory is not on ``sys.path``)."""
     module = None
     # each imports the ones before it
-    for name in ("_rightsize_common", "_rightsize_state", "_rightsize_ondemand", _HOOK_MODULE):
+    for name in ("_rightsize_common", "_rightsize_state", "_rightsize_ondemand",
+                 "_rightsize_environ", _HOOK_MODULE):
         spec = importlib.util.spec_from_file_location(name, _BOOTSTRAP / f"{name}.py")
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {name} from {_BOOTSTRAP}")

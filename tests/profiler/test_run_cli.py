@@ -130,9 +130,13 @@ def test_a_time_window_cut_by_the_exit_says_why_and_what_to_change(tmp_path: Pat
     assert f"rightsize:   note:     {note}" in res.stderr.splitlines()
 
 
-def test_exit_status_of_the_script_is_returned(tmp_path: Path) -> None:
+ON_DEMAND = pytest.mark.parametrize("flags", [[], ["--on-demand"]], ids=["run", "on-demand"])
+
+
+@ON_DEMAND
+def test_exit_status_of_the_script_is_returned(tmp_path: Path, flags: list[str]) -> None:
     (tmp_path / "three.py").write_text("import sys\nprint('bye')\nsys.exit(3)\n")
-    res = rightsize_run("--out", "run", "three.py", cwd=tmp_path)
+    res = rightsize_run("--out", "run", *flags, "three.py", cwd=tmp_path)
     assert res.returncode == 3
     manifest = read_manifest(tmp_path / "run")
     assert manifest["exit"] == {"code": 3, "returncode": 3, "signal": None}
@@ -141,29 +145,32 @@ def test_exit_status_of_the_script_is_returned(tmp_path: Path) -> None:
     assert "job ended with exit code 3" in res.stderr
 
 
+@ON_DEMAND
 @pytest.mark.parametrize(
     ("body", "code", "sig"),
     [
         ("raise RuntimeError('boom')", 1, None),
         ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", 128 + 9, "SIGKILL"),
+        ("import os, signal, torch\nos.kill(os.getpid(), signal.SIGTERM)", 128 + 15, "SIGTERM"),
     ],
 )
 def test_a_crashing_script_leaves_a_readable_run_directory(
-    tmp_path: Path, body: str, code: int, sig: str | None
+    tmp_path: Path, body: str, code: int, sig: str | None, flags: list[str]
 ) -> None:
     (tmp_path / "crash.py").write_text(body + "\n")
-    res = rightsize_run("--out", "run", "--no-report", "crash.py", cwd=tmp_path)
+    res = rightsize_run("--out", "run", "--no-report", *flags, "crash.py", cwd=tmp_path)
     assert res.returncode == code
     manifest = read_manifest(tmp_path / "run")
     assert manifest["exit"]["code"] == code and manifest["exit"]["signal"] == sig
     assert read_samples(tmp_path / "run")[1].schema == HOST_SAMPLES
 
 
-def test_arguments_and_main_semantics_match_plain_python(tmp_path: Path) -> None:
+@ON_DEMAND
+def test_arguments_and_main_semantics_match_plain_python(tmp_path: Path, flags: list[str]) -> None:
     script = "import json, sys\nprint(json.dumps([sys.argv, __name__, sys.path[0]]))\n"
     (tmp_path / "show.py").write_text(script)
     args = ["--help", "-x", "1", "--", "--out", "y"]
-    res = rightsize_run("--no-report", "show.py", *args, cwd=tmp_path)
+    res = rightsize_run("--no-report", *flags, "show.py", *args, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     plain = subprocess.run(
         [sys.executable, "show.py", *args],
@@ -251,14 +258,15 @@ while True:
 
 
 @pytest.mark.slow  # real PyTorch jobs in subprocesses: 5-20 s on the 2-core VM
+@ON_DEMAND
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signals_reach_the_job_and_the_data_is_flushed(
-    tmp_path: Path, signum: int, code: int
+    tmp_path: Path, signum: int, code: int, flags: list[str]
 ) -> None:
     (tmp_path / "forever.py").write_text(TRAIN_FOREVER)
     proc = subprocess.Popen(
         [sys.executable, "-m", "rightsize", "run", "--out", "run", "--no-report",
-         "--active", "100000", "forever.py"],
+         "--active", "100000", *flags, "forever.py"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,  # no terminal: rightsize forwards SIGINT itself
     )  # fmt: skip
@@ -270,6 +278,12 @@ def test_signals_reach_the_job_and_the_data_is_flushed(
     assert proc.returncode == code, stderr
     manifest = read_manifest(tmp_path / "run")
     assert manifest["exit"]["signal"] == signal.Signals(signum).name
+    assert read_samples(tmp_path / "run")[1].height >= 1
+    if flags:  # on-demand: no capture was asked for, so no trace; the job's record says so
+        (proc_rec,) = manifest["collectors"]["profiler"]["processes"]
+        assert proc_rec["on_demand"] is True
+        assert trace_paths(tmp_path / "run") == []
+        return
     (trace,) = trace_paths(tmp_path / "run")  # the recording window was flushed on the way out
     assert len(step_names(trace)) >= 2
     (proc_rec,) = manifest["collectors"]["profiler"]["processes"]

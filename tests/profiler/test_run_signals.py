@@ -120,11 +120,12 @@ print(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,
 """
 
 
-def test_job_signal_dispositions_are_restored(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flags", [[], ["--on-demand"]], ids=["run", "on-demand"])
+def test_job_signal_dispositions_are_restored(tmp_path: Path, flags: list[str]) -> None:
     (tmp_path / "d.py").write_text(DISPOSITIONS)
     res = subprocess.run(
         [sys.executable, "-m", "rightsize", "run", "--out", "run", "--no-report",
-         "--no-gpu-samples", "--wait", "0", "--warmup", "0", "--active", "2", "d.py"],
+         "--no-gpu-samples", "--wait", "0", "--warmup", "0", "--active", "2", *flags, "d.py"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
