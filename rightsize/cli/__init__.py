@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "serving": "rightsize.cli.serving:serving",
     "comm": "rightsize.cli.comm:comm",
     "trigger": "rightsize.cli.trigger:trigger",
+    "upload": "rightsize.cli.upload:upload",
 }
 
 
