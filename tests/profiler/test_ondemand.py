@@ -7,6 +7,7 @@ and be analyzed as a run directory of its own.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def test_a_running_job_triggered_three_times(tmp_path: Path) -> None:
         ends.append((start, start + steps))
         assert f"capture {manifest['capture']['id']} (trigger): steps {start}-" \
                f"{start + steps - 1} on 1 rank(s)" in err
-    assert all(a[1] <= b[0] for a, b in zip(ends, ends[1:], strict=False))  # in order, apart
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(ends))  # in order, apart
     job = read_manifest(run)
     assert job["collectors"]["profiler"]["status"] == "collected"
     assert [c["id"] for c in job["collectors"]["profiler"]["captures"]] == \
@@ -118,7 +119,7 @@ def test_environment_on_demand_finished_by_the_trigger(tmp_path: Path) -> None:
     wait_for(lambda: listening(run), "the job to listen")
     res = rightsize("trigger", "envrun", "--steps", "2", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    out, err = finish(job, tmp_path)
+    _out, err = finish(job, tmp_path)
     assert err == ""  # nothing of rightsize's in the job's streams
     (manifest,) = captures(run)
     assert manifest["collectors"]["analysis"]["status"] == "written"
@@ -131,21 +132,21 @@ def test_trigger_refuses_what_it_cannot_capture(tmp_path: Path) -> None:
     (tmp_path / "x.py").write_text("")
     assert rightsize("run", "--out", "plain", "--no-report", "x.py", cwd=tmp_path).returncode == 0
     res = rightsize("trigger", "plain", cwd=tmp_path)
-    assert (res.returncode, res.stderr) == (1, "rightsize: error: plain: not an on-demand run "
+    assert (res.returncode, res.stderr) == (1, ("rightsize: error: plain: not an on-demand run "
                                                 "(start the job with rightsize run --on-demand, "
-                                                "or RIGHTSIZE_ON_DEMAND=1)\n")
+                                                "or RIGHTSIZE_ON_DEMAND=1)\n"))
     res = rightsize("run", "--on-demand", "--out", "ended", "x.py", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     res = rightsize("trigger", "ended", cwd=tmp_path)
-    assert (res.returncode, res.stderr) == (1, "rightsize: error: ended: no process of the job "
+    assert (res.returncode, res.stderr) == (1, ("rightsize: error: ended: no process of the job "
                                                 "is listening for captures (it ended, or has not "
-                                                "imported torch yet)\n")
+                                                "imported torch yet)\n"))
     res = rightsize("trigger", "nowhere", cwd=tmp_path)
-    assert (res.returncode, res.stderr) == (1, "rightsize: error: nowhere: no such run "
-                                                "directory\n")
+    assert (res.returncode, res.stderr) == (1, ("rightsize: error: nowhere: no such run "
+                                                "directory\n"))
     res = rightsize("run", "--auto", "x.py", cwd=tmp_path)
-    assert (res.returncode, res.stderr) == (1, "rightsize: error: --auto and --upload need "
-                                                "--on-demand\n")
+    assert (res.returncode, res.stderr) == (1, ("rightsize: error: --auto and --upload need "
+                                                "--on-demand\n"))
     res = rightsize("run", "--on-demand", "--auto", "--every", "soon", "x.py", cwd=tmp_path)
     assert res.stderr == ("rightsize: error: --every soon: expected a duration like 90s, 30m, "
                           "2h, or off\n")

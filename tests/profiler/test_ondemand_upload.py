@@ -23,7 +23,7 @@ pytest.importorskip("torch")
 pytest.importorskip("starlette", reason="the serve extra is not installed")
 pytest.importorskip("uvicorn", reason="the serve extra is not installed")
 
-from tests.serve.serving import Server  # noqa: E402 - after the skips
+from tests.serve.serving import Server
 
 REPO = Path(__file__).resolve().parents[2]
 
