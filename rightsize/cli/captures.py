@@ -36,6 +36,7 @@ class AfterCapture:
     upload_url: str | None = None
     labels: dict[str, Any] | None = None
     wake_uploader: Callable[[], None] | None = None
+    analyze: bool = True  # --no-report: captures are finished, not analyzed
 
 
 def handle(run_dir: Path, cap_dir: Path, manifest: dict[str, Any], after: AfterCapture) -> None:
@@ -50,7 +51,9 @@ def _handle(run_dir: Path, cap_dir: Path, manifest: dict[str, Any], after: After
     from rightsize.cli.run import _analyze
 
     doc = None
-    if manifest["files"]["traces"]:
+    if not after.analyze:
+        manifest["collectors"]["analysis"] = {"status": "skipped", "reason": "--no-report"}
+    elif manifest["files"]["traces"]:
         manifest["collectors"]["analysis"] = _analyze(cap_dir, after.warn, after.include_consumer)
         doc = _write_report(cap_dir, manifest, after.warn)
         if doc is not None:

@@ -143,7 +143,7 @@ class CaptureHandler:
             regression_pct=opts["regression_pct"], upload_url=url,
             labels={"job": job_labels.get("name"), "team": job_labels.get("team"),
                     "project": job_labels.get("project")},
-            wake_uploader=self._wake)
+            wake_uploader=self._wake, analyze=not opts["no_report"])
         self._run_dir: Path | None = None
 
     def __call__(self, cap_dir: Path, manifest: dict[str, Any]) -> None:
