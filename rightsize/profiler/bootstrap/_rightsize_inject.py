@@ -128,22 +128,39 @@ def _guarded(fn):
 
 @_guarded
 def _on_optimizer_step(state, optimizer, args, kwargs):
-    if state.mode not in ("auto", "optimizer", "ondemand"):
+    if state.mode not in ("auto", "optimizer"):
         return
     if state.first_optimizer is None:
         state.first_optimizer = id(optimizer)
     elif id(optimizer) != state.first_optimizer:
         return  # a second optimizer (GAN, multi-optimizer) does not add steps
-    if state.mode == "ondemand":
-        state.ondemand.detection = "optimizer"
-        state.ondemand.on_step()
-    elif state.mode == "auto":
+    if state.mode == "auto":
         state.mode = "optimizer"
         remove_hooks(state, "forward_pre", "forward", "compile_warning")
         state.start(scheduled=True)
         state.write_record("running")
     else:
         state.advance()
+
+
+def _count_step(optimizer, args, kwargs):
+    """--on-demand's optimizer hook, on every step of the job: kept lean (no lock, no pid check:
+    a forked child's state is not "ondemand"); the capture's work takes the lock itself."""
+    if _compiling():
+        return
+    state = _STATE
+    ondemand = state.ondemand if state is not None else None
+    if ondemand is None or state.mode != "ondemand":
+        return
+    if state.first_optimizer is None:
+        state.first_optimizer = id(optimizer)
+        ondemand.detection = "optimizer"
+    elif id(optimizer) != state.first_optimizer:
+        return  # a second optimizer (GAN, multi-optimizer) does not add steps
+    try:
+        ondemand.on_step()
+    except Exception as exc:  # noqa: BLE001 - never raise into the user's training step
+        state.fail(exc)
 
 
 @_guarded
@@ -218,7 +235,7 @@ def _listen(torch):
     state = _STATE
     state.mode = "ondemand"
     state.ondemand = _rightsize_ondemand.OnDemand(state)
-    state.handles["optimizer"] = optim_module.register_optimizer_step_post_hook(_on_optimizer_step)
+    state.handles["optimizer"] = optim_module.register_optimizer_step_post_hook(_count_step)
     _patch_worker_loop()
     atexit.register(_at_exit)
     os.register_at_fork(after_in_child=_after_fork_in_child)

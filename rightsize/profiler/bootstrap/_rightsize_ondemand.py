@@ -109,10 +109,21 @@ class OnDemand:
         self.thread = threading.Thread(target=self._watch, name="rightsize-control", daemon=True)
         self.thread.start()
 
-    # -- in the job's step (called under state.lock) -----------------------------------------
+    # -- in the job's step ---------------------------------------------------------------------
     def on_step(self):
+        """One step of the job. Between captures: a clock read and three stores, no lock (the
+        control thread only sets ``armed``, read once here); a capture's start, steps and stop
+        take the state's lock."""
         now = time.perf_counter()
         self.steps += 1
+        if self.recording is None and self.armed is None:
+            self.ring[self.steps % RING] = NAN if self.last_s is None else now - self.last_s
+            self.last_s = now
+            return
+        with self.state.lock:
+            self._capture_step(now)
+
+    def _capture_step(self, now):
         slot = self.steps % RING
         cap = self.recording
         if cap is not None:
