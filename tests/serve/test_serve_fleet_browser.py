@@ -101,7 +101,7 @@ def test_the_fleet_page_draws_lists_and_filters(browser: Any,
     assert listed[1][5:] == ["-", "over-provisioned", "1 x MIG 1g.10gb on A100 80GB SXM",
                              "metrics", "high"]
     assert [r[8] for r in listed[2:]] == ["trace", "trace"]
-    over = page.eval_on_selector_all("#over-table tbody tr", """rs => rs.map(r =>
+    over = page.eval_on_selector_all("#over-table tbody tr.job", """rs => rs.map(r =>
         [...r.querySelectorAll('td')].map(td => td.firstChild.textContent.trim()))""")
     # $1.79 x 730 h a month now, a seventh of it on the slice: $1,306.70 - $186.67 saved
     assert [(r[1], r[4], r[6], r[7], r[8], r[9]) for r in over] == [
