@@ -11,11 +11,15 @@ For each: the median TPOT (and TTFT) the simulation predicts uncalibrated, and c
 rate of the same deployment (``online_fit``: every step x one factor from that rate's median
 TPOT) for the other rates. Prints the tables of docs/serving.md (``--markdown``).
 
-Assumptions, said in the output: the runs' per-request lengths are not published (ShareGPT's
-and OpenOrca's), so prompts and outputs are drawn from a log-normal (sigma 0.9 / 0.8, seeded)
-scaled to the runs' mean lengths (dstack: the totals of each row; MLPerf: output tokens from
-tokens/s over samples/s, input 300 tokens, see ``MLPERF_ISL``); vLLM V0's multi-step scheduling
-is not modelled (a step is one decode); the MLPerf engines' batch limits are vLLM's defaults.
+Inputs from each run's published facts: the rate (scheduled samples/s over the instances), TP x
+instances, the output tokens per request (tokens/s over samples/s), TensorRT-LLM's max batch per
+system (NVIDIA's v4.1 configs, ``MLPERF``) and its KV sizing (``TRT_KV_FRACTION``), the MLPerf
+set's bounds (prompts and outputs under 1,024 tokens). Assumed, said in the output: per-request
+lengths are not published (ShareGPT's and OpenOrca's), so they are drawn from a log-normal
+(sigma 0.9 / 0.8, seeded) scaled to the runs' means; the OpenOrca prompts' mean (300 tokens,
+``MLPERF_ISL``); vLLM V0's multi-step scheduling is not modelled (a step is one decode);
+TensorRT-LLM's in-flight batching is simulated with vLLM V1's rules (docs/serving.md says what
+differs).
 
     RIGHTSIZE_SHARED=../shared python benchmarks/serving_online.py [--markdown]
 """
@@ -37,9 +41,10 @@ import numpy as np
 from rightsize.analyzers.serving.latency import summarize
 from rightsize.analyzers.serving.online_fit import fit
 from rightsize.analyzers.serving.simulate import Limits, Requests, simulate
-from rightsize.analyzers.serving.step import Deployment, step_model
+from rightsize.analyzers.serving.step import Deployment, memory_bytes, step_model
 from rightsize.analyzers.serving.tabulated import Tabulated
 from rightsize.analyzers.sizing.hf_config import from_hf_config
+from rightsize.catalog import load_catalog
 
 SHARED = Path(os.environ.get("RIGHTSIZE_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 MEASURED = SHARED / "serving" / "measured"
@@ -53,24 +58,42 @@ LLAMA2_70B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hid
               "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64,
               "num_key_value_heads": 8, "vocab_size": 32000, "max_position_embeddings": 4096,
               "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
-# OpenOrca's prompt lengths are not in the MLPerf logs. The H200 x1 run keeps 14.4 req/s x 39.9 s
-# mean latency = 576 requests in flight with no queueing, which fits its KV cache (fp8, 160 KiB
-# a token, ~50 GiB free) only if prompt + output average under ~550 tokens: 300 in, 291 out.
+# The MLPerf Llama-2-70B set (mlcommons/inference language/llama2-70b: processorca.py keeps
+# OpenOrca GPT-4 samples with fewer than 1,024 prompt and 1,024 reference-output tokens and at
+# least 3 output tokens, 6,144 from each of cot, flan, niv and t0; the inference rules give 294.45
+# reference output tokens a sample). No source reached states the prompts' mean; it is bounded:
+# the H200 x1 run keeps 14.43 req/s x 39.9 s mean latency = 576 requests in flight, and TRT-LLM's
+# KV (0.9 of the free memory, 416,526 fp8 tokens) holds that only if a request in flight averages
+# under 723 tokens, its prompt + the ~276 it has generated on average (duration-weighted
+# log-normal outputs of mean 291) + half a 32-token block: prompts under ~430 tokens. 300 is
+# assumed; the output mean comes from each run (tokens/s over samples/s).
 MLPERF_ISL = 300
-MLPERF = {  # file prefix -> (catalog GPU, TP, instances)
-    "NVIDIA__H200-SXM-141GB-CTSx1": ("H200 SXM", 1, 1),
-    "Dell__XE9680_H200_SXM_141GBx8": ("H200 SXM", 1, 8),
-    "Dell__XE9640_H100_SXM_80GBx4": ("H100 SXM", 2, 2),
-    "Supermicro__AS_8125GS_TNHR_H100_SXM_80GBx8": ("H100 SXM", 2, 4),
-    "JuniperNetworks__DGX-H100_H100-SXM-80GBx16": ("H100 SXM", 2, 8),
-    "JuniperNetworks__DGX-H100_H100-SXM-80GBx32": ("H100 SXM", 2, 16),
-    "Lenovo__SR675_V3_8xH100_NVL": ("H100 NVL", 1, 8),
-    "ASUSTeK__ESC4000A_E12_4XH100": ("H100 NVL", 2, 2),
-    "Dell__XE9680_MI300X_192GBx8": ("MI300X", 1, 8),
-    "AMD__8xMI300X_2xEPYC-TURIN": ("MI300X", 1, 8),
+MLPERF_MAX_TOKENS = 1024  # inputs and outputs under 1,024 tokens (processorca.py)
+MLPERF = {  # file prefix -> (catalog GPU, TP, instances, max batch)
+    # max batch: NVIDIA's v4.1 Server configs (closed/NVIDIA/configs/llama2-70b/Server:
+    # gpu_batch_size, which the harness passes to TensorRT-LLM as its max batch): H100 SXM TP2
+    # 1024 (the classes Juniper, Supermicro and Dell submit from), H200 SXM x1 896 (Dell's x8
+    # inherits it), H200 CTS x1 850, H100 NVL TP2 640 (ASUSTeK's); Lenovo's and the MI300X
+    # systems' are not published: vLLM's default there
+    "NVIDIA__H200-SXM-141GB-CTSx1": ("H200 SXM", 1, 1, 850),
+    "Dell__XE9680_H200_SXM_141GBx8": ("H200 SXM", 1, 8, 896),
+    "Dell__XE9640_H100_SXM_80GBx4": ("H100 SXM", 2, 2, 1024),
+    "Supermicro__AS_8125GS_TNHR_H100_SXM_80GBx8": ("H100 SXM", 2, 4, 1024),
+    "JuniperNetworks__DGX-H100_H100-SXM-80GBx16": ("H100 SXM", 2, 8, 1024),
+    "JuniperNetworks__DGX-H100_H100-SXM-80GBx32": ("H100 SXM", 2, 16, 1024),
+    "Lenovo__SR675_V3_8xH100_NVL": ("H100 NVL", 1, 8, 1024),
+    "ASUSTeK__ESC4000A_E12_4XH100": ("H100 NVL", 2, 2, 640),
+    "Dell__XE9680_MI300X_192GBx8": ("MI300X", 1, 8, 1024),
+    "AMD__8xMI300X_2xEPYC-TURIN": ("MI300X", 1, 8, 1024),
 }
-MLPERF_REQUESTS = 2500
-SKIP = 0.2  # MLPerf runs are ten minutes of steady state: drop warm-up and drain
+# TensorRT-LLM sizes its KV cache as kvcache_free_gpu_mem_frac (0.90 in those configs) of the
+# memory left after the engine; vLLM as gpu_memory_utilization (0.9) of all of it, less the rest
+TRT_KV_FRACTION = 0.9
+SKIP = 0.2  # drop the warm-up and the drain of each simulated MLPerf run
+# Each MLPerf run is simulated for as long as it ran (its log's min_duration: 600 s or 2,400 s of
+# Poisson arrivals): near capacity the batch relaxes to its steady state over many request
+# lifetimes (about E2E / (1 - rate x O x S'(B))), so a short simulation stops while the batch
+# still grows (Supermicro's H100 run: TPOT p50 79 ms over 2,500 requests, 176 over 10,000).
 
 
 @dataclass
@@ -88,6 +111,13 @@ class Case:
     skip: float
     group: str  # cases calibrated together (one deployment and scheduler)
     note: str = ""
+    engine: str = "vllm"  # "trtllm": TensorRT-LLM's KV rule (TRT_KV_FRACTION of the free memory)
+    max_tokens: int = 4097  # one more than the longest prompt or output the set holds
+    # the measured operating point (per instance): output and prompt tokens/s, the TPOT they
+    # ran at; decoding sequences = output tokens/s x TPOT (each makes one token per TPOT)
+    out_tok_s: float = 0.0
+    in_tok_s: float = 0.0
+    tpot_ms: float = 0.0
 
 
 def lengths(n: int, mean: float, sigma: float, lo: int, hi: int, seed: int) -> np.ndarray:
@@ -99,8 +129,9 @@ def lengths(n: int, mean: float, sigma: float, lo: int, hi: int, seed: int) -> n
 
 
 def requests(c: Case, seed: int = 1) -> Requests:
-    prompts = lengths(c.n, c.isl, 0.9, 4, 4096, seed)
-    outs = lengths(c.n, c.osl, 0.8, 2, 4096, seed + 1)
+    top = c.max_tokens - 1
+    prompts = lengths(c.n, c.isl, 0.9, 4, top, seed)
+    outs = lengths(c.n, c.osl, 0.8, 3 if c.max_tokens == MLPERF_MAX_TOKENS else 2, top, seed + 1)
     gaps = np.random.default_rng(seed + 2).exponential(1.0 / c.rate, c.n)
     gaps[0] = 0.0
     return Requests(np.cumsum(gaps), prompts, outs)
@@ -117,13 +148,17 @@ def dstack_cases() -> list[Case]:
         n = int(r["completed"])
         group = f"chunked {'on' if chunked else 'off'}, seqs {mns}, tokens {mnbt}, steps {steps}"
         out.append(Case(f"405B #{i // 3 + 1} {group}, {r['request_rate']} req/s", LLAMA31_405B,
-                        Deployment("H100 SXM", 8, 1, "fp8"),
+                        # vllm serve with no --kv-cache-dtype: "auto", the 16-bit KV cache
+                        Deployment("H100 SXM", 8, 1, "fp8", kv_cache="bf16"),
                         # without chunked prefill vLLM V0 needs a whole prompt per step
                         (mns, mnbt if chunked else max(mnbt, 8192), chunked),
                         float(r["request_rate"]), n, int(r["total_input_tokens"]) / n,
                         int(r["total_output_tokens"]) / n, float(r["median_tpot_ms"]),
                         float(r["median_ttft_ms"]), 0.0, f"dstack #{i // 3 + 1}",
-                        "multi-step scheduling not modelled" if steps > 1 else ""))
+                        "multi-step scheduling not modelled" if steps > 1 else "",
+                        out_tok_s=float(r["output_throughput"]),
+                        in_tok_s=int(r["total_input_tokens"]) / float(r["duration"]),
+                        tpot_ms=float(r["mean_tpot_ms"])))
     return out
 
 
@@ -133,22 +168,30 @@ def _ns(text: str, label: str) -> float:
     return float(m.group(1))
 
 
-def mlperf_cases() -> list[Case]:
+def mlperf_cases(isl: float = MLPERF_ISL) -> list[Case]:
     out = []
     for f in sorted((MEASURED / "mlperf_v4.1_llama2-70b-99_server").iterdir()):
         key = next((k for k in MLPERF if f.name.startswith(k)), None)
         if key is None:
             continue
-        gpu, tp, inst = MLPERF[key]
+        gpu, tp, inst, batch = MLPERF[key]
         text = f.read_text()
         qps = _ns(text, "Scheduled samples per second")
+        n = math.ceil(qps / inst * _ns(text, "min_duration (ms)") / 1e3)
         osl = _ns(text, "Completed tokens per second") / _ns(text, "Completed samples per second")
         out.append(Case(f"70B {key.split('__')[0]} {gpu} TP{tp} x{inst}", LLAMA2_70B,
-                        Deployment(gpu, tp, 1, "fp8"), (1024, 8192, True), qps / inst,
-                        MLPERF_REQUESTS, MLPERF_ISL, osl,
+                        # fp8 KV: TensorRT-LLM's kv_cache_dtype fp8 (NVIDIA's Hopper configs),
+                        # AMD's quark w_fp8_a_fp8_o_fp8 (fp8 K and V outputs)
+                        Deployment(gpu, tp, 1, "fp8", kv_cache="fp8"), (batch, 8192, True),
+                        qps / inst,
+                        n, isl, osl,
                         _ns(text, "50.00 percentile time to output token (ns)") / 1e6,
                         _ns(text, "50.00 percentile first token latency (ns)") / 1e6, SKIP,
-                        f"70B {gpu} TP{tp}"))
+                        f"70B {gpu} TP{tp}", engine="vllm" if gpu == "MI300X" else "trtllm",
+                        max_tokens=MLPERF_MAX_TOKENS,
+                        out_tok_s=_ns(text, "Completed tokens per second") / inst,
+                        in_tok_s=qps / inst * isl,
+                        tpot_ms=_ns(text, "50.00 percentile time to output token (ns)") / 1e6))
     return out
 
 
@@ -157,11 +200,17 @@ class Runner:
         self.tables: dict[tuple[str, str, int, int], tuple[Tabulated, int]] = {}
 
     def table(self, c: Case) -> tuple[Tabulated, int]:
-        key = (str(c.config["hidden_size"]), c.dep.gpu, c.dep.tp, c.limits[0])
+        key = (str(c.config["hidden_size"]), c.dep.gpu, c.dep.tp, c.limits[0], c.engine,
+               c.dep.kv_cache)
         if key not in self.tables:
-            model = step_model(from_hf_config(c.config, "m"), c.dep)
-            self.tables[key] = (Tabulated(model.step_ms_vec, c.limits[0], 16384, 8192),
-                                model.kv_cache_tokens)
+            config = from_hf_config(c.config, "m")
+            model = step_model(config, c.dep)
+            kv = model.kv_cache_tokens
+            if c.engine == "trtllm":
+                gpu = load_catalog().gpu(c.dep.gpu)
+                fixed, per_token = memory_bytes(config, c.dep, gpu)
+                kv = int(TRT_KV_FRACTION * (gpu.memory_bytes - fixed) // per_token)
+            self.tables[key] = (Tabulated(model.step_ms_vec, c.limits[0], 16384, 8192), kv)
         return self.tables[key]
 
     def run(self, c: Case, factor: float = 1.0) -> tuple[float, float, float]:
@@ -169,6 +218,31 @@ class Runner:
         lim = Limits(c.limits[0], c.limits[1], kv, c.limits[2])
         s = summarize((simulate(requests(c), lim, t.scaled(factor, factor)),), c.skip)
         return s.tpot_ms.p50, s.ttft_ms.p50, s.throughput_rps
+
+    def at_operating_point(self, c: Case) -> tuple[float, float, float, float]:
+        """At the run's own measured operating point, the step model alone (no queue): the
+        decoding sequences ``B`` (output tokens/s x TPOT), prompt tokens a step (prompt tokens/s
+        x TPOT), the step's ms there, and ``rate x O x S'(B)`` at the served rate (output tokens/s
+        over ``O``): how much the queue amplifies a step error (``1 / (1 - that)``), with
+        ``S(B)`` the step holding its own prompt tokens (prompt tokens/s x S) solved at ``B``
+        -5% and +5%."""
+        b = c.out_tok_s * c.tpot_ms / 1e3
+        p = c.in_tok_s * c.tpot_ms / 1e3
+        t, _ = self.table(c)
+
+        def step(seqs: float, prompt: float) -> float:
+            return float(t.step(np.array([round(prompt)]), np.array([0]),
+                                np.array([round(seqs)]),
+                                np.array([round(seqs * (c.isl + c.osl / 2))]))[0])
+
+        def settled(seqs: float) -> float:
+            ms = c.tpot_ms
+            for _ in range(60):
+                ms = step(seqs, c.in_tok_s * ms / 1e3)
+            return ms
+
+        slope = (settled(1.05 * b) - settled(0.95 * b)) / (0.1 * b)
+        return b, p, step(b, p), c.out_tok_s * slope / 1e3
 
     def calibrate(self, c: Case) -> float:
         t, kv = self.table(c)
@@ -183,11 +257,19 @@ def err(pred: float, meas: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--mlperf-isl", type=float, default=MLPERF_ISL,
+                    help="mean prompt tokens assumed for MLPerf's OpenOrca set (the sensitivity)")
+    ap.add_argument("--operating-points", action="store_true",
+                    help="only the step model at each run's measured operating point (seconds)")
     args = ap.parse_args()
     runner = Runner()
+    if args.operating_points:
+        cases = [c for c in dstack_cases() + mlperf_cases(args.mlperf_isl) if not c.note]
+        operating_points(runner, cases, args.markdown)
+        return
     t0 = time.perf_counter()
     rows, unc, cal_tpot, cal_ttft = [], {}, [], []
-    for c in dstack_cases() + mlperf_cases():
+    for c in dstack_cases() + mlperf_cases(args.mlperf_isl):
         tpot, ttft, thr = runner.run(c)
         unc[c.name] = err(tpot, c.tpot_p50)
         rows.append((c, tpot, ttft, thr))
@@ -206,6 +288,7 @@ def main() -> None:
             cal_tpot.append(err(tpot, c.tpot_p50))
             cal_ttft.append(err(ttft, c.ttft_p50))
     show(rows, calibrated, args.markdown)
+    operating_points(runner, [r[0] for r in rows if not r[0].note], args.markdown)
     in_scope = [abs(unc[c.name]) for c, *_ in rows if not c.note]
     for label, pick in (("dstack single-step", lambda c: c.name.startswith("405B")),
                         ("MLPerf", lambda c: c.name.startswith("70B"))):
@@ -227,6 +310,29 @@ def main() -> None:
           f"median |TTFT error| {statistics.median(map(abs, cal_ttft)):.1f}% "
           f"({len(cal_tpot)} runs)")
     print(f"({time.perf_counter() - t0:.0f} s)")
+
+
+def operating_points(runner: Runner, cases: list[Case], md: bool) -> None:
+    """The step model alone at each run's measured operating point (decoding sequences and
+    prompt tokens per step from its token rates and TPOT): what the queue then amplifies."""
+    sep = " | " if md else "  "
+    head = ["run", "decoding seqs", "prompt tokens/step", "TPOT meas", "step model", "err",
+            "rate x O x S'(B)"]
+    print()
+    print(("| " + sep.join(head) + " |") if md else sep.join(head))
+    if md:
+        print("|" + "---|" * len(head))
+    errs: dict[str, list[float]] = {}
+    for c in cases:
+        b, p, ms, gain = runner.at_operating_point(c)
+        e = err(ms, c.tpot_ms)
+        errs.setdefault(c.dep.gpu if c.name.startswith("70B") else "dstack", []).append(abs(e))
+        cells = [c.name, f"{b:,.0f}", f"{p:,.0f}", f"{c.tpot_ms:.1f}", f"{ms:.1f}", f"{e:+.0f}%",
+                 f"{gain:.2f}"]
+        print(("| " + sep.join(cells) + " |") if md else sep.join(cells))
+    for k, v in errs.items():
+        print(f"step model at the measured operating point, {k}: median |error| "
+              f"{statistics.median(v):.1f}% ({len(v)} runs)")
 
 
 def show(rows: list[tuple[Case, float, float, float]],

@@ -85,5 +85,10 @@ def test_fp8_and_int4_weights_and_kv():
     assert fp8.kv_bytes_per_token == 65_536  # fp8 KV cache
     int4 = build_ops(llama, 1, "int4")
     assert int4.kv_bytes_per_token == 131_072  # 16-bit KV under weight-only quantization
+    # said explicitly: vLLM's "auto" keeps fp8 weights' KV 16-bit, --kv-cache-dtype fp8 halves
+    # any: 32 layers x 2 (K, V) x 8 KV heads x 128 x 2 bytes = 131,072
+    assert build_ops(llama, 1, "fp8", "bf16").kv_bytes_per_token == 131_072
+    assert build_ops(llama, 1, "bf16", "fp8").kv_bytes_per_token == 65_536
+    assert (fp8.kv_cache_dtype, int4.kv_cache_dtype) == ("fp8", "bf16")
     # layers at half a byte, the vocabulary matrices kept 16-bit
     assert int4.weight_bytes == 32 * 53248 * 4096 * 0.5 + 2 * 128256 * 4096 * 2

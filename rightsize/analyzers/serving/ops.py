@@ -76,6 +76,10 @@ class Ops:
     weight_precision: str
 
     @property
+    def kv_cache_dtype(self) -> str:
+        return "fp8" if self.kv_element_bytes < ACT_BYTES else "bf16"
+
+    @property
     def gemms(self) -> tuple[Gemm, ...]:
         return self.attention_gemms + self.dense_mlp + self.moe_mlp
 
@@ -103,8 +107,9 @@ def _attention_gemms(s: ModelShape, tp: int, kv_heads: int) -> list[Gemm]:
     return [Gemm("qkv", q + 2 * kv_heads * hd, h), Gemm("o", h, q)]
 
 
-def build_ops(s: ModelShape, tp: int = 1, precision: str = "bf16") -> Ops:
-    """The operators of ``s`` on one GPU of ``tp`` with weights at ``precision``.
+def build_ops(s: ModelShape, tp: int = 1, precision: str = "bf16", kv_cache: str = "") -> Ops:
+    """The operators of ``s`` on one GPU of ``tp`` with weights at ``precision`` and the KV
+    cache at ``kv_cache`` (``fp8`` or ``bf16``; empty: fp8 with fp8 weights, else 16-bit).
 
     Assumes ``tp`` splits the heads (check with :func:`~.step.fits` first)."""
     kv_heads = 1 if s.mla else max(1, s.kv_heads // tp)
@@ -126,7 +131,7 @@ def build_ops(s: ModelShape, tp: int = 1, precision: str = "bf16") -> Ops:
     tables = (1 if s.tied_embeddings or not s.lm_head else 2) * vocab * s.hidden_size * ACT_BYTES
     weights = (layer_w * s.num_layers + dense_w * (s.num_layers - moe_n) + moe_w * moe_n
                + tables)
-    kv_b = 1.0 if precision == "fp8" else ACT_BYTES
+    kv_b = 1.0 if (kv_cache or ("fp8" if precision == "fp8" else "bf16")) == "fp8" else ACT_BYTES
     hd = s.head_size
     per_layer = (s.kv_lora_rank + s.qk_rope_head_dim) if s.mla else 2 * kv_heads * hd
     window = s.sliding_window if s.sliding_layers else 0

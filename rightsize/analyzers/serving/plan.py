@@ -166,11 +166,15 @@ class ServingPlan(Node):
     curves: tuple[Curve, ...] = internal(default=())
 
 
-def vllm_args(o: Option, gpu_memory_utilization: float) -> tuple[str, ...]:
-    """The ``vllm serve`` arguments of one replica of ``o``."""
+def vllm_args(o: Option, gpu_memory_utilization: float, kv_cache: str = ""
+              ) -> tuple[str, ...]:
+    """The ``vllm serve`` arguments of one replica of ``o`` (``--kv-cache-dtype fp8`` when the
+    plan was sized for an fp8 KV cache: vLLM's default keeps it 16-bit)."""
     out = [f"--tensor-parallel-size {o.tp}"]
     if o.pp > 1:
         out.append(f"--pipeline-parallel-size {o.pp}")
+    if kv_cache == "fp8":
+        out.append("--kv-cache-dtype fp8")
     return (*out, f"--max-num-seqs {o.max_num_seqs}",
             f"--max-num-batched-tokens {o.max_num_batched_tokens}",
             f"--gpu-memory-utilization {gpu_memory_utilization:g}")

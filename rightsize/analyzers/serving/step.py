@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 ModelConfig = ModelShape  # what `rightsize estimate` reads from a Hugging Face config
 GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default --gpu-memory-utilization
+KV_CACHE_DTYPES = ("", "fp8", "bf16")
 GIB = 1 << 30
 
 __all__ = ["Deployment", "ModelConfig", "ServingError", "ServingStep", "StepModel", "Timed",
@@ -63,7 +64,10 @@ class Deployment:
     gpu: str  # catalog key, e.g. "H100 SXM"
     tp: int = 1
     pp: int = 1
-    precision: str = "bf16"  # bf16 | fp8 | int8 | int4 (weights); KV cache fp8 under fp8
+    precision: str = "bf16"  # bf16 | fp8 | int8 | int4 (weights)
+    # the KV cache's dtype: "fp8" or "bf16"; "" follows the weights (fp8 under fp8 weights, as
+    # vllm serve --kv-cache-dtype fp8 stores it; else 16-bit, vLLM's "auto")
+    kv_cache: str = ""
 
 
 class StepModel(Protocol):
@@ -168,6 +172,8 @@ def _check(config: ModelConfig, deployment: Deployment) -> None:
     if deployment.precision not in PRECISIONS:
         raise ServingError(f"precision {deployment.precision!r} is not one of"
                            f" {', '.join(PRECISIONS)}")
+    if deployment.kv_cache not in KV_CACHE_DTYPES:
+        raise ServingError(f"KV cache dtype {deployment.kv_cache!r} is not one of fp8, bf16")
     for label, v in (("tensor parallel", deployment.tp), ("pipeline parallel", deployment.pp)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ServingError(f"{label} must be a whole number of at least 1, not {v!r}")
@@ -188,7 +194,7 @@ def memory_bytes(config: ModelConfig, deployment: Deployment, gpu: Gpu) -> tuple
     setup = Setup(mode=Mode.INFERENCE, precision=Precision(deployment.precision), batch=1,
                   seq=chunk, gpus=n, tensor_parallel=deployment.tp, prefill_chunk=chunk)
     est = estimate(config, setup)
-    ops = build_ops(config, deployment.tp, deployment.precision)
+    ops = build_ops(config, deployment.tp, deployment.precision, deployment.kv_cache)
     m = est.memory
     return (m.weights_bytes + m.activations_bytes + m.overhead_bytes,
             ops.kv_bytes_per_token / deployment.pp)
@@ -232,8 +238,11 @@ def _assumes(config: ModelConfig, deployment: Deployment, timer: Timer) -> tuple
     if p in ("int8", "int4"):
         out.append(f"{p} weights: weight-only kernels (Marlin/Machete) assumed, 16-bit math,"
                    f" {'1 byte' if p == 'int8' else 'half a byte'} per weight read")
+    kv = deployment.kv_cache or ("fp8" if p == "fp8" else "")
     if p == "fp8":
-        out.append("fp8 weights and an fp8 KV cache, fp8 GEMMs")
+        out.append(f"fp8 weights and fp8 GEMMs, a{'n fp8' if kv == 'fp8' else ' 16-bit'} KV cache")
+    elif kv == "fp8":
+        out.append("an fp8 KV cache")
     if config.num_experts:
         out.append(f"MoE: each token to {config.experts_per_token} of {config.num_experts}"
                    " experts, uniformly; experts split by tensor parallelism (vLLM's default)")
@@ -270,7 +279,7 @@ def build_step(config: ModelConfig, deployment: Deployment, gpu: Gpu, timer: Tim
     by = calibration.described
     if by and not own:
         by += f" (no point on {gpu.name}: the pooled factors)"
-    ops = build_ops(config, deployment.tp, deployment.precision)
+    ops = build_ops(config, deployment.tp, deployment.precision, deployment.kv_cache)
     fixed, per_token = memory_bytes(config, deployment, gpu)
     free = GPU_MEMORY_UTILIZATION * gpu.memory_bytes - fixed
     return ServingStep(deployment, ops, timer, factors, calibration, by,
