@@ -185,7 +185,11 @@ def test_what_ifs_are_shown_next_to_the_advice():
 
     doc = analyze_document([shared_path("traces", "kineto", RESNET)])
     shown = "if applied: 118.3 ms per step, range 109.5 ms to 148.0 ms"
-    assert f"data loader stalls the step ({shown})" in render(doc, "text").replace("\n    ", " ")
+    # the text gives each rule its fix, then its what-if with the assumption (on its own line)
+    text = render(doc, "text")
+    advice = text[text.index("  - Feed the GPU faster: the data loader stalls the step\n"):]
+    advice = advice[:advice.index("\n  - ", 1)].replace("\n        ", " ")
+    assert f"\n    {shown}: the data-loader wait is hidden behind the step" in advice
     page = render(doc, "html")
     assert f'<p class="whatif"><b>{shown}</b> <span class="muted">(assumes the data-loader wait' \
         in page
