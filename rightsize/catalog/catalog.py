@@ -124,6 +124,8 @@ class Gpu:
 
 # A date_seen that is a date: 2026, 2026-03 or 2026-03-14 (anything else is a note, e.g. UNDATED).
 DATE_SEEN = re.compile(r"\d{4}(-\d{2}(-\d{2})?)?")
+# "80GB" in a device name: from the first digit of a number on, no backtracking into it
+_GB = re.compile(r"(?<!\d)(\d++)\s*+gb")
 UNDATED = "undated"  # date_seen of a shipped price no source dates; date_seen_detail says why
 
 
@@ -321,7 +323,7 @@ class Catalog:
                                " --catalog (a CSV with the columns of gpus.csv)")
         mem_gib = memory_bytes / GIB if memory_bytes else None
         if mem_gib is None:  # "A100-SXM4-80GB", "H100 80GB HBM3": the name says the size
-            hint = re.search(r"(\d+)\s*gb", norm)
+            hint = _GB.search(norm)
             mem_gib = float(hint.group(1)) * 0.99 if hint else None
         if mem_gib is not None:
             def mem_ok(c: tuple[Gpu, Alias | None]) -> bool:

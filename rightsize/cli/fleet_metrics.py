@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 TOKEN_ENV = "RIGHTSIZE_PROMETHEUS_TOKEN"
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_DURATION = re.compile(r"(?<![\d.])(\d++(?:\.\d++)?)(ms|s|m|h|d|w)")
 
 
 def seconds(text: str, option: str) -> float:

@@ -85,13 +85,13 @@ def gunzipped_size(path: Path, size: int) -> int:
     return isize + max(0, round((guess - isize) / 2**32)) * 2**32
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"(\d++(?:\.\d++)?)\s*+([kmgt]?)(i?)b?", re.IGNORECASE)
 
 
 def parse_size(text: str) -> int:
     """``2G``, ``1.5GB``, ``512MiB``, ``800000000`` -> bytes (k/M/G/T: powers of 1000; with
     ``i``, of 1024)."""
-    m = _SIZE.match(text)
+    m = _SIZE.fullmatch(text.strip())
     if not m:
         raise ValueError(f"not a size: {text!r} (say 2G, 1500M or a number of bytes)")
     scale = 1024 if m.group(3) else 1000

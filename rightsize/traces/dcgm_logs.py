@@ -88,7 +88,9 @@ DMON_FIELDS = {
 # ``(?:[^"\\]|\\.)*`` cost ~170 bytes per character of a label), and a sample line is split
 # by hand rather than by a backtracking ``.*``.
 _NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="([^"\\]*(?:\\.[^"\\]*)*)"')
+# a name starts after a non-name character and is read whole (possessive): a long word with
+# no '="' after it is scanned once, not from each of its letters
+_LABEL = re.compile(r'(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*+)="([^"\\]*+(?:\\.[^"\\]*+)*+)"')
 _ENTITY = re.compile(r"^(GPU(?:-I|-CI)?)\s+([0-9]{1,9})\s+(.*)$")
 _TS = re.compile(r"-?[0-9]{1,15}")  # ms since the epoch: int64 ns after scaling
 _LONG = ["t", "gpu_index", "gpu_uuid", "instance", "field", "number"]

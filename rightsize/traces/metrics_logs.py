@@ -86,7 +86,7 @@ _UNIT_FACTORS = {
     "MiB": float(MIB),
     "GiB": float(1024**3),
 }
-_HEADER_FIELD = re.compile(r"^\s*([a-z_.]+)\s*(?:\[([^\]]*)\])?\s*$")
+_HEADER_FIELD = re.compile(r"([a-z_.]++)\s*+(?:\[([^\]]*+)\])?")  # of a stripped field
 _NVSMI_ROW = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s*,", re.MULTILINE)
 _DCGM = re.compile(r"^(?:# (?:HELP|TYPE) )?(?:DCGM_FI_|dcgm_)\w+", re.MULTILINE)
 _DMON = re.compile(r"^#\s*Entity", re.MULTILINE)
@@ -99,7 +99,7 @@ def _nvsmi_header(line: str) -> list[tuple[str, str | None]] | None:
     """[(field, unit)] when ``line`` is an nvidia-smi CSV header with a known field, else None."""
     parsed = []
     for part in line.split(","):
-        match = _HEADER_FIELD.match(part)
+        match = _HEADER_FIELD.fullmatch(part.strip())
         if not match:
             return None
         parsed.append((match[1], match[2]))

@@ -41,8 +41,10 @@ class RangeResult:
 
 _RESULT = re.compile(rb'"result"\s*:\s*\[\s*')
 _METRIC = re.compile(rb'\{\s*"metric"\s*:\s*')
-# a JSON object of string -> string (a series' labels)
-_LABELS = re.compile(rb'\{\s*(?:"(?:[^"\\]|\\.)*"\s*:\s*"(?:[^"\\]|\\.)*"\s*,?\s*)*\}')
+# a JSON object of string -> string (a series' labels); possessive, so a run of pairs that
+# does not end in "}" fails in one pass (with backtracking, the spaces around an optional comma
+# split 2^n ways: 127 bytes took 3.3 s)
+_LABELS = re.compile(rb'\{\s*+(?:"(?:[^"\\]|\\.)*+"\s*+:\s*+"(?:[^"\\]|\\.)*+"\s*+,?+\s*+)*+\}')
 _VALUES = re.compile(rb'\s*,\s*"values"\s*:\s*\[\s*')
 _VALUES_END = re.compile(rb'\]\s*\]')
 _AFTER = re.compile(rb'\s*\}\s*(,|\])\s*')

@@ -20,6 +20,7 @@ no kernel is compute-bound). Pure.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -29,19 +30,45 @@ from rightsize.analyzers.document.sizing import GroupPrecision, PrecisionMix
 if TYPE_CHECKING:
     from rightsize.analyzers.sections import SectionInput
 
-# (pattern over the lower-cased kernel name, precision), first match wins.
-NAME_RULES: tuple[tuple[str, str], ...] = (
-    (r"e4m3|e5m2|fp8|f8f8", "fp8"),
-    (r"(?:^|[_\W])(?:i8|int8|imma)|i8i8|s8s8", "int8"),
-    (r"bf16|bfloat16", "bf16"),
-    (r"fp16|f16|h884|h1688|h16816|hgemm|half|(?:^|_)h_|hcudnn", "fp16"),
-    (r"tf32|s1688|s16816|s884|tensorop_s\d", "tf32"),
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A kernel-name test: ``pattern`` found anywhere, or each of ``then`` after it in turn
+    (``a.*b`` without the regex: ``a.*b`` searched in a name of many ``a`` takes time quadratic
+    in the name's length, while the first ``a`` and then a ``b`` after it is one pass).
+    Patterns never backtrack (tests/fuzz/test_fuzz_regexes.py)."""
+
+    pattern: re.Pattern[str]
+    then: tuple[re.Pattern[str], ...] = ()
+
+    @classmethod
+    def of(cls, pattern: str, *then: str) -> Rule:
+        return cls(re.compile(pattern), tuple(re.compile(t) for t in then))
+
+    def search(self, text: str) -> bool:
+        found = self.pattern.search(text)
+        for part in self.then:
+            if found is None:
+                return False
+            found = part.search(text, found.end())
+        return found is not None
+
+
+# (test over the lower-cased kernel name, precision), first match wins.
+NAME_RULES: tuple[tuple[Rule, str], ...] = (
+    (Rule.of(r"e4m3|e5m2|fp8|f8f8"), "fp8"),
+    (Rule.of(r"(?:^|[_\W])(?:i8|int8|imma)|i8i8|s8s8"), "int8"),
+    (Rule.of(r"bf16|bfloat16"), "bf16"),
+    (Rule.of(r"fp16|f16|h884|h1688|h16816|hgemm|half|(?:^|_)h_|hcudnn"), "fp16"),
+    (Rule.of(r"tf32|s1688|s16816|s884|tensorop_s\d"), "tf32"),
     # legacy cuDNN (Volta/Turing): scudnn_* is single precision, and its templated engines
     # name their element type (dgrad_engine<float, ...>, bn_bw_1C11_kernel_new<float, ...>)
-    (r"sgemm|f32f32_f32|fp32|ffma|scudnn|cudnn.*<float[,>]", "fp32"),
+    (Rule.of(r"sgemm|f32f32_f32|fp32|ffma|scudnn"), "fp32"),
+    (Rule.of(r"cudnn", r"<float[,>]"), "fp32"),
 )
 # Matrix-unit kernel names: an fp32 op on one of these ran as TF32 (Ampere and later).
-TENSOR_CORE_NAMES = r"xmma|tensorop|gmma|wgmma|mfma|cijk_.*_mfma|nvjet"
+TENSOR_CORE_NAMES = (Rule.of(r"xmma|tensorop|gmma|wgmma|mfma|nvjet"),
+                     Rule.of(r"cijk_", r"_mfma"))
 # Architectures whose tensor cores have no TF32 (their fp32 GEMMs run on CUDA cores).
 NO_TF32_ARCHITECTURES = ("Volta", "Turing", "Pascal")
 
@@ -49,7 +76,7 @@ NO_TF32_ARCHITECTURES = ("Volta", "Turing", "Pascal")
 def name_precision(name: str | None) -> str | None:
     """The precision a kernel name states, or None (also for a kernel without a name)."""
     low = (name or "").lower()
-    return next((p for pattern, p in NAME_RULES if re.search(pattern, low)), None)
+    return next((p for rule, p in NAME_RULES if rule.search(low)), None)
 
 
 def kernel_precision(name: str | None, op_precision: str | None,
@@ -58,7 +85,8 @@ def kernel_precision(name: str | None, op_precision: str | None,
     by_name = name_precision(name)
     if by_name is not None:
         return by_name
-    if (op_precision == "fp32" and re.search(TENSOR_CORE_NAMES, (name or "").lower())
+    low = (name or "").lower()
+    if (op_precision == "fp32" and any(rule.search(low) for rule in TENSOR_CORE_NAMES)
             and not (architecture or "").startswith(NO_TF32_ARCHITECTURES)):
         return "tf32"
     return op_precision
