@@ -135,3 +135,21 @@ def two_step_trace(b: Any = None) -> Any:
     if isinstance(b, TraceBuilder):
         b.extra["distributedInfo"] = {"backend": "nccl", "rank": 0, "world_size": 2}
     return b
+
+
+def long_names_trace(chars: int = 100_000, device_chars: int | None = None) -> TraceBuilder:
+    """:func:`two_step_trace` with a name of ``chars`` characters in every place a trace names
+    something (issue 40, 2): a kernel, an op, an annotation, a runtime call, a memcpy, the
+    device (``device_chars``, default ``chars``), a thread and a process id, the backend."""
+    long = "k" * chars
+    device = dict(H100, name="NVIDIA H100 " + "d" * (device_chars or chars))
+    b = two_step_trace(TraceBuilder(base_ns=BASE_NS, devices=[device]))
+    b.op("aten::" + "o" * chars, 2600.0, 50.0, ext=9)
+    b.launch("cudaLaunchKernel" + "r" * chars, 2610.0, 5.0, corr=91, ext=9)
+    b.kernel("void " + long + "<float, 4>()", 2620.0, 20.0, corr=91, ext=9)
+    b.x("user_annotation", "a" * chars, 2600.0, 60.0, tid="t" * chars)
+    b.x("gpu_memcpy", "Memcpy DtoD " + "m" * chars, 2650.0, 5.0, pid=0, tid=7, device=0,
+        stream=7, correlation=92, bytes=1000)
+    b.x("cpu_op", "aten::empty", 2700.0, 5.0, pid="p" * chars, tid=1)
+    b.extra["distributedInfo"] = {"backend": "b" * chars, "rank": 0, "world_size": 2}
+    return b

@@ -22,6 +22,8 @@ from types import MappingProxyType
 
 import polars as pl
 
+from rightsize.traces import limits
+
 MIB = 1 << 20
 
 
@@ -98,6 +100,10 @@ class SeriesInfo:
     metric: str  # canonical (gpu_util_pct, ...)
     source_metric: str  # as published (DCGM_FI_DEV_GPU_UTIL, container_accelerator_duty_cycle)
     labels: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        # every metrics reader makes its series here: labels capped once (limits.NAME_CHARS)
+        object.__setattr__(self, "labels", limits.cap_json(dict(self.labels)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,15 @@ Each cap is far above what real traces need (the figures are in ``docs/limits.md
 raised with an environment variable. Exceeding one is a one-line :class:`LimitError` that names
 the cap and the variable, never a slow march into swap.
 
+Strings are capped rather than refused (issue 40): every name, label, device, thread and
+process string a reader takes from an input keeps its first :data:`NAME_CHARS` characters and
+the rest becomes an ellipsis and its byte count (:func:`cap_text`, :func:`cap_strings` for a
+frame), so the CLI, the document, serve's index and the fleet table all hold a bounded text
+whatever a trace names. Readers call them on what they emit.
+
 Inputs: the environment. Outputs: :func:`cap` (the current value of a cap),
-:class:`LimitError`, and :func:`usable_cpus` (how many threads a reader may keep busy).
+:class:`LimitError`, :func:`cap_text` and :func:`cap_strings`, and :func:`usable_cpus` (how
+many threads a reader may keep busy).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rightsize.errors import InputError, RightsizeError
 
@@ -40,7 +48,14 @@ LINE_BYTES = Cap("RIGHTSIZE_MAX_LINE_BYTES", 1 * MiB, "bytes",
 TEXT_FILE_BYTES = Cap("RIGHTSIZE_MAX_TEXT_BYTES", 2 * GiB, "bytes",
                       "one CSV, metrics log or JSON side file (manifest, catalog, config)")
 
-ALL = (INPUT_BYTES, EVENT_BYTES, ENVELOPE_BYTES, NESTING, LINE_BYTES, TEXT_FILE_BYTES)
+NAME_CHARS = Cap("RIGHTSIZE_MAX_NAME_CHARS", 512, "characters",
+                 "a name, label, device, thread or process string (longer ones are cut)")
+
+ALL = (INPUT_BYTES, EVENT_BYTES, ENVELOPE_BYTES, NESTING, LINE_BYTES, TEXT_FILE_BYTES,
+       NAME_CHARS)
+# String columns that are data, not names: JSON text of shapes and types, a process group's
+# rank list. They are parsed, never shown, and bounded by EVENT_BYTES.
+DATA_TEXT_COLUMNS = frozenset({"input_dims", "input_types", "concrete_inputs", "pg_ranks"})
 
 
 class LimitError(RightsizeError):
@@ -67,6 +82,73 @@ def cap(c: Cap) -> int:
     if value <= 0:
         raise RightsizeError(f"{c.env}={raw!r} must be positive")
     return value
+
+
+def cap_text(text: str, limit: int | None = None) -> str:
+    """``text`` within :data:`NAME_CHARS` characters: beyond it, the first ones, an ellipsis and
+    how many bytes (UTF-8) were cut, e.g. ``cudnncudnn…(+3999488 bytes)``."""
+    limit = cap(NAME_CHARS) if limit is None else limit
+    if len(text) <= limit:
+        return text
+    rest = len(text[limit:].encode("utf-8", "surrogatepass"))
+    return f"{text[:limit]}…(+{rest} bytes)"
+
+
+def cap_optional(text: str | None) -> str | None:
+    return None if text is None else cap_text(text)
+
+
+def cap_strings(df: Any, keep: frozenset[str] = DATA_TEXT_COLUMNS) -> Any:
+    """A polars frame with every string column but ``keep`` within :data:`NAME_CHARS`
+    characters (:func:`cap_text`'s form); the frame itself when none is longer (one pass of
+    length checks)."""
+    import polars as pl
+
+    limit = cap(NAME_CHARS)
+    columns = [c for c, t in df.schema.items() if t == pl.String and c not in keep]
+    if not columns or df.height == 0:
+        return df
+    over = df.select(pl.any_horizontal(pl.col(c).str.len_chars().max() > limit
+                                       for c in columns)).item()
+    if not over:
+        return df
+    cut = []
+    for c in columns:
+        col = pl.col(c)
+        rest = col.str.slice(limit).str.len_bytes()
+        cut.append(pl.when(col.str.len_chars() > limit)
+                   .then(pl.concat_str([col.str.slice(0, limit), pl.lit("…(+"),
+                                        rest.cast(pl.String), pl.lit(" bytes)")]))
+                   .otherwise(col).alias(c))
+    return df.with_columns(cut)
+
+
+def cap_json(value: Any) -> Any:
+    """Every string (keys too) of a JSON-like value within :data:`NAME_CHARS`."""
+    if isinstance(value, str):
+        return cap_text(value)
+    if isinstance(value, dict):
+        return {cap_json(k): cap_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(cap_json(v) for v in value)
+    return value
+
+
+def cap_trace(trace: Any) -> Any:
+    """A :class:`~rightsize.traces.schema.Trace` with its frames' names and its metadata's
+    strings within :data:`NAME_CHARS`; the trace itself when nothing was longer."""
+    from dataclasses import replace
+
+    from rightsize.traces.schema import FRAMES
+
+    frames = {name: cap_strings(trace.frame(name)) for name in FRAMES}
+    meta = trace.meta
+    backend, profiler = cap_optional(meta.backend), cap_json(meta.profiler)
+    if backend != meta.backend or profiler != meta.profiler:
+        meta = replace(meta, backend=backend, profiler=profiler)
+    if meta is trace.meta and all(frames[n] is trace.frame(n) for n in FRAMES):
+        return trace
+    return replace(trace, meta=meta, **frames)
 
 
 def _human(n: int, unit: str) -> str:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import polars as pl
 
 from rightsize.errors import InputError
+from rightsize.traces import limits
 from rightsize.traces.schema import Trace
 
 if TYPE_CHECKING:
@@ -91,6 +92,16 @@ class Read:
     ncu: pl.DataFrame | None = None
     gpu_samples: pl.DataFrame | None = None
     nccl_tests: NcclLog | None = None
+
+    def __post_init__(self) -> None:
+        # What every reader emits passes here: each name, label, device, thread and process
+        # string it took from the input is capped once (limits.NAME_CHARS).
+        if self.trace is not None:
+            object.__setattr__(self, "trace", limits.cap_trace(self.trace))
+        for name in ("ncu", "gpu_samples"):
+            frame = getattr(self, name)
+            if frame is not None:
+                object.__setattr__(self, name, limits.cap_strings(frame))
 
     @classmethod
     def of_trace(cls, trace: Trace) -> Read:
