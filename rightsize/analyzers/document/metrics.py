@@ -101,6 +101,9 @@ class StepSplit(Node):
     start_ms: float = num(6)  # from the first step's start
     dur_ms: float = num(6)  # exclusive window (the step's duration when none overlap)
     shares_ms: Mapping[str, float] = num(6)
+    # beyond MAX_STEPS_LISTED steps a row sums this many consecutive steps from ``step`` on
+    # (metrics/per_step.py: summarised); absent for a row of one step
+    steps: int | None = field(default=None, metadata={"omit_none": True})
 
 
 @node

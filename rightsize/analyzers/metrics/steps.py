@@ -208,16 +208,19 @@ def section(rank: SectionInput) -> Steps:
 
 def stats(rank: SectionInput) -> StepStats:
     """The document's ``steps``: count, mean/min/max and how they were found; per step, the
-    diagnosis' shares (needs ``step_ranges`` and ``verdict``)."""
+    diagnosis' shares (needs ``step_ranges`` and ``verdict``), summarised beyond
+    ``per_step.MAX_STEPS_LISTED`` steps."""
     s = rank.steps
     if not s.count:
         return StepStats(0, None, None, None, s.source, s.device_aware, s.dropped, s.names)
+    from rightsize.analyzers.metrics.per_step import summarised  # per_step imports Steps
+
     d = rank["verdict"].diagnosis
     durs = s.dur_ns
+    rows, names = summarised(d.per_step if d is not None else (), tuple(s.names))
     return StepStats(
         s.count, float(durs.mean()) / 1e6, int(durs.min()) / 1e6, int(durs.max()) / 1e6,
-        s.source, s.device_aware, s.dropped, tuple(s.names),
-        per_step=d.per_step if d is not None else (),
+        s.source, s.device_aware, s.dropped, names, per_step=rows,
         split_over_time=d.split if d is not None else None,
         gpu_ms=gpu_ms(rank.trace, s, rank.device))
 
