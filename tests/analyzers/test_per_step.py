@@ -86,3 +86,22 @@ def test_per_step_values_sum_exactly_to_the_reported_totals():
         total_ns = sum(round(r.shares_ms[k] * 1e6) for r in rows)
         assert total_ns == sum(_ns(s.shares_ms[k]) for s in d.per_step)
         assert round(100.0 * total_ns / step_ns, 2) == doc.diagnosis.shares_pct[k]
+
+
+def test_more_steps_than_a_document_lists_are_summarised_with_exact_sums() -> None:
+    """Issue 40, 5: 2,500 steps listed at most 1,000 rows: rows of 3 consecutive steps (the
+    last of 1), durations and shares summed, the first step's number and start; names kept
+    per row."""
+    from rightsize.analyzers.document.metrics import StepSplit
+    from rightsize.analyzers.metrics.per_step import summarised
+
+    rows = tuple(StepSplit(n, n * 2.0, 2.0, {"compute": 1.5, "idle": 0.5}) for n in range(2500))
+    names = tuple(f"ProfilerStep#{n}" for n in range(2500))
+    out, kept = summarised(rows, names)
+    assert len(out) == 834 and len(kept) == 834
+    assert out[0] == StepSplit(0, 0.0, 6.0, {"compute": 4.5, "idle": 1.5}, steps=3)
+    assert out[-1] == StepSplit(2499, 4998.0, 2.0, {"compute": 1.5, "idle": 0.5}, steps=1)
+    assert kept[:2] == ("ProfilerStep#0", "ProfilerStep#3")
+    assert sum(r.dur_ms for r in out) == 5000.0
+    assert sum(r.shares_ms["compute"] for r in out) == 3750.0
+    assert summarised(rows[:1000], names[:1000]) == (rows[:1000], names[:1000])
