@@ -24,8 +24,11 @@ EXTRA_HINT = "rightsize serve needs its extra: pip install 'rightsize[serve]'"
 @click.option("--workers", type=click.IntRange(min=1, max=64), default=2, show_default=True,
               help="Analysis processes running at once.")
 @click.option("--worker-memory-mb", type=click.IntRange(min=0), default=None,
-              help="Address-space limit of each analysis process (default: this machine's "
-                   "memory divided by --workers; 0: no limit).")
+              help="Address-space limit of each analysis process (default: 0.6 x the memory "
+                   "available at start, divided by --workers; 0: no limit).")
+@click.option("--max-analysis-s", type=click.FloatRange(min=1), default=None,
+              help="Time limit of one analysis, and its CPU time on each CPU (default: 60 s "
+                   "plus 1 s per MB the readers parse).")
 @click.option("--max-concurrent-uploads", type=click.IntRange(min=1), default=16,
               show_default=True, help="Beyond this, uploads get 503 with Retry-After.")
 @click.option("--max-queued", type=click.IntRange(min=1), default=64, show_default=True,
@@ -38,6 +41,12 @@ EXTRA_HINT = "rightsize serve needs its extra: pip install 'rightsize[serve]'"
                    "idle connection.")
 @click.option("--min-upload-kbps", type=click.IntRange(min=0), default=16, show_default=True,
               help="An upload slower than this (KiB/s, over each --timeout-s window) is cut.")
+@click.option("--min-read-kbps", type=click.IntRange(min=0), default=16, show_default=True,
+              help="A client reading a response slower than this (KiB/s, over each "
+                   "--timeout-s window) is cut.")
+@click.option("--upload-check-cpu-s", type=click.FloatRange(min=0.1), default=None,
+              help="CPU seconds the inflate check of one upload may take (default: 10 s, or "
+                   "1 s per 32 MiB of --max-upload-mb when more).")
 @click.option("--max-connections", type=click.IntRange(min=8), default=None,
               help="Open connections beyond which new ones get 503 (default: the descriptor "
                    "limit less 64, at most 4096).")
@@ -52,8 +61,9 @@ EXTRA_HINT = "rightsize serve needs its extra: pip install 'rightsize[serve]'"
               help="Behind a reverse proxy: the proxy's addresses (comma-separated), whose "
                    "X-Forwarded-Proto/For are believed.")
 def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int,
-          worker_memory_mb: int | None, max_concurrent_uploads: int, max_queued: int,
-          token: str | None, timeout_s: float, min_upload_kbps: int,
+          worker_memory_mb: int | None, max_analysis_s: float | None,
+          max_concurrent_uploads: int, max_queued: int, token: str | None, timeout_s: float,
+          min_upload_kbps: int, min_read_kbps: int, upload_check_cpu_s: float | None,
           max_connections: int | None, grace_s: float, min_free_mb: int,
           public_url: str | None, forwarded_allow_ips: str | None) -> None:
     """Serve uploads and reports over HTTP: drop a trace, get the verdict and a link.
@@ -88,13 +98,14 @@ def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int
     nofile = _descriptor_limit()
     if worker_memory_mb is not None and 0 < worker_memory_mb < 256:
         raise click.UsageError("--worker-memory-mb below 256 leaves no room to start Python")
+    memory_note = None
     if worker_memory_mb is None:
-        import psutil
-
-        worker_memory_mb = psutil.virtual_memory().total // MIB // workers
+        worker_memory_mb, memory_note = _default_worker_memory_mb(workers)
     config = ServeConfig(data_dir=data_dir.resolve(), host=host, port=port, token=token,
                          max_upload_bytes=max_upload_mb * MIB, workers=workers,
                          worker_memory_bytes=worker_memory_mb * MIB if worker_memory_mb else None,
+                         max_analysis_s=max_analysis_s, check_cpu_s=upload_check_cpu_s,
+                         min_read_bytes_per_s=min_read_kbps * 1024,
                          max_concurrent_uploads=max_concurrent_uploads,
                          max_queued_runs=max_queued, min_free_bytes=min_free_mb * MIB,
                          timeout_s=timeout_s, min_upload_bytes_per_s=min_upload_kbps * 1024,
@@ -111,8 +122,24 @@ def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int
     except (OSError, sqlite3.Error) as exc:
         raise RightsizeError(f"cannot use the data directory {data_dir}: {exc}") from None
     _check_port(host, port)
-    _announce(config, generated)
+    _announce(config, generated, memory_note)
     guard.run(app, config)
+
+
+def _default_worker_memory_mb(workers: int) -> tuple[int, str]:
+    """Each worker's address-space limit when none is given: the engine's share of the memory
+    available now (``LOCAL_MEMORY_FRACTION``, 0.6) split between the workers, so the limits
+    together leave room for the server and the rest of the machine (total / workers, the old
+    default, added up to all of it); and the line that says so at start."""
+    import psutil
+
+    from rightsize.engine import LOCAL_MEMORY_FRACTION
+    from rightsize.serve.config import MIB
+
+    available = psutil.virtual_memory().available
+    each = max(256, int(available * LOCAL_MEMORY_FRACTION / workers) // MIB)
+    return each, (f"workers: {workers} x {each:,} MiB address space ({LOCAL_MEMORY_FRACTION:g} "
+                  f"x {available // MIB:,} MiB available / {workers}; --worker-memory-mb)")
 
 
 def _public_url(url: str | None) -> str | None:
@@ -157,11 +184,18 @@ def _check_port(host: str, port: int) -> None:
         raise RightsizeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
-def _announce(config: object, generated: bool) -> None:
-    from rightsize.serve.config import ServeConfig
+def _announce(config: object, generated: bool, memory_note: str | None) -> None:
+    from rightsize.serve.config import MIB, ServeConfig
 
     assert isinstance(config, ServeConfig)
     click.echo(f"rightsize serve: {config.url}  (data in {config.data_dir})")
+    if memory_note is not None:
+        click.echo(memory_note)
+    elif config.worker_memory_bytes:
+        click.echo(f"workers: {config.workers} x {config.worker_memory_bytes // MIB:,} MiB "
+                   "address space (--worker-memory-mb)")
+    else:
+        click.echo(f"workers: {config.workers}, no memory limit (--worker-memory-mb 0)")
     auth = ""
     if config.token:
         if generated:

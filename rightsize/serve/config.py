@@ -26,6 +26,12 @@ class ServeConfig:
     max_files_per_run: int = 8  # a trace, its ncu CSV, a metrics log, with room for ranks
     workers: int = 2  # analysis processes; each holds one trace's frames in memory
     worker_memory_bytes: int | None = None  # RLIMIT_AS per worker when set
+    # An analysis' deadline (its CPU limit: this on every CPU); None: sized from the bytes the
+    # readers parse (jobs.limits_for)
+    max_analysis_s: float | None = None
+    # CPU seconds the inflate check of one upload may take (gzipcheck.py); None: sized from
+    # the cap (check_cpu_for)
+    check_cpu_s: float | None = None
     max_concurrent_uploads: int = 16  # open upload requests; beyond -> 503 + Retry-After
     max_queued_runs: int = 64  # queued + running analyses; beyond -> 503 + Retry-After
     retry_after_s: int = 5
@@ -38,6 +44,9 @@ class ServeConfig:
     # closed after timeout_s.
     timeout_s: float = 10.0
     min_upload_bytes_per_s: int = 16 * 1024
+    # ... and each window of a response must be taken by the client at this rate (a client
+    # reading a byte every few seconds held a whole 72 MB document in the server's buffers)
+    min_read_bytes_per_s: int = 16 * 1024
     # Open connections beyond which a new one gets 503 at once: below the descriptor limit
     # (the CLI derives it from RLIMIT_NOFILE), so accept() never fails for lack of descriptors.
     max_connections: int = 1000
@@ -72,6 +81,19 @@ class ServeConfig:
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+
+# The inflate check runs at several hundred MB/s (zlib, one core); its default budget leaves a
+# tenfold margin over the cap's worth of inflating, and never less than CHECK_CPU_FLOOR_S.
+CHECK_CPU_FLOOR_S = 10.0
+CHECK_BYTES_PER_CPU_S = 32 * MIB
+
+
+def check_cpu_for(config: ServeConfig) -> float:
+    """CPU seconds one upload's inflate check may take."""
+    if config.check_cpu_s is not None:
+        return config.check_cpu_s
+    return max(CHECK_CPU_FLOOR_S, config.max_upload_bytes / CHECK_BYTES_PER_CPU_S)
 
 
 def is_loopback(host: str) -> bool:

@@ -14,7 +14,16 @@ Phases, each with its deadline (uvicorn alone has only the keep-alive one):
   times the window (or the rest of the body); a body that stalls or trickles is cut off, which
   the upload handler sees as a client that went away (its partial file is removed). A window
   in which the server itself paused reading (its buffer full) does not count.
-- **response**: a response the client does not read for a whole window is cut off.
+- **response**: each window of a response must be taken by the client at
+  ``min_read_bytes_per_s`` (counted as bytes the kernel accepted: written to the socket less
+  what waits in the server's buffer) whenever the server has bytes waiting for it; a client
+  that reads slower is cut off. A response waits for the client (responses stream from disk,
+  :mod:`.documents`), so a slow reader holds one piece of it, never the whole.
+
+A request that carries both ``Content-Length`` and ``Transfer-Encoding`` is answered 400 and
+its connection closed before the application sees it (RFC 9112 6.3: the two disagree about
+where the body ends, the way request smuggling starts; h11 would take the chunked framing and
+keep the connection, running the bytes after the chunked body as a second request).
 
 Beyond ``max_connections`` open connections (kept below the file descriptor limit) a new one
 is answered 503 with ``Retry-After`` and closed at once, before it is read.
@@ -28,6 +37,7 @@ import logging
 import time
 from typing import Any
 
+import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -55,7 +65,8 @@ class GuardedH11Protocol(H11Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._window_bytes = 0
         self._refused = False
-        self._write_stalled = False
+        self._sent_mark = 0  # bytes the kernel had taken at the start of the window
+        self._written = 0  # bytes handed to the transport on this connection
 
     # -- connection ------------------------------------------------------------------------
 
@@ -72,6 +83,19 @@ class GuardedH11Protocol(H11Protocol):
             transport.close()
             return
         super().connection_made(transport)
+        self.transport = _Counting(transport, self)  # type: ignore[assignment]
+        next_event = self.conn.next_event
+
+        def checked_next_event() -> Any:
+            event = next_event()
+            if isinstance(event, h11.Request) and _both_lengths(event.headers):
+                self._close("Content-Length and Transfer-Encoding both", 400, "Bad Request",
+                            "a request with both Content-Length and Transfer-Encoding is "
+                            "refused (RFC 9112)")
+                return h11.NEED_DATA  # the application never sees it
+            return event
+
+        self.conn.next_event = checked_next_event  # type: ignore[method-assign]
         self._enter(_HEAD)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -97,8 +121,13 @@ class GuardedH11Protocol(H11Protocol):
 
     # -- deadlines -------------------------------------------------------------------------
 
+    def _sent(self) -> int:
+        """Bytes of this connection's responses the kernel has taken."""
+        return self._written - self.transport.get_write_buffer_size()
+
     def _enter(self, phase: str) -> None:
-        self._phase, self._window_bytes, self._write_stalled = phase, 0, False
+        self._phase, self._window_bytes = phase, 0
+        self._sent_mark = self._sent() if self.transport is not None else 0
         self._cancel()
         self._timer = self.loop.call_later(self.serve_config.timeout_s, self._deadline)
 
@@ -127,10 +156,12 @@ class GuardedH11Protocol(H11Protocol):
                             f"{cfg.timeout_s:g} s")
                 return
         elif self._phase == _APP and self.cycle is not None and not self.cycle.response_complete:
-            if self.flow.write_paused and self._write_stalled:
-                self._close(f"the client read none of the response for {cfg.timeout_s:g} s")
+            floor = cfg.min_read_bytes_per_s * cfg.timeout_s
+            taken = self._sent() - self._sent_mark
+            if self.transport.get_write_buffer_size() and taken < floor:
+                self._close(f"the client read {taken} bytes of the response in "
+                            f"{cfg.timeout_s:g} s")
                 return
-            self._write_stalled = self.flow.write_paused
         phase = self._phase
         self._enter(phase)
 
@@ -141,6 +172,26 @@ class GuardedH11Protocol(H11Protocol):
         if status is not None:
             self.transport.write(_raw_response(status, reason, message))
         self.transport.close()
+
+
+def _both_lengths(headers: Any) -> bool:
+    names = {name.lower() for name, _ in headers}
+    return b"content-length" in names and b"transfer-encoding" in names
+
+
+class _Counting:
+    """The connection's transport, counting the bytes written to it (the read-rate deadline
+    compares them with what is still buffered)."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: GuardedH11Protocol) -> None:
+        self._transport, self._protocol = transport, protocol
+
+    def write(self, data: bytes) -> None:
+        self._protocol._written += len(data)
+        self._transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 def protocol_for(config: ServeConfig) -> type[GuardedH11Protocol]:

@@ -1,12 +1,15 @@
-"""The analysis pool: up to ``workers`` spawned processes fed from the run index.
+"""The analyses: runs of the index handed to the engine's persistent workers, each within its
+limits, and their outcome recorded.
 
 Input: run ids (new uploads, and on start-up the runs a stopped server left queued or
-running). Output: status changes in the index. Each worker is a process of its own with its
-own pipe (:func:`rightsize.serve.worker.worker_main`), started with ``spawn`` (polars is not
-fork-safe) and replaced after ``TASKS_PER_WORKER`` runs so memory a long-lived analysis
-process accumulated is given back. A worker that dies (killed, out of memory, a crash) fails
-its own run with one line and only that run: the others keep their workers. Workers die with
-the server (see the worker module).
+running). Output: status changes in the index. The workers are the engine's
+(:class:`rightsize.engine_pool.WorkerPool`): up to ``workers`` spawned processes that die with
+the server, each under ``--worker-memory-mb``, recycled after ``TASKS_PER_WORKER`` runs. A
+worker that dies (killed, out of memory, a crash) fails its own run with one line and only that
+run. Each analysis runs under a deadline and a CPU-time limit (:func:`limits_for`:
+``--max-analysis-s``, by default sized from the bytes the readers parse); a run past either
+fails with that reason, a failure is final (never queued again at a restart), and a run whose
+last upload is deleted while it is analyzed is cancelled (its worker stopped).
 
 A finished run's row goes into the data directory's fleet table (:mod:`.fleet`) before the
 index records the run as finished.
@@ -22,78 +25,89 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import multiprocessing
-import os
-import signal
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from rightsize.engine import Failed
+from rightsize.engine_pool import CANCELLED, CPU_LIMIT, DIED, WALL_LIMIT, Limits, WorkerPool
 from rightsize.serve.config import ServeConfig
 from rightsize.serve.store import Store, blob_path
 from rightsize.serve.worker import (
     ANALYSIS_JSON,
     REPORT_HTML,
     TASKS_PER_WORKER,
+    analyze_task,
+    init_worker,
     summarize,
-    worker_main,
 )
+from rightsize.traces.limits import usable_cpus
 
 if TYPE_CHECKING:
     from rightsize.serve.fleet import ServeFleet
 
 log = logging.getLogger("rightsize.serve")
 RECORD_RETRY_S = 2.0  # how often a result the index refused (disk full) is tried again
-STOP_WAIT_S = 5.0  # after terminate(), how long a worker may take before it is killed
+# The default time limit of an analysis: a floor for start-up and the report, then a rate far
+# below what the readers manage (the 69.8 MB Kineto trace of the load test: about 10 s).
+BASE_ANALYSIS_S = 60.0
+ANALYSIS_S_PER_MB = 1.0
 
 
-class WorkerDied(Exception):
-    """The worker process ended without answering."""
+def limits_for(config: ServeConfig, input_bytes: int | None) -> Limits:
+    """The run's deadline (``--max-analysis-s``, else sized from the bytes the readers parse)
+    and its CPU limit (that deadline on every CPU the worker's threads may use)."""
+    wall = config.max_analysis_s
+    if wall is None:
+        wall = BASE_ANALYSIS_S + ANALYSIS_S_PER_MB * (input_bytes or 0) / 1e6
+    return Limits(wall_s=round(wall, 1), cpu_s=round(wall * usable_cpus(), 1))
 
 
-@dataclass(eq=False)  # identity: workers sit in a set
-class _Worker:
-    process: Any  # multiprocessing.Process (spawn context)
-    conn: Any  # the server's end of the pipe
-    tasks: int = 0
-
-    def alive(self) -> bool:
-        return bool(self.process.is_alive())
-
-    def death(self) -> str:
-        code = self.process.exitcode
-        if code is not None and code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            return f"killed by {name}"
-        return f"exited with status {code}"
+def failure(out: Failed, limits: Limits, input_bytes: int | None, fixed: bool) -> str:
+    """The one-line error of a run whose task did not return a summary (``fixed``: the limit
+    is --max-analysis-s, not sized from the input)."""
+    sized = "" if fixed or input_bytes is None else \
+        f", sized from its {input_bytes / 1e6:,.1f} MB"
+    if out.error == WALL_LIMIT:
+        return (f"the analysis ran past its time limit of {limits.wall_s:g} s "
+                f"(--max-analysis-s{sized})")
+    if out.error == CPU_LIMIT:
+        return (f"the analysis used more than its {limits.cpu_s:g} s of CPU time "
+                f"(--max-analysis-s{sized})")
+    if out.error == DIED:
+        return (f"the analysis worker died ({out.message}: out of memory, or stopped); "
+                "try a smaller capture or raise --worker-memory-mb")
+    if out.error == CANCELLED:
+        return "cancelled: the run was deleted while it was analyzed"
+    return f"internal error: {out}"
 
 
 class JobRunner:
-    """Runs analyses in worker processes and records their outcome in the index."""
+    """Runs analyses on the engine's workers and records their outcome in the index."""
 
     def __init__(self, config: ServeConfig, store: Store,
                  fleet: ServeFleet | None = None) -> None:
         self.config = config
         self.store = store
         self.fleet = fleet  # each finished run's row goes there before the index says finished
-        self._idle: list[_Worker] = []
-        self._busy: set[_Worker] = set()
+        self.pool = WorkerPool(config.workers, memory_bytes=config.worker_memory_bytes,
+                               tasks_per_worker=TASKS_PER_WORKER, initializer=init_worker,
+                               env={"RIGHTSIZE_CACHE_DIR": str(config.cache_dir)})
+        # pool.run blocks: one thread per analysis in flight
+        self._threads = ThreadPoolExecutor(max_workers=config.workers,
+                                           thread_name_prefix="rightsize-analysis")
         self._tasks: set[asyncio.Task[None]] = set()
         # One slot per worker: a run is "running" exactly while it holds one, and only this
         # process writes the index (workers need no SQLite, even under a tight memory cap).
         self._slots = asyncio.Semaphore(config.workers)
-        self._context = multiprocessing.get_context("spawn")
 
     # -- start-up --------------------------------------------------------------------------
 
     def resume(self) -> tuple[int, int]:
         """Adopt the finished runs a previous server did not record, queue the rest again;
-        (adopted, queued)."""
+        (adopted, queued). Failed runs stay failed (a run past its limits is not retried)."""
         adopted = queued = 0
         for run_id in self.store.active_ids():
             summary = self._finished_on_disk(run_id)
@@ -127,9 +141,13 @@ class JobRunner:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def cancel(self, run_id: str) -> bool:
+        """Stop the analysis of ``run_id`` now (its run was deleted); whether one was running."""
+        return self.pool.cancel(run_id)
+
     async def _run(self, run_id: str) -> None:
         async with self._slots:
-            run = self.store.get(run_id)
+            run = self.store.run(run_id)
             if run is None:
                 return  # deleted while queued
             await self._write(run_id, "mark it running", self.store.mark_running)
@@ -138,6 +156,9 @@ class JobRunner:
             except Exception as exc:
                 log.error("run %s: internal error", run_id, exc_info=exc)
                 summary = {"error": f"internal error: {type(exc).__name__}: {exc}"}
+            if self.store.run(run_id) is None:
+                log.info("run %s: deleted while it was analyzed", run_id)
+                return
             finished = time.time()
             key = None
             if self.fleet is not None:
@@ -156,7 +177,7 @@ class JobRunner:
         warned = False
         while True:
             try:
-                if self.store.get(run_id) is not None:  # not deleted meanwhile
+                if self.store.run(run_id) is not None:  # not deleted meanwhile
                     write(run_id)
                 return
             except sqlite3.Error as exc:
@@ -169,97 +190,27 @@ class JobRunner:
     async def _analyze(self, run: dict[str, Any]) -> dict[str, Any]:
         inputs = [(str(blob_path(self.config.blobs_dir, f["sha256"])), f["name"])
                   for f in run["files"]]
-        worker = self._take()
-        loop = asyncio.get_running_loop()
-        try:
-            worker.conn.send((str(self.config.runs_dir / run["id"]), inputs))
-            worker.tasks += 1
-            summary: dict[str, Any] = await loop.run_in_executor(None, _receive, worker)
-        except WorkerDied:
-            why = worker.death()
-            log.warning("run %s: its analysis worker %s", run["id"], why)
-            return {"error": f"the analysis worker died ({why}: out of memory, or stopped); "
-                             "try a smaller capture or raise --worker-memory-mb"}
-        except (OSError, ValueError) as exc:  # the pipe broke while sending
-            return {"error": f"the analysis worker failed: {exc}"}
-        finally:
-            self._give_back(worker)
-        return summary
-
-    # -- workers ---------------------------------------------------------------------------
-
-    def _take(self) -> _Worker:
-        while self._idle:
-            worker = self._idle.pop()
-            if worker.alive():
-                self._busy.add(worker)
-                return worker
-            _reap(worker)
-        worker = self._spawn()
-        self._busy.add(worker)
-        return worker
-
-    def _spawn(self) -> _Worker:
-        # Started from the event loop's thread, which lives as long as the server: the
-        # parent-death signal is tied to the thread that started the child.
-        ours, theirs = self._context.Pipe()
-        cache = str(self.config.cache_dir)
-        process = self._context.Process(
-            target=worker_main, name="rightsize-serve-worker", daemon=True,
-            args=(theirs, os.getpid(), self.config.worker_memory_bytes, cache))
-        process.start()
-        theirs.close()  # only the child holds its end: its death reads as EOF here
-        return _Worker(process, ours)
-
-    def _give_back(self, worker: _Worker) -> None:
-        self._busy.discard(worker)
-        if worker.alive() and worker.tasks < TASKS_PER_WORKER:
-            self._idle.append(worker)
-        else:
-            _reap(worker)
+        limits = limits_for(self.config, run.get("input_bytes"))
+        item = (str(self.config.runs_dir / run["id"]), inputs)
+        out = await asyncio.get_running_loop().run_in_executor(
+            self._threads, self.pool.run, run["id"], analyze_task, item, limits)
+        if isinstance(out, Failed):
+            log.warning("run %s: %s", run["id"], out)
+            return {"error": failure(out, limits, run.get("input_bytes"),
+                                     self.config.max_analysis_s is not None)}
+        if not isinstance(out, dict):
+            return {"error": "the analysis worker answered nonsense"}
+        return out
 
     def pids(self) -> list[int]:
         """The worker processes' pids (for tests and the log)."""
-        return [w.process.pid for w in (*self._idle, *self._busy) if w.process.pid]
+        return self.pool.pids()
 
     async def close(self) -> None:
         """Stop: analyses in progress are stopped, not awaited; their runs stay queued or
         running in the index and start again with the next server (see :meth:`resume`)."""
         for task in list(self._tasks):
             task.cancel()
-        workers = [*self._idle, *self._busy]
-        self._idle, self._busy = [], set()
-        for worker in workers:
-            if worker.alive():
-                worker.process.terminate()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, _stop_all, workers)
-
-
-def _receive(worker: _Worker) -> dict[str, Any]:
-    """The worker's answer; :class:`WorkerDied` when its pipe ends first (it died)."""
-    try:
-        answer = worker.conn.recv()
-    except (EOFError, OSError):
-        worker.process.join(timeout=STOP_WAIT_S)
-        raise WorkerDied from None
-    if not isinstance(answer, dict):
-        return {"error": "the analysis worker answered nonsense"}
-    return answer
-
-
-def _reap(worker: _Worker) -> None:
-    worker.conn.close()
-    worker.process.join(timeout=STOP_WAIT_S)
-    if worker.process.is_alive():
-        worker.process.kill()
-        worker.process.join(timeout=STOP_WAIT_S)
-
-
-def _stop_all(workers: list[_Worker]) -> None:
-    for worker in workers:
-        worker.process.join(timeout=STOP_WAIT_S)
-        if worker.process.is_alive():
-            worker.process.kill()
-            worker.process.join(timeout=STOP_WAIT_S)
-        worker.conn.close()
+        await loop.run_in_executor(None, self.pool.close)
+        self._threads.shutdown(wait=False, cancel_futures=True)

@@ -127,11 +127,11 @@ def asset(name: str) -> tuple[bytes, str] | None:
     return (resources.files(package) / path).read_bytes(), media
 
 
-def with_way_back(report_html: str, run_id: str) -> str:
-    """The stored report with :data:`_WAY_BACK` right after its ``<body>`` tag (the file on
-    disk stays the self-contained page ``rightsize analyze`` writes). ``run_id`` is a checked
-    hex id."""
-    return _after_body(report_html, _WAY_BACK.format(id=run_id))
+def way_back(run_id: str) -> str:
+    """The bar put right after a served report's ``<body>`` tag (:data:`_WAY_BACK`; the file
+    on disk stays the self-contained page ``rightsize analyze`` writes). ``run_id`` is a
+    checked hex id."""
+    return _WAY_BACK.format(id=run_id)
 
 
 def _after_body(html: str, bar: str) -> str:

@@ -5,49 +5,41 @@ one :class:`Received` per file, stored content-addressed under ``blobs/``. Nothi
 memory beyond one network chunk: each part is written to a temporary file as it arrives, hashed
 (SHA-256) while writing, and checked against the cap on every chunk, so an oversized upload is
 refused (:class:`TooLarge`, HTTP 413) as soon as the cap is passed, its partial file removed.
-A gzip part is also decompressed as it arrives, only to count the bytes it expands to (the
-readers parse those), which refuses a gzip bomb at the same cap. Client file names are kept as
-display text only; they never become paths.
+
+Once a part is whole its hash is known: a file stored before (the index knows what it inflates
+to) is not inflated again; a new one is checked by :class:`Checks` off the event loop, on a
+small thread pool with a CPU budget per upload (:mod:`.gzipcheck`: gzip parsed exactly as the
+readers parse it, the inflated bytes counted against the same cap), and only then moved into
+the blob store. Client file names are kept as display text only; they never become paths.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hashlib
 import os
 import secrets
 import unicodedata
-import zlib
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from python_multipart import MultipartParser
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import parse_options_header
 
-from rightsize.errors import RightsizeError
+from rightsize.serve.gzipcheck import TooLarge, UploadRefused, check_file
 from rightsize.serve.store import blob_path
 
 FIELD = "file"
-GZIP_MAGIC = b"\x1f\x8b"
-_INFLATE_STEP = 1 << 20  # bytes of decompressed output produced per step, so memory stays flat
 MAX_NAME_CHARS = 200
 # Blob hashes of uploads still in flight in this process: a refused upload removes the blobs
 # it created only when no other request is about to use them.
 _IN_FLIGHT: Counter[str] = Counter()
-
-
-class UploadRefused(RightsizeError):
-    """An upload the server will not store; ``status`` is the HTTP status to answer."""
-
-    status = 400
-
-
-class TooLarge(UploadRefused):
-    status = 413
 
 
 class Unsupported(UploadRefused):
@@ -75,6 +67,49 @@ class Received:
     bytes: int
     path: Path  # the blob
     created: bool  # this upload stored the content (it was not there before)
+    inflated: int = 0  # what the readers parse: the gzip data inflated, else ``bytes``
+
+
+@dataclass(frozen=True, slots=True)
+class _Spooled:
+    """A part received whole into ``tmp/``, hashed, not yet checked or stored."""
+
+    name: str
+    sha256: str
+    bytes: int
+    path: Path
+
+
+class Checks:
+    """The inflate checks of new files, off the event loop: at most ``threads`` at once (more
+    uploads wait their turn), each within ``cpu_budget_s`` of CPU; two uploads of the same new
+    file share one check."""
+
+    def __init__(self, limit_bytes: int, cpu_budget_s: float | None, threads: int = 2) -> None:
+        self.limit_bytes, self.cpu_budget_s = limit_bytes, cpu_budget_s
+        self._pool = ThreadPoolExecutor(max_workers=threads,
+                                        thread_name_prefix="rightsize-upload-check")
+        self._running: dict[str, asyncio.Future[int]] = {}
+
+    async def inflated(self, part: _Spooled, known: int | None) -> int:
+        """What the readers will parse of ``part``: ``known`` (the same file was stored and
+        checked before; its hash says so, nothing is inflated) or checked now."""
+        if known is not None:
+            if known > self.limit_bytes:
+                raise TooLarge(f"{part.name}: gzip data decompresses to more than the "
+                               f"{_mib(self.limit_bytes)} cap")
+            return known
+        future = self._running.get(part.sha256)
+        if future is None:
+            future = asyncio.get_running_loop().run_in_executor(
+                self._pool, check_file, part.path, self.limit_bytes, self.cpu_budget_s,
+                part.name)
+            self._running[part.sha256] = future
+            future.add_done_callback(lambda _: self._running.pop(part.sha256, None))
+        return await asyncio.shield(future)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def display_name(raw: str) -> str:
@@ -82,77 +117,6 @@ def display_name(raw: str) -> str:
     base = raw.replace("\\", "/").rsplit("/", 1)[-1]
     clean = "".join(c for c in base if unicodedata.category(c)[0] != "C").strip()
     return clean[:MAX_NAME_CHARS] or "upload"
-
-
-class InflateCheck:
-    """Counts what a gzip file inflates to as its bytes arrive, for any split of those bytes.
-
-    Fed every piece of a file from its first byte, it decides gzip or not from the first two
-    bytes (the readers' test: :data:`GZIP_MAGIC` at offset 0), then inflates each member in
-    :data:`_INFLATE_STEP` output steps that are counted and discarded. Between members it
-    follows :class:`gzip.GzipFile`, which the readers use: zero bytes are padding, the next two
-    bytes must be the magic again, anything else ends the file for them (they refuse it), and
-    so ends the counting. A magic or a member split across pieces is held as state, never
-    re-sniffed from the start of a piece.
-    """
-
-    _HEAD, _MEMBER, _BETWEEN, _DONE = range(4)
-
-    def __init__(self, limit_bytes: int) -> None:
-        self.limit_bytes = limit_bytes
-        self.out_bytes = 0
-        self.is_gzip: bool | None = None  # None: fewer than two bytes seen yet
-        self._state = self._HEAD
-        self._magic = b""  # the bytes of a magic seen so far (0 or 1 of them)
-        self._inflate: Any = None
-
-    def feed(self, data: bytes) -> None:
-        while data and self._state != self._DONE:
-            if self._state == self._MEMBER:
-                data = self._inflate_some(data)
-                continue
-            if self._state == self._BETWEEN and not self._magic:
-                data = data.lstrip(b"\0")  # GzipFile skips zero padding between members
-                if not data:
-                    return
-            need = 2 - len(self._magic)
-            self._magic, data = self._magic + data[:need], data[need:]
-            if len(self._magic) < 2:
-                return
-            first = self._state == self._HEAD
-            if self._magic != GZIP_MAGIC:
-                if first:
-                    self.is_gzip = False
-                self._state = self._DONE  # not gzip, or trailing data the readers refuse
-                return
-            if first:
-                self.is_gzip = True
-            self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            self._state, data, self._magic = self._MEMBER, self._magic + data, b""
-
-    def _inflate_some(self, data: bytes) -> bytes:
-        """Inflate ``data`` within the current member; the bytes left after the member."""
-        try:
-            out = self._inflate.decompress(data, _INFLATE_STEP)
-            self._count(len(out))
-            while len(out) == _INFLATE_STEP and not self._inflate.unconsumed_tail \
-                    and not self._inflate.eof:  # output still held inside zlib
-                out = self._inflate.decompress(b"", _INFLATE_STEP)
-                self._count(len(out))
-        except zlib.error:
-            self._state = self._DONE  # not valid gzip: the reader reports it with the name
-            return b""
-        if self._inflate.eof:
-            self._state = self._BETWEEN
-            return bytes(self._inflate.unused_data)
-        return bytes(self._inflate.unconsumed_tail)
-
-    def _count(self, n: int) -> None:
-        self.out_bytes += n
-        if self.out_bytes > self.limit_bytes:
-            self._state = self._DONE
-            raise TooLarge(f"gzip data decompresses to more than the {_mib(self.limit_bytes)} "
-                           "cap (a gzip bomb, or a trace too large for this server)")
 
 
 class _Part:
@@ -165,44 +129,45 @@ class _Part:
         self.fh: IO[bytes] = open(self.path, "xb")  # noqa: SIM115 - closed in finish/abort
         self.sha = hashlib.sha256()
         self.size = 0
-        self.inflate = InflateCheck(limit_bytes)  # fed from the first byte, whatever the split
 
     def write(self, data: bytes) -> None:
         self.size += len(data)
         if self.size > self.limit_bytes:
             raise TooLarge(f"{self.name} is larger than the {_mib(self.limit_bytes)} upload cap")
-        self.inflate.feed(data)
         self.sha.update(data)
         self.fh.write(data)
 
-    def finish(self, blobs_dir: Path) -> Received:
+    def finish(self) -> _Spooled:
         self.fh.close()
         if self.size == 0:
             raise UploadRefused(f"{self.name} is empty")
         digest = self.sha.hexdigest()
-        target = blob_path(blobs_dir, digest)
-        created = not target.exists()
-        if created:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(self.path, target)
-        else:
-            self.path.unlink()  # the same content is stored already
-        _IN_FLIGHT[digest] += 1
-        return Received(self.name, digest, self.size, target, created)
+        _IN_FLIGHT[digest] += 1  # from now on a DELETE keeps a stored blob of this content
+        return _Spooled(self.name, digest, self.size, self.path)
 
     def abort(self) -> None:
         self.fh.close()
         self.path.unlink(missing_ok=True)
 
 
+def _store(part: _Spooled, inflated: int, blobs_dir: Path) -> Received:
+    """Move a checked part into the blob store (or drop it: the same content is there)."""
+    target = blob_path(blobs_dir, part.sha256)
+    created = not target.exists()
+    if created:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(part.path, target)
+    else:
+        part.path.unlink(missing_ok=True)
+    return Received(part.name, part.sha256, part.bytes, target, created, inflated)
+
+
 class _Receiver:
     """python-multipart callbacks that route ``file`` parts to :class:`_Part`."""
 
-    def __init__(self, tmp_dir: Path, blobs_dir: Path, limit_bytes: int, max_files: int,
-                 in_use: Callable[[str], bool]) -> None:
-        self.tmp_dir, self.blobs_dir, self.in_use = tmp_dir, blobs_dir, in_use
-        self.limit_bytes, self.max_files = limit_bytes, max_files
-        self.received: list[Received] = []
+    def __init__(self, tmp_dir: Path, limit_bytes: int, max_files: int) -> None:
+        self.tmp_dir, self.limit_bytes, self.max_files = tmp_dir, limit_bytes, max_files
+        self.spooled: list[_Spooled] = []
         self.part: _Part | None = None
         self._headers: dict[bytes, bytes] = {}
         self._field = b""
@@ -229,7 +194,7 @@ class _Receiver:
         _, params = parse_options_header(self._headers.get(b"content-disposition", b""))
         if params.get(b"name") != FIELD.encode() or b"filename" not in params:
             return  # another form field: its data is discarded
-        if len(self.received) >= self.max_files:
+        if len(self.spooled) >= self.max_files:
             raise UploadRefused(f"more than {self.max_files} files in one upload")
         name = display_name(params[b"filename"].decode("utf-8", "replace"))
         self.part = _Part(self.tmp_dir, name, self.limit_bytes)
@@ -242,26 +207,31 @@ class _Receiver:
         if self.part is not None:
             part, self.part = self.part, None
             try:
-                self.received.append(part.finish(self.blobs_dir))
+                self.spooled.append(part.finish())
             except BaseException:
                 part.abort()
                 raise
 
     def abort(self) -> None:
+        """The upload is refused: partial and spooled files go, the in-flight marks too."""
         if self.part is not None:
             self.part.abort()
             self.part = None
-        for r in self.received:
-            release(r)
-            if r.created and not _IN_FLIGHT[r.sha256] and not self.in_use(r.sha256):
-                r.path.unlink(missing_ok=True)
+        for spooled in self.spooled:
+            spooled.path.unlink(missing_ok=True)
+            _release(spooled.sha256)
+        self.spooled = []
 
 
 def release(received: Received) -> None:
     """The upload of ``received`` is over (its run exists, or it was refused)."""
-    _IN_FLIGHT[received.sha256] -= 1
-    if _IN_FLIGHT[received.sha256] <= 0:
-        del _IN_FLIGHT[received.sha256]
+    _release(received.sha256)
+
+
+def _release(sha256: str) -> None:
+    _IN_FLIGHT[sha256] -= 1
+    if _IN_FLIGHT[sha256] <= 0:
+        del _IN_FLIGHT[sha256]
 
 
 def in_flight(sha256: str) -> bool:
@@ -270,10 +240,13 @@ def in_flight(sha256: str) -> bool:
 
 async def receive(content_type: str, body: AsyncIterator[bytes], tmp_dir: Path,
                   blobs_dir: Path, limit_bytes: int, max_files: int,
-                  in_use: Callable[[str], bool], max_body_bytes: int) -> list[Received]:
-    """Stream a multipart body into the blob store; the stored files, in upload order.
+                  in_use: Callable[[str], bool], max_body_bytes: int, checks: Checks,
+                  known: Callable[[str], int | None]) -> list[Received]:
+    """Stream a multipart body into ``tmp/``, then check each file and store it as a blob; the
+    stored files, in upload order.
 
-    ``in_use(sha256)`` says whether a recorded run uses a blob, which a refused upload keeps.
+    ``in_use(sha256)`` says whether a recorded run uses a blob, which a refused upload keeps;
+    ``known(sha256)`` what a stored blob inflates to, when it was checked before.
     ``max_body_bytes`` caps the whole body (a chunked body declares no length). A body that
     is not well-formed multipart is refused in one line (400), a full disk with 507.
     """
@@ -282,7 +255,7 @@ async def receive(content_type: str, body: AsyncIterator[bytes], tmp_dir: Path,
     if kind != b"multipart/form-data" or not boundary:
         raise Unsupported("send multipart/form-data with one or more 'file' fields "
                           "(curl -F file=@trace.json.gz URL/api/runs)")
-    receiver = _Receiver(tmp_dir, blobs_dir, limit_bytes, max_files, in_use)
+    receiver = _Receiver(tmp_dir, limit_bytes, max_files)
     total = 0
     try:
         parser = MultipartParser(boundary, receiver.callbacks())  # type: ignore[arg-type]
@@ -292,6 +265,11 @@ async def receive(content_type: str, body: AsyncIterator[bytes], tmp_dir: Path,
                 raise TooLarge("the upload is larger than the server's cap")
             parser.write(chunk)
         parser.finalize()
+        if receiver.part is not None:  # the body ended inside a part
+            raise UploadRefused("the upload ended before its last file did")
+        if not receiver.spooled:
+            raise UploadRefused(f"no '{FIELD}' field with a file in the upload")
+        return await _check_and_store(receiver, blobs_dir, checks, known, in_use)
     except BaseException as exc:
         receiver.abort()
         if isinstance(exc, FormParserError):  # python-multipart's parse errors
@@ -299,12 +277,27 @@ async def receive(content_type: str, body: AsyncIterator[bytes], tmp_dir: Path,
         if isinstance(exc, OSError) and exc.errno in NO_SPACE:
             raise no_space(tmp_dir.parent) from None
         raise
-    if receiver.part is not None:  # the body ended inside a part
-        receiver.abort()
-        raise UploadRefused("the upload ended before its last file did")
-    if not receiver.received:
-        raise UploadRefused(f"no '{FIELD}' field with a file in the upload")
-    return receiver.received  # the caller calls release() on each once its run is recorded
+
+
+async def _check_and_store(receiver: _Receiver, blobs_dir: Path, checks: Checks,
+                           known: Callable[[str], int | None],
+                           in_use: Callable[[str], bool]) -> list[Received]:
+    """Each spooled part checked (or known by its hash) and moved into the blob store; a
+    refusal removes the blobs this upload created that nothing else uses."""
+    stored: list[Received] = []
+    try:
+        for spooled in receiver.spooled:
+            on_disk = blob_path(blobs_dir, spooled.sha256).is_file()
+            inflated = await checks.inflated(spooled, known(spooled.sha256) if on_disk
+                                             else None)
+            stored.append(_store(spooled, inflated, blobs_dir))
+    except BaseException:
+        for r in stored:
+            if r.created and _IN_FLIGHT[r.sha256] <= 1 and not in_use(r.sha256):
+                r.path.unlink(missing_ok=True)
+        raise
+    receiver.spooled = []  # stored: the caller releases them once the run is recorded
+    return stored
 
 
 def sweep_tmp(tmp_dir: Path) -> int:
@@ -319,6 +312,19 @@ def sweep_tmp(tmp_dir: Path) -> int:
             path.unlink(missing_ok=True)
             swept += 1
     return swept
+
+
+def sweep_blobs(blobs_dir: Path, in_use: set[str]) -> int:
+    """Remove the stored files no run names -- what a server killed between storing an upload
+    and recording it leaves -- and how many. Called once at start-up, before the first
+    request: no upload is in flight then."""
+    removed = 0
+    for folder in (blobs_dir.iterdir() if blobs_dir.is_dir() else ()):
+        for path in (folder.iterdir() if folder.is_dir() else ()):
+            if path.name not in in_use and (path.is_file() or path.is_symlink()):
+                path.unlink(missing_ok=True)
+                removed += 1
+    return removed
 
 
 def input_key(received: list[Received]) -> str:

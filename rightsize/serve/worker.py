@@ -1,20 +1,20 @@
-"""What one analysis worker process does with one run (runs in a spawned process).
+"""What one analysis does with one run (runs in an engine worker: a spawned process that dies
+with the server, :mod:`rightsize.engine_pool`).
 
 Input: the run's directory and its inputs (blob path and display name each). Output:
-``report.html`` then ``analysis.json`` in the run directory, each written whole or not at all
-(a temporary file, fsync, rename; ``analysis.json`` last, so its presence means the run is
-complete and a restarted server adopts it), and a small summary dict for the index (verdict,
-device, step time, seconds spent) or ``{"error": one line}``.
+``report.html``, ``summary.json`` (the compare page's values) then ``analysis.json`` in the run
+directory, each written whole or not at all (a temporary file, fsync, rename; ``analysis.json``
+last, so its presence means the run is complete and a restarted server adopts it), and a small
+summary dict for the index (verdict, device, step time, seconds spent) or ``{"error": one
+line}``.
 
-:func:`worker_main` is the process: it dies with the server (``PR_SET_PDEATHSIG`` on Linux, and
-a thread that watches the parent's pid everywhere), so a server killed with SIGKILL leaves no
-analysis running behind it. The analysis is :func:`rightsize.pipeline.run` (in this process:
-the worker is the server's pool) and the page :func:`rightsize.reports.render.write_report`,
-the same pipeline as ``rightsize analyze`` (the page from the typed document read back from the
-JSON form, as ``rightsize report`` does); the summary also says when the trace was recorded, by
-its own wall clock (:func:`rightsize.fleet.analyze.wall_clock_start`), for the fleet row. The
-document's ``path`` values are the uploaded file
-names, not the server's blob paths.
+:func:`analyze_task` is the engine task, :func:`init_worker` the worker's set-up. The analysis is
+:func:`rightsize.pipeline.run` (in this process: the worker is the server's pool) and the page
+:func:`rightsize.reports.render.write_report`, the same pipeline as ``rightsize analyze`` (the
+page from the typed document read back from the JSON form, as ``rightsize report`` does); the
+summary also says when the trace was recorded, by its own wall clock
+(:func:`rightsize.fleet.analyze.wall_clock_start`), for the fleet row. The document's ``path``
+values are the uploaded file names, not the server's blob paths.
 """
 
 from __future__ import annotations
@@ -23,47 +23,25 @@ import contextlib
 import errno
 import json
 import os
-import resource
 import time
 from pathlib import Path
 from typing import Any
 
-from rightsize.engine import tie_to_parent
 from rightsize.errors import RightsizeError
 
 ANALYSIS_JSON = "analysis.json"
 REPORT_HTML = "report.html"
+SUMMARY_JSON = "summary.json"  # the values the compare page shows: read without the document
 TASKS_PER_WORKER = 20  # then the process exits and a fresh one replaces it (memory given back)
 NO_SPACE_ERROR = ("no space left on the server's disk to store the results; "
                   "free some space and upload again")
 
 
-def worker_main(conn: Any, parent_pid: int, memory_limit_bytes: int | None,
-                cache_dir: str | None) -> None:
-    """The worker process: analyze the runs sent over ``conn`` until the server goes away.
-
-    Each message is ``(run_dir, inputs)``; each answer the summary of :func:`analyze_run`.
-    Returns (the process exits) after :data:`TASKS_PER_WORKER` runs, when the pipe closes, or
-    when the parent is gone.
-    """
-    tie_to_parent(parent_pid)
-    if cache_dir is not None:  # caches beside the data, not in the home directory
-        os.environ.setdefault("RIGHTSIZE_CACHE_DIR", cache_dir)
-    init_worker(memory_limit_bytes)
-    for _ in range(TASKS_PER_WORKER):
-        try:
-            run_dir, inputs = conn.recv()
-        except (EOFError, OSError):
-            return  # the server closed the pipe, or died
-        conn.send(analyze_run(run_dir, inputs))
-
-
-def init_worker(memory_limit_bytes: int | None) -> None:
-    """Pool initializer: import the analysis stack, then cap this process's address space.
-
-    Importing first keeps the cap for the analysis: numpy's BLAS reserves its thread buffers
-    at import and would fail there with a misleading error under a tight cap.
-    """
+def init_worker() -> None:
+    """The worker's set-up (:class:`rightsize.engine_pool.WorkerPool` initializer, before its
+    memory cap): import the analysis stack once. Importing first keeps the cap for the
+    analysis: numpy's BLAS reserves its thread buffers at import and would fail there with a
+    misleading error under a tight cap."""
     import numpy  # noqa: F401
     import polars  # noqa: F401
 
@@ -71,8 +49,10 @@ def init_worker(memory_limit_bytes: int | None) -> None:
     import rightsize.reports.render
     import rightsize.traces.loader  # noqa: F401
 
-    if memory_limit_bytes:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+
+def analyze_task(item: tuple[str, list[tuple[str, str]]]) -> dict[str, Any]:
+    """The engine task: :func:`analyze_run` of ``(run_dir, inputs)``."""
+    return analyze_run(*item)
 
 
 def analyze_run(run_dir: str, inputs: list[tuple[str, str]]) -> dict[str, Any]:
@@ -93,6 +73,7 @@ def analyze_run(run_dir: str, inputs: list[tuple[str, str]]) -> dict[str, Any]:
         _rename_paths(doc, names)
         page = render(Document.from_json(doc), "html")
         write_atomic(run / REPORT_HTML, page)
+        write_atomic(run / SUMMARY_JSON, json.dumps(compare_summary(doc)) + "\n")
         write_atomic(run / ANALYSIS_JSON, json.dumps(doc, indent=2, allow_nan=False) + "\n")
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -112,6 +93,21 @@ def analyze_run(run_dir: str, inputs: list[tuple[str, str]]) -> dict[str, Any]:
             (run / "inputs").rmdir()  # the links were only for the readers
     return {**summarize(doc), "analysis_s": round(time.perf_counter() - start, 3),
             "recorded_at": recorded.timestamp() if recorded is not None else None}
+
+
+def compare_summary(doc: dict[str, Any]) -> dict[str, Any]:
+    """The values the compare page reads (``compare.compare_rows``), from a whole document."""
+    devices = doc.get("devices") or []
+    primary = [d for d in devices if isinstance(d, dict) and d.get("primary")] or devices[:1]
+    steps, diagnosis, sizing = (doc.get(k) or {} for k in ("steps", "diagnosis", "sizing"))
+    return {
+        "devices": [{"name": d.get("name"), "primary": True} for d in primary],
+        "inputs": [{"format": i.get("format")} for i in doc.get("inputs") or []
+                   if isinstance(i, dict)],
+        "steps": {"mean_ms": steps.get("mean_ms"), "count": steps.get("count")},
+        "diagnosis": {k: diagnosis.get(k) for k in ("bound", "confidence", "shares_pct")},
+        "sizing": {k: sizing.get(k) for k in ("verdict", "recommended")} if sizing else None,
+    }
 
 
 def summarize(doc: dict[str, Any]) -> dict[str, Any]:

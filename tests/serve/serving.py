@@ -223,3 +223,63 @@ def read_all(sock: socket.socket, limit: int = 1 << 16) -> bytes:
     except (ConnectionResetError, TimeoutError):
         pass
     return got
+
+
+PROBE = """
+import socket, sys, time
+port, out, every = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+request = f"GET /healthz HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\nConnection: close\\r\\n\\r\\n"
+with open(out, "w") as log:
+    while True:
+        start = time.perf_counter()
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                s.sendall(request.encode())
+                got = b""
+                while chunk := s.recv(4096):
+                    got += chunk
+            ok = got.startswith(b"HTTP/1.1 200")
+        except OSError:
+            ok = False
+        ms = (time.perf_counter() - start) * 1000
+        log.write(f"{time.time():.3f} {ms:.1f} {int(ok)}\\n")
+        log.flush()
+        time.sleep(every)
+"""
+
+
+class HealthProbe:
+    """A process of its own that asks ``/healthz`` every ``every_s`` over a new connection and
+    logs each answer's latency (issue 40: the server answers within 100 ms throughout every
+    attack). A process, not a thread: the test's own work must not delay the measurement."""
+
+    def __init__(self, server: Server, every_s: float = 0.05) -> None:
+        self.out = server.data_dir.parent / f"probe-{server.port}.log"
+        self.proc = subprocess.Popen([sys.executable, "-c", PROBE, str(server.port),
+                                      str(self.out), str(every_s)])
+
+    def __enter__(self) -> HealthProbe:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not self.samples():
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+    def samples(self) -> list[tuple[float, float, bool]]:
+        if not self.out.exists():
+            return []
+        rows = [line.split() for line in self.out.read_text().splitlines()]
+        return [(float(t), float(ms), ok == "1") for t, ms, ok in rows if ok in ("0", "1")]
+
+    def worst_ms(self) -> float:
+        got = self.samples()
+        assert got and all(ok for _, _, ok in got), "a /healthz probe failed"
+        return max(ms for _, ms, _ in got)
+
+    def summary(self) -> str:
+        ms = sorted(m for _, m, _ in self.samples())
+        return (f"{len(ms)} probes, median {ms[len(ms) // 2]:.1f} ms, "
+                f"max {ms[-1]:.1f} ms") if ms else "no probes"

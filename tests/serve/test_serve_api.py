@@ -56,12 +56,15 @@ def test_upload_kineto_trace_then_poll_report_and_dedup(server: Server) -> None:
     runs_page = server.request("GET", "/runs?q=trace_filter")
     assert runs_page.status == 200 and created["id"] in runs_page.text
 
-    # the same file again: one stored blob, one analysis, the same run
+    # the same file again: one stored blob, one analysis, the same run; an upload of its own
     n_blobs = len(blobs(server))
     again = server.upload(("renamed.json.gz", data))
-    assert (again.status, again.json()["id"], again.json()["existing"]) == \
+    assert (again.status, again.json()["run"], again.json()["existing"]) == \
         (200, created["id"], True)
+    assert again.json()["id"] != created["id"]
     assert len(blobs(server)) == n_blobs
+    mine = server.request("GET", f"/api/runs/{again.json()['id']}").json()
+    assert mine["files"][0]["name"] == "renamed.json.gz" and mine["analysis"] == doc
 
 
 def test_upload_nsys_export_and_compare(server: Server) -> None:
@@ -229,8 +232,9 @@ def test_a_served_report_is_sandboxed_and_has_a_way_back(server: Server) -> None
     assert page.headers["content-security-policy"].startswith("sandbox allow-scripts;")
     assert '<a href="/runs">&larr; Runs</a>' in page.text
     assert page.text.index('id="rightsize-serve-nav"') > page.text.index("<body")
-    folder = server.data_dir / "runs" / run["id"]
-    assert sorted(p.name for p in folder.iterdir()) == ["analysis.json", "report.html"]
+    folder = server.data_dir / "runs" / run["run"]
+    assert sorted(p.name for p in folder.iterdir()) == ["analysis.json", "report.html",
+                                                         "summary.json"]
     assert (server.data_dir / "cache").is_dir()  # caches beside the data, not in ~/.cache
 
 

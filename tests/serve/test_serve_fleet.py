@@ -98,7 +98,8 @@ def test_uploads_are_rows_of_the_fleet_table_and_the_fleet_page(tmp_path: Path,
         assert ok["gpu"] == "H100 SXM" and ok["step_ms"] == 1.0
 
         # the same files again: the same run, no second row
-        assert server.upload(("renamed.json", data)).json()["existing"] is True
+        renamed = server.upload(("renamed.json", data)).json()
+        assert renamed["existing"] is True and renamed["run"] == run["id"]
         assert table_rows(server).height == 2
 
         page = server.request("GET", "/fleet")
@@ -129,7 +130,8 @@ def test_uploads_are_rows_of_the_fleet_table_and_the_fleet_page(tmp_path: Path,
         assert hostile.status == 200 and jobs_listed(hostile.text) == []
         assert hostile.text.count("<script>") == 2  # the template's own, nothing reflected
         assert 'value="&lt;/script&gt;&lt;script&gt;alert(1)"' in hostile.text
-        for query, error in (("since=11/14/2023", "since must be a day, YYYY-MM-DD"),
+        for query, error in (("since=11/14/2023", "since must be a day, YYYY-MM-DD, from "
+                              "1970-01-02 to 9999-12-30 (e.g. since=2026-01-31)"),
                              ("since=2023-11-15&until=2023-11-14", "since is after until")):
             reply = server.request("GET", f"/fleet?{query}")
             assert (reply.status, reply.json()) == (400, {"error": error})
@@ -140,6 +142,8 @@ def test_uploads_are_rows_of_the_fleet_table_and_the_fleet_page(tmp_path: Path,
             assert (reply.status, reply.json()) == \
                 (400, {"error": "team must be at most 100 printable characters"})
         assert server.request("DELETE", f"/api/runs/{run['id']}").status == 204
+        assert (server.data_dir / "fleet" / ok["document"]).exists()  # the run has an upload
+        assert server.request("DELETE", f"/api/runs/{renamed['id']}").status == 204
         assert not (server.data_dir / "fleet" / ok["document"]).exists()
         assert jobs_listed(server.request("GET", "/fleet").text) == \
             ["&lt;img src=x onerror=alert(1)&gt;.json"]

@@ -96,8 +96,9 @@ def test_restart_keeps_runs(tmp_path: Path) -> None:
         assert again == done
         assert [r["id"] for r in second.request("GET", "/api/runs").json()["runs"]] == [run_id]
         assert second.request("GET", f"/r/{run_id}").status == 200
-        assert second.upload(("copy.json.gz", data)).json() == \
-            {"id": run_id, "url": f"/r/{run_id}", "existing": True}
+        copy = second.upload(("copy.json.gz", data)).json()
+        assert copy == {"id": copy["id"], "run": run_id, "url": f"/r/{copy['id']}",
+                        "existing": True}
     finally:
         second.stop()
 

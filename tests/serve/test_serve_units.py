@@ -4,10 +4,13 @@ the log limiter, the token rule."""
 from __future__ import annotations
 
 import gzip
+import io
 import logging
 import sqlite3
+import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,8 @@ from rightsize.serve.compare import Row, compare_rows
 from rightsize.serve.config import check_token, max_connections_for
 from rightsize.serve.guard import RateLimit
 from rightsize.serve.store import IndexDamaged, Store, blob_path
-from rightsize.serve.upload import InflateCheck, TooLarge, _Part, display_name
+from rightsize.serve.gzipcheck import GzipCheck, TooLarge, Unreadable
+from rightsize.serve.upload import display_name
 from rightsize.serve.worker import summarize
 
 # A small bomb: 200,000 zero bytes in a few hundred bytes of gzip, against a 100,000-byte cap.
@@ -34,46 +38,119 @@ def test_display_name_keeps_the_last_component_as_text() -> None:
 
 def test_inflate_check_counts_every_member_and_stops_at_the_cap() -> None:
     data = gzip.compress(b"a" * 1000) + gzip.compress(b"b" * 500)
-    check = InflateCheck(limit_bytes=10_000)
-    for i in range(0, len(data), 7):  # arrives in small network chunks
+    check = GzipCheck(limit_bytes=10_000)
+    for i in range(0, len(data), 7):  # arrives in small pieces
         check.feed(data[i:i + 7])
+    check.finish()
     assert (check.is_gzip, check.out_bytes) == (True, 1500)
     with pytest.raises(TooLarge, match="decompresses to more than"):
-        InflateCheck(limit_bytes=1499).feed(data)
-    plain = InflateCheck(limit_bytes=10)
+        GzipCheck(limit_bytes=1499).feed(data)
+    plain = GzipCheck(limit_bytes=10)
     plain.feed(b"{")
     plain.feed(b'"traceEvents": []}' * 10)
+    plain.finish()
     assert (plain.is_gzip, plain.out_bytes) == (False, 0)
 
 
 @pytest.mark.parametrize("name", ["one member", "two members", "zero padding between"])
-def test_the_inflate_cap_holds_at_every_split_point(name: str, tmp_path: Path) -> None:
+def test_the_inflate_cap_holds_at_every_split_point(name: str) -> None:
     """Issue 29, 1: the first piece holding one byte, or a second member's magic split
-    across pieces, no longer skips the check. Every split point, through the file part."""
+    across pieces, no longer skips the check. Every split point, and one byte at a time."""
     data = {"one member": BOMB,
             "two members": gzip.compress(b"{}") + BOMB,
             "zero padding between": gzip.compress(b"{}") + b"\0" * 5 + BOMB}[name]
     assert len(data) < 1000 and len(gzip.decompress(data)) > CAP
     for split in range(1, len(data)):
-        part = _Part(tmp_path, "bomb.json.gz", limit_bytes=1_000_000)  # under the byte cap
-        part.inflate.limit_bytes = CAP
+        check = GzipCheck(CAP)
         with pytest.raises(TooLarge, match="decompresses to more than"):
-            part.write(data[:split])
-            part.write(data[split:])
-        part.abort()
-    check = InflateCheck(CAP)  # and one byte at a time
+            check.feed(data[:split])
+            check.feed(data[split:])
+    check = GzipCheck(CAP)
     with pytest.raises(TooLarge):
         for i in range(len(data)):
             check.feed(data[i:i + 1])
 
 
-def test_trailing_data_after_a_member_ends_the_count_as_it_ends_the_reader() -> None:
-    data = gzip.compress(b"x" * 10) + b"not gzip" + BOMB  # gzip.GzipFile refuses it here
-    with pytest.raises(gzip.BadGzipFile):
-        gzip.decompress(data)
-    check = InflateCheck(CAP)
-    check.feed(data)
-    assert check.out_bytes == 10
+def _member(data: bytes, flags: int = 0, header_crc: int | None = None,
+            method: int = 8) -> bytes:
+    """One gzip member written by hand: any FLG bits, FEXTRA/FNAME/FCOMMENT/FHCRC fields."""
+    head = b"\x1f\x8b" + bytes([method, flags]) + b"\0\0\0\0\0\xff"
+    if flags & 4:
+        head += struct.pack("<H", 2) + b"xx"
+    if flags & 8:
+        head += b"name\0"
+    if flags & 16:
+        head += b"comment\0"
+    if flags & 2:
+        head += struct.pack("<H", zlib.crc32(head) & 0xFFFF if header_crc is None
+                            else header_crc)
+    deflate = zlib.compressobj(6, zlib.DEFLATED, -15)
+    body = deflate.compress(data) + deflate.flush()
+    return head + body + struct.pack("<II", zlib.crc32(data), len(data))
+
+
+DATA = b'{"traceEvents": []}' * 100  # 1,900 bytes
+GZIP_CASES = {  # name: (bytes, what the readers parse, or None: the readers fail)
+    "plain": (_member(DATA), 1900),
+    "reserved bits 0xE0": (_member(DATA, 0xE0), 1900),  # zlib's gzip mode refuses these
+    "every field and reserved bit": (_member(DATA, 0xFE), 1900),
+    "header crc wrong": (_member(DATA, 0x02, header_crc=0), None),  # isal refuses it
+    "two members, zero padding": (_member(DATA) + b"\0" * 9 + _member(DATA), 3800),
+    "trailing zeros": (_member(DATA) + b"\0" * 9, 1900),
+    "members past the 1 MiB step": (_member(b"x" * 3_000_000) + _member(DATA), 3_001_900),
+    "trailing garbage": (_member(DATA) + b"garbage", None),
+    "one stray byte after": (_member(DATA) + b"\x1f", None),
+    "crc wrong": (_member(DATA)[:-8] + struct.pack("<II", 0, 1900), None),
+    "length wrong": (_member(DATA)[:-4] + struct.pack("<I", 5), None),
+    "cut short": (_member(DATA)[:-3], None),
+    "method 7": (_member(DATA, method=7), None),
+    "name never ends": (b"\x1f\x8b\x08\x08\0\0\0\0\0\xffabc", None),
+}
+
+
+@pytest.mark.parametrize("name", list(GZIP_CASES))
+def test_the_check_parses_gzip_as_both_readers_do(name: str) -> None:
+    """Issue 40, 3: reserved FLG bits stopped zlib's count while GzipFile and isal inflated
+    everything. Each case is what gzip.GzipFile and isal's IGzipFile both read (or both
+    refuse, or one does: refused), and the check agrees at every split point."""
+    data, parsed = GZIP_CASES[name]
+    readers = []
+    for opener in (gzip.GzipFile, _isal_gzip()):
+        if opener is None:
+            continue
+        try:
+            readers.append(len(opener(fileobj=io.BytesIO(data)).read()))
+        except (OSError, EOFError, zlib.error):
+            readers.append(None)
+    assert (None in readers) == (parsed is None), readers
+    assert parsed is None or set(readers) == {parsed}, readers
+    for split in range(0, len(data), 3):
+        check = GzipCheck(10**9)
+        try:
+            check.feed(data[:split])
+            check.feed(data[split:])
+            check.finish()
+        except Unreadable as exc:
+            assert parsed is None, exc
+            assert "the readers cannot read it" in str(exc)
+        else:
+            assert check.out_bytes == parsed
+
+
+def _isal_gzip() -> object:
+    try:
+        from isal import igzip
+    except ImportError:
+        return None
+    return igzip.IGzipFile
+
+
+def test_the_check_has_a_cpu_budget() -> None:
+    """Issue 40, 4: checking what an upload inflates to stops at its CPU budget (413)."""
+    data = gzip.compress(b" " * (64 << 20), compresslevel=1)
+    check = GzipCheck(limit_bytes=1 << 40, cpu_budget_s=0.01)
+    with pytest.raises(TooLarge, match="took more than the server's 0.01 s of CPU"):
+        check.feed(data)
 
 
 def test_compare_rows_from_two_documents() -> None:
