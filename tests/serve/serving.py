@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.client import HTTPConnection, HTTPResponse
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import psutil
 
@@ -258,7 +258,7 @@ class HealthProbe:
         self.proc = subprocess.Popen([sys.executable, "-c", PROBE, str(server.port),
                                       str(self.out), str(every_s)])
 
-    def __enter__(self) -> HealthProbe:
+    def __enter__(self) -> Self:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not self.samples():
             time.sleep(0.05)

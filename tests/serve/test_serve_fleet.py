@@ -130,8 +130,9 @@ def test_uploads_are_rows_of_the_fleet_table_and_the_fleet_page(tmp_path: Path,
         assert hostile.status == 200 and jobs_listed(hostile.text) == []
         assert hostile.text.count("<script>") == 2  # the template's own, nothing reflected
         assert 'value="&lt;/script&gt;&lt;script&gt;alert(1)"' in hostile.text
-        for query, error in (("since=11/14/2023", "since must be a day, YYYY-MM-DD, from "
-                              "1970-01-02 to 9999-12-30 (e.g. since=2026-01-31)"),
+        for query, error in (("since=11/14/2023", ("since must be a day, YYYY-MM-DD, from "
+                                                   "1970-01-02 to 9999-12-30 (e.g. "
+                                                   "since=2026-01-31)")),
                              ("since=2023-11-15&until=2023-11-14", "since is after until")):
             reply = server.request("GET", f"/fleet?{query}")
             assert (reply.status, reply.json()) == (400, {"error": error})

@@ -18,8 +18,8 @@ import pytest
 from rightsize.serve.compare import Row, compare_rows
 from rightsize.serve.config import check_token, max_connections_for
 from rightsize.serve.guard import RateLimit
-from rightsize.serve.store import IndexDamaged, Store, blob_path
 from rightsize.serve.gzipcheck import GzipCheck, TooLarge, Unreadable
+from rightsize.serve.store import IndexDamaged, Store, blob_path
 from rightsize.serve.upload import display_name
 from rightsize.serve.worker import summarize
 
