@@ -17,7 +17,8 @@ how, ``killed by SIGKILL``), or the exception
 the task raised. A worker that dies fails only its own task. Workers die with the parent
 (:func:`rightsize.engine.tie_to_parent`: the kernel's parent-death signal, tied to the thread
 that started the child, which here is the pool's own spawner thread) and cap their address
-space at ``memory_bytes`` (``RLIMIT_AS``, after the initializer's imports).
+space at ``memory_bytes`` (``RLIMIT_AS``, after the initializer's imports); ``nice`` lowers
+their scheduling priority (a server keeps its own ahead of its analyses on the same cores).
 
 :meth:`WorkerPool.run` blocks: call it from a thread of your own (one per task in flight).
 """
@@ -80,8 +81,9 @@ class WorkerPool:
 
     def __init__(self, workers: int, *, memory_bytes: int | None = None,
                  tasks_per_worker: int = 20, initializer: Callable[[], None] | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, nice: int = 0) -> None:
         self.workers = workers
+        self.nice = nice
         self.memory_bytes = memory_bytes
         self.tasks_per_worker = tasks_per_worker
         self.initializer = initializer
@@ -185,7 +187,7 @@ class WorkerPool:
         process = self._context.Process(
             target=worker_main, name="rightsize-engine-worker", daemon=True,
             args=(theirs, os.getpid(), self.memory_bytes, self.initializer, self.env,
-                  self.tasks_per_worker))
+                  self.tasks_per_worker, self.nice))
         process.start()
         theirs.close()  # only the child holds its end: its death reads as EOF here
         return _Worker(process, ours)
@@ -244,10 +246,13 @@ def _reap(worker: _Worker) -> None:
 
 def worker_main(conn: Any, parent_pid: int, memory_bytes: int | None,
                 initializer: Callable[[], None] | None, env: dict[str, str],
-                tasks: int) -> None:
-    """A worker: tied to its parent, set up once, then ``tasks`` tasks at most, each under its
-    CPU limit; returns (the process exits) when the pipe closes or the parent is gone."""
+                tasks: int, nice: int = 0) -> None:
+    """A worker: tied to its parent, ``nice`` added to its scheduling priority, set up once,
+    then ``tasks`` tasks at most, each under its CPU limit; returns (the process exits) when
+    the pipe closes or the parent is gone."""
     tie_to_parent(parent_pid)
+    if nice:
+        os.nice(nice)
     os.environ.update(env)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU leaves no core file
     if initializer is not None:

@@ -11,6 +11,7 @@ from disk as it stands (:mod:`.documents`), never parsed here.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import shutil
 import sqlite3
@@ -44,7 +45,8 @@ async def create_run(server: Server, request: Request) -> Response:
     cfg = server.config
     if server.uploads >= cfg.max_concurrent_uploads:
         return server.busy(f"{cfg.max_concurrent_uploads} uploads are in progress")
-    if server.store.count_active() >= cfg.max_queued_runs:
+    store, index = server.store, server.index
+    if await index(store.count_active) >= cfg.max_queued_runs:
         return server.busy(f"{cfg.max_queued_runs} analyses are queued or running")
     labels = _labels(request)
     if isinstance(labels, Response):
@@ -54,14 +56,17 @@ async def create_run(server: Server, request: Request) -> Response:
     max_body = cfg.max_upload_bytes * cfg.max_files_per_run + SLACK_BYTES
     if declared > max_body:
         return error(413, "the upload is larger than the server's cap")
-    if shutil.disk_usage(cfg.data_dir).free < max(2 * declared, cfg.min_free_bytes):
+    free = (await asyncio.get_running_loop().run_in_executor(
+        server.checks.io, shutil.disk_usage, cfg.data_dir)).free
+    if free < max(2 * declared, cfg.min_free_bytes):
         return error(507, f"too little free disk space in {cfg.data_dir.name}/ for this upload")
     server.uploads += 1
     try:
         received = await upload.receive(
             request.headers.get("content-type", ""), request.stream(), cfg.tmp_dir,
             cfg.blobs_dir, cfg.max_upload_bytes, cfg.max_files_per_run,
-            server.store.blob_in_use, max_body, server.checks, server.store.inflated_bytes)
+            functools.partial(index, store.blob_in_use), max_body, server.checks,
+            functools.partial(index, store.inflated_bytes))
     except upload.UploadRefused as exc:
         return error(exc.status, str(exc))
     except ClientDisconnect:
@@ -69,7 +74,7 @@ async def create_run(server: Server, request: Request) -> Response:
     finally:
         server.uploads -= 1
     try:
-        return _record(server, received, *labels)
+        return await _record(server, received, *labels)
     except sqlite3.OperationalError as exc:  # the index's disk is full
         log.warning("cannot record an upload: %s", exc)
         return error(507, "the run index cannot be written (no space left on the server's "
@@ -79,12 +84,13 @@ async def create_run(server: Server, request: Request) -> Response:
             upload.release(r)
 
 
-def _record(server: Server, received: list[upload.Received], team: str | None,
-            project: str | None) -> Response:
+async def _record(server: Server, received: list[upload.Received], team: str | None,
+                  project: str | None) -> Response:
     """The upload in the index: another upload of a run of the same files (that did not
     fail), or a new run queued for analysis."""
     files = [{"name": r.name, "sha256": r.sha256, "bytes": r.bytes} for r in received]
-    upload_id, run_id, existed = server.store.record(
+    upload_id, run_id, existed = await server.index(
+        server.store.record,
         files, upload.input_key(received), team, project,
         input_bytes=sum(r.inflated for r in received),
         inflated={r.sha256: r.inflated for r in received})
@@ -106,7 +112,7 @@ def _labels(request: Request) -> tuple[str | None, str | None] | Response:
 
 
 async def list_runs(server: Server, request: Request) -> Response:
-    page = page_of_runs(server, request)
+    page = await page_of_runs(server, request)
     if isinstance(page, Response):
         return page
     runs, next_url = page
@@ -114,8 +120,8 @@ async def list_runs(server: Server, request: Request) -> Response:
                          "next": next_url})
 
 
-def page_of_runs(server: Server, request: Request,
-                 path: str = "/api/runs") -> tuple[list[dict[str, Any]], str | None] | Response:
+async def page_of_runs(server: Server, request: Request, path: str = "/api/runs"
+                       ) -> tuple[list[dict[str, Any]], str | None] | Response:
     """One page of uploads, newest first, and the URL of the next page (None on the last):
     ``q`` filters, ``limit`` (1-500, default 100) sizes it, ``before=ID`` continues after the
     upload ID (the ``next`` link carries it)."""
@@ -127,7 +133,7 @@ def page_of_runs(server: Server, request: Request,
     if before is not None and not RUN_ID.match(before):
         return error(400, "before must be a run id")
     limit = int(limit_text)
-    runs = server.store.runs(query, limit + 1, before)
+    runs = await server.index(server.store.runs, query, limit + 1, before)
     next_url = None
     if len(runs) > limit:
         runs = runs[:limit]
@@ -139,7 +145,7 @@ def page_of_runs(server: Server, request: Request,
 
 
 async def get_run(server: Server, request: Request) -> Response:
-    run = server.run_or_none(request)
+    run = await server.run_or_none(request)
     if run is None:
         return error(404, "no such run")
     head = {"id": run["id"], "status": run["status"], "error": run["error"],
@@ -157,24 +163,30 @@ async def delete_run(server: Server, request: Request) -> Response:
     """Remove this upload; the run with it when it was the run's last upload (an analysis in
     progress is stopped)."""
     upload_id = request.path_params["run_id"]
-    found = server.store.delete(upload_id) if RUN_ID.match(upload_id) else None
+    if not RUN_ID.match(upload_id):
+        return error(404, "no such run")
+    found = await server.index(_delete, server, upload_id)
     if found is None:
         return error(404, "no such run")
     run, removed = found
     if removed:
         if server.jobs.cancel(run["id"]):
             log.info("run %s: its analysis was stopped (deleted)", run["id"])
-        remove_blobs(server, run)  # here, on the loop: no upload in flight can slip between
         await asyncio.get_running_loop().run_in_executor(None, remove_results, server, run)
     return Response(status_code=204)
 
 
-def remove_blobs(server: Server, run: dict[str, Any]) -> None:
-    """The blobs of a removed run that no run uses, nor an upload in flight."""
-    for f in run["files"]:
-        if not server.store.blob_in_use(f["sha256"]) and not upload.in_flight(f["sha256"]):
-            blob_path(server.config.blobs_dir, f["sha256"]).unlink(missing_ok=True)
-            server.store.forget_blob(f["sha256"])
+def _delete(server: Server, upload_id: str) -> tuple[dict[str, Any], bool] | None:
+    """On the index's thread: the upload removed, and with its run the blobs no run uses nor
+    an upload in flight (the index's one thread orders this with those uploads' lookups)."""
+    found = server.store.delete(upload_id)
+    if found is not None and found[1]:
+        for f in found[0]["files"]:
+            sha = f["sha256"]
+            if not server.store.blob_in_use(sha) and not upload.in_flight(sha):
+                blob_path(server.config.blobs_dir, sha).unlink(missing_ok=True)
+                server.store.forget_blob(sha)
+    return found
 
 
 def remove_results(server: Server, run: dict[str, Any]) -> None:

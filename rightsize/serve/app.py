@@ -32,7 +32,7 @@ from rightsize.serve import api, security, upload, views
 from rightsize.serve.config import ServeConfig, check_cpu_for
 from rightsize.serve.fleet import ServeFleet
 from rightsize.serve.jobs import JobRunner
-from rightsize.serve.store import RUN_ID, Store
+from rightsize.serve.store import RUN_ID, Index, Store
 
 log = logging.getLogger("rightsize.serve")
 
@@ -45,6 +45,7 @@ class Server:
         self.config = config
         self.store = Store(config.db_path)
         self.store.check()
+        self.index = Index(self.store)  # every call from the event loop goes through it
         swept = upload.sweep_tmp(config.tmp_dir)
         if swept:
             log.info("start-up: removed %d partial uploads from tmp/", swept)
@@ -52,14 +53,14 @@ class Server:
         if orphans:
             log.info("start-up: removed %d stored files no run uses from blobs/", orphans)
         self.fleet = ServeFleet(config, self.store)
-        self.jobs = JobRunner(config, self.store, self.fleet)
+        self.jobs = JobRunner(config, self.index, self.fleet)
         self.checks = upload.Checks(config.max_upload_bytes, check_cpu_for(config))
         self.uploads = 0
 
-    def run_or_none(self, request: Request) -> dict[str, Any] | None:
+    async def run_or_none(self, request: Request) -> dict[str, Any] | None:
         """The upload (or run) the path's id names, as the API shows it."""
         run_id = request.path_params["run_id"]
-        return self.store.get(run_id) if RUN_ID.match(run_id) else None
+        return await self.index(self.store.get, run_id) if RUN_ID.match(run_id) else None
 
     def busy(self, why: str) -> Response:
         return api.error(503, f"busy: {why}; retry later",
@@ -83,6 +84,7 @@ def create_app(config: ServeConfig) -> Starlette:
         await server.jobs.close()
         await catch_up
         server.fleet.close()
+        server.index.close()
 
     def bind(handler: Callable[[Any, Request], Awaitable[Response]]) -> Any:
         return functools.partial(handler, server)

@@ -246,12 +246,22 @@ class RateLimit(logging.Filter):
 
 def configure_logging() -> logging.Handler:
     """One stderr handler, rate limited, for the server, uvicorn and asyncio (whose accept()
-    failures would otherwise print one traceback each)."""
+    failures would otherwise print one traceback each). Records are written by a thread of
+    their own (a queue between): a write to a slow log file never holds the event loop."""
+    import atexit
+    import queue
+    from logging.handlers import QueueHandler, QueueListener
+
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RateLimit())
+    records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    listener = QueueListener(records, handler)
+    listener.start()
+    atexit.register(listener.stop)
+    front = QueueHandler(records)
+    front.addFilter(RateLimit())
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [front]
     root.setLevel(logging.WARNING)
     logging.getLogger("rightsize.serve").setLevel(logging.INFO)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "asyncio"):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from rightsize.engine import Failed
 from rightsize.engine_pool import CANCELLED, CPU_LIMIT, DIED, WALL_LIMIT, Limits, WorkerPool
 from rightsize.serve.config import ServeConfig
-from rightsize.serve.store import Store, blob_path
+from rightsize.serve.store import Index, Store, blob_path
 from rightsize.serve.worker import (
     ANALYSIS_JSON,
     REPORT_HTML,
@@ -54,6 +55,9 @@ RECORD_RETRY_S = 2.0  # how often a result the index refused (disk full) is trie
 # below what the readers manage (the 69.8 MB Kineto trace of the load test: about 10 s).
 BASE_ANALYSIS_S = 60.0
 ANALYSIS_S_PER_MB = 1.0
+# Analyses run below the server's scheduling priority: on a machine with as many busy workers
+# as cores, the event loop still gets a core when a request arrives (/healthz within 100 ms).
+WORKER_NICE = 10
 
 
 def limits_for(config: ServeConfig, input_bytes: int | None) -> Limits:
@@ -84,17 +88,24 @@ def failure(out: Failed, limits: Limits, input_bytes: int | None, fixed: bool) -
     return f"internal error: {out}"
 
 
+def _write_if_there(store: Store, run_id: str, write: Callable[[str], object]) -> None:
+    if store.run(run_id) is not None:  # not deleted meanwhile
+        write(run_id)
+
+
 class JobRunner:
     """Runs analyses on the engine's workers and records their outcome in the index."""
 
-    def __init__(self, config: ServeConfig, store: Store,
+    def __init__(self, config: ServeConfig, index: Index,
                  fleet: ServeFleet | None = None) -> None:
         self.config = config
-        self.store = store
+        self.index = index  # the store, called off the event loop
+        self.store = index.store
         self.fleet = fleet  # each finished run's row goes there before the index says finished
         self.pool = WorkerPool(config.workers, memory_bytes=config.worker_memory_bytes,
                                tasks_per_worker=TASKS_PER_WORKER, initializer=init_worker,
-                               env={"RIGHTSIZE_CACHE_DIR": str(config.cache_dir)})
+                               env={"RIGHTSIZE_CACHE_DIR": str(config.cache_dir)},
+                               nice=WORKER_NICE)
         # pool.run blocks: one thread per analysis in flight
         self._threads = ThreadPoolExecutor(max_workers=config.workers,
                                            thread_name_prefix="rightsize-analysis")
@@ -147,7 +158,7 @@ class JobRunner:
 
     async def _run(self, run_id: str) -> None:
         async with self._slots:
-            run = self.store.run(run_id)
+            run = await self.index(self.store.run, run_id)
             if run is None:
                 return  # deleted while queued
             await self._write(run_id, "mark it running", self.store.mark_running)
@@ -156,8 +167,11 @@ class JobRunner:
             except Exception as exc:
                 log.error("run %s: internal error", run_id, exc_info=exc)
                 summary = {"error": f"internal error: {type(exc).__name__}: {exc}"}
-            if self.store.run(run_id) is None:
+            if await self.index(self.store.run, run_id) is None:
                 log.info("run %s: deleted while it was analyzed", run_id)
+                # what the stopped worker may have written after the DELETE removed the folder
+                await asyncio.get_running_loop().run_in_executor(
+                    None, shutil.rmtree, self.config.runs_dir / run_id, True)
                 return
             finished = time.time()
             key = None
@@ -177,8 +191,7 @@ class JobRunner:
         warned = False
         while True:
             try:
-                if self.store.run(run_id) is not None:  # not deleted meanwhile
-                    write(run_id)
+                await self.index(_write_if_there, self.store, run_id, write)
                 return
             except sqlite3.Error as exc:
                 if not warned:

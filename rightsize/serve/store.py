@@ -21,18 +21,22 @@ at start-up.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import re
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rightsize.errors import RightsizeError
 
+T = TypeVar("T")
 RUN_ID = re.compile(r"^[0-9a-f]{16}$")
 STATUSES = ("queued", "running", "done", "failed")
 ACTIVE = ("queued", "running")
@@ -350,6 +354,25 @@ class Store:
         with self._connect() as db:
             rows = db.execute("SELECT files FROM runs").fetchall()
         return {f["sha256"] for (files,) in rows for f in json.loads(files)}
+
+
+class Index:
+    """The store, called from the event loop: one thread runs every call in turn. A write is
+    synced to disk (``synchronous=FULL``), which can take hundreds of ms on a busy disk, and a
+    read that meets a writer's lock waits in C: on the event loop either would hold every
+    other request (``/healthz`` answered in 350 ms while a run was recorded). One thread
+    also orders the calls: a delete and an upload of the same files see each other whole."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rightsize-index")
+
+    async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, functools.partial(fn, *args, **kwargs))
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=True)
 
 
 def _view(row: tuple[Any, ...]) -> dict[str, Any]:

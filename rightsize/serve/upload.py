@@ -22,11 +22,11 @@ import os
 import secrets
 import unicodedata
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from python_multipart import MultipartParser
 from python_multipart.exceptions import FormParserError
@@ -81,14 +81,16 @@ class _Spooled:
 
 
 class Checks:
-    """The inflate checks of new files, off the event loop: at most ``threads`` at once (more
-    uploads wait their turn), each within ``cpu_budget_s`` of CPU; two uploads of the same new
-    file share one check."""
+    """The threads uploads use, so the event loop never waits on a file or a check: the
+    inflate checks of new files (at most ``threads`` at once, more uploads wait their turn,
+    each within ``cpu_budget_s`` of CPU; two uploads of the same new file share one check),
+    and ``io``, the threads that write parts and move them into the blob store."""
 
     def __init__(self, limit_bytes: int, cpu_budget_s: float | None, threads: int = 2) -> None:
         self.limit_bytes, self.cpu_budget_s = limit_bytes, cpu_budget_s
         self._pool = ThreadPoolExecutor(max_workers=threads,
                                         thread_name_prefix="rightsize-upload-check")
+        self.io = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rightsize-upload-io")
         self._running: dict[str, asyncio.Future[int]] = {}
 
     async def inflated(self, part: _Spooled, known: int | None) -> int:
@@ -110,6 +112,7 @@ class Checks:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.io.shutdown(wait=True)
 
 
 def display_name(raw: str) -> str:
@@ -120,25 +123,39 @@ def display_name(raw: str) -> str:
 
 
 class _Part:
-    """One file part being written to a temporary file."""
+    """One file part: the bytes the parser hands over are kept until :meth:`flush`, which
+    hashes and writes them to a temporary file on an I/O thread (a write can wait for the
+    disk: never on the event loop)."""
 
     def __init__(self, tmp_dir: Path, name: str, limit_bytes: int) -> None:
         self.name = name
         self.limit_bytes = limit_bytes
         self.path = tmp_dir / f"{secrets.token_hex(8)}.part"
-        self.fh: IO[bytes] = open(self.path, "xb")  # noqa: SIM115 - closed in finish/abort
+        self.fh: IO[bytes] | None = None
         self.sha = hashlib.sha256()
         self.size = 0
+        self.pending: list[bytes] = []  # at most one network chunk's worth
+        self.ended = False
 
     def write(self, data: bytes) -> None:
         self.size += len(data)
         if self.size > self.limit_bytes:
             raise TooLarge(f"{self.name} is larger than the {_mib(self.limit_bytes)} upload cap")
-        self.sha.update(data)
-        self.fh.write(data)
+        self.pending.append(bytes(data))
 
-    def finish(self) -> _Spooled:
-        self.fh.close()
+    def flush(self) -> None:
+        """Hash and write what is pending (on an I/O thread); close the file at the end."""
+        if self.fh is None:
+            self.fh = open(self.path, "xb")  # noqa: SIM115 - closed here or in abort
+        for data in self.pending:
+            self.sha.update(data)
+            self.fh.write(data)
+        self.pending = []
+        if self.ended:
+            self.fh.close()
+
+    def spooled(self) -> _Spooled:
+        """The whole part, hashed (on the event loop, after its last flush)."""
         if self.size == 0:
             raise UploadRefused(f"{self.name} is empty")
         digest = self.sha.hexdigest()
@@ -146,12 +163,14 @@ class _Part:
         return _Spooled(self.name, digest, self.size, self.path)
 
     def abort(self) -> None:
-        self.fh.close()
+        if self.fh is not None:
+            self.fh.close()
         self.path.unlink(missing_ok=True)
 
 
 def _store(part: _Spooled, inflated: int, blobs_dir: Path) -> Received:
-    """Move a checked part into the blob store (or drop it: the same content is there)."""
+    """Move a checked part into the blob store (or drop it: the same content is there); on an
+    I/O thread."""
     target = blob_path(blobs_dir, part.sha256)
     created = not target.exists()
     if created:
@@ -163,12 +182,14 @@ def _store(part: _Spooled, inflated: int, blobs_dir: Path) -> Received:
 
 
 class _Receiver:
-    """python-multipart callbacks that route ``file`` parts to :class:`_Part`."""
+    """python-multipart callbacks that route ``file`` parts to :class:`_Part`; the file work
+    they leave is done by :meth:`settle`, off the event loop."""
 
     def __init__(self, tmp_dir: Path, limit_bytes: int, max_files: int) -> None:
         self.tmp_dir, self.limit_bytes, self.max_files = tmp_dir, limit_bytes, max_files
         self.spooled: list[_Spooled] = []
-        self.part: _Part | None = None
+        self.parts: list[_Part] = []  # begun and not yet spooled, in order
+        self.part: _Part | None = None  # the part being parsed
         self._headers: dict[bytes, bytes] = {}
         self._field = b""
 
@@ -194,10 +215,11 @@ class _Receiver:
         _, params = parse_options_header(self._headers.get(b"content-disposition", b""))
         if params.get(b"name") != FIELD.encode() or b"filename" not in params:
             return  # another form field: its data is discarded
-        if len(self.spooled) >= self.max_files:
+        if len(self.spooled) + len(self.parts) >= self.max_files:
             raise UploadRefused(f"more than {self.max_files} files in one upload")
         name = display_name(params[b"filename"].decode("utf-8", "replace"))
         self.part = _Part(self.tmp_dir, name, self.limit_bytes)
+        self.parts.append(self.part)
 
     def _data(self, data: bytes, start: int, end: int) -> None:
         if self.part is not None:
@@ -205,22 +227,43 @@ class _Receiver:
 
     def _end(self) -> None:
         if self.part is not None:
-            part, self.part = self.part, None
+            self.part.ended, self.part = True, None
+
+    async def settle(self, io: ThreadPoolExecutor) -> None:
+        """Write what the parser left pending, and spool the parts that ended."""
+        loop = asyncio.get_running_loop()
+        while self.parts:
+            part = self.parts[0]
+            if part.pending or part.fh is None or part.ended:
+                await loop.run_in_executor(io, part.flush)
+            if not part.ended:
+                return
+            self.parts.pop(0)
             try:
-                self.spooled.append(part.finish())
+                self.spooled.append(part.spooled())
             except BaseException:
                 part.abort()
                 raise
 
-    def abort(self) -> None:
-        """The upload is refused: partial and spooled files go, the in-flight marks too."""
-        if self.part is not None:
-            self.part.abort()
-            self.part = None
+    def abort(self, io: ThreadPoolExecutor) -> None:
+        """The upload is refused: partial and spooled files go (on the I/O thread, not
+        awaited: this may run as the request is cancelled), the in-flight marks too."""
+        doomed: list[Any] = [*self.parts, *(s.path for s in self.spooled)]
         for spooled in self.spooled:
-            spooled.path.unlink(missing_ok=True)
             _release(spooled.sha256)
-        self.spooled = []
+        self.parts, self.spooled, self.part = [], [], None
+        try:
+            asyncio.get_running_loop().run_in_executor(io, _remove, doomed)
+        except RuntimeError:  # the threads are gone (the server is stopping): here, then
+            _remove(doomed)
+
+
+def _remove(doomed: list[Any]) -> None:
+    for item in doomed:
+        if isinstance(item, _Part):
+            item.abort()
+        else:
+            item.unlink(missing_ok=True)
 
 
 def release(received: Received) -> None:
@@ -240,13 +283,15 @@ def in_flight(sha256: str) -> bool:
 
 async def receive(content_type: str, body: AsyncIterator[bytes], tmp_dir: Path,
                   blobs_dir: Path, limit_bytes: int, max_files: int,
-                  in_use: Callable[[str], bool], max_body_bytes: int, checks: Checks,
-                  known: Callable[[str], int | None]) -> list[Received]:
+                  in_use: Callable[[str], Awaitable[bool]], max_body_bytes: int,
+                  checks: Checks, known: Callable[[str], Awaitable[int | None]]
+                  ) -> list[Received]:
     """Stream a multipart body into ``tmp/``, then check each file and store it as a blob; the
     stored files, in upload order.
 
     ``in_use(sha256)`` says whether a recorded run uses a blob, which a refused upload keeps;
-    ``known(sha256)`` what a stored blob inflates to, when it was checked before.
+    ``known(sha256)`` what a stored blob inflates to, when it was checked before (both
+    awaited: the index is read off the event loop).
     ``max_body_bytes`` caps the whole body (a chunked body declares no length). A body that
     is not well-formed multipart is refused in one line (400), a full disk with 507.
     """
@@ -264,14 +309,16 @@ async def receive(content_type: str, body: AsyncIterator[bytes], tmp_dir: Path,
             if total > max_body_bytes:
                 raise TooLarge("the upload is larger than the server's cap")
             parser.write(chunk)
+            await receiver.settle(checks.io)
         parser.finalize()
+        await receiver.settle(checks.io)
         if receiver.part is not None:  # the body ended inside a part
             raise UploadRefused("the upload ended before its last file did")
         if not receiver.spooled:
             raise UploadRefused(f"no '{FIELD}' field with a file in the upload")
         return await _check_and_store(receiver, blobs_dir, checks, known, in_use)
     except BaseException as exc:
-        receiver.abort()
+        receiver.abort(checks.io)
         if isinstance(exc, FormParserError):  # python-multipart's parse errors
             raise UploadRefused(f"malformed multipart body: {_one_line(str(exc))}") from None
         if isinstance(exc, OSError) and exc.errno in NO_SPACE:
@@ -280,21 +327,26 @@ async def receive(content_type: str, body: AsyncIterator[bytes], tmp_dir: Path,
 
 
 async def _check_and_store(receiver: _Receiver, blobs_dir: Path, checks: Checks,
-                           known: Callable[[str], int | None],
-                           in_use: Callable[[str], bool]) -> list[Received]:
+                           known: Callable[[str], Awaitable[int | None]],
+                           in_use: Callable[[str], Awaitable[bool]]) -> list[Received]:
     """Each spooled part checked (or known by its hash) and moved into the blob store; a
-    refusal removes the blobs this upload created that nothing else uses."""
+    refusal removes the blobs this upload created that nothing else uses (a request cut off
+    leaves them to the start-up sweep of blobs no run names)."""
+    loop = asyncio.get_running_loop()
     stored: list[Received] = []
     try:
         for spooled in receiver.spooled:
-            on_disk = blob_path(blobs_dir, spooled.sha256).is_file()
-            inflated = await checks.inflated(spooled, known(spooled.sha256) if on_disk
-                                             else None)
-            stored.append(_store(spooled, inflated, blobs_dir))
-    except BaseException:
+            before = await known(spooled.sha256)  # None when not stored, or not checked
+            if before is not None and not await loop.run_in_executor(
+                    checks.io, blob_path(blobs_dir, spooled.sha256).is_file):
+                before = None  # a row whose file went: check it again
+            inflated = await checks.inflated(spooled, before)
+            stored.append(await loop.run_in_executor(checks.io, _store, spooled, inflated,
+                                                     blobs_dir))
+    except UploadRefused:
         for r in stored:
-            if r.created and _IN_FLIGHT[r.sha256] <= 1 and not in_use(r.sha256):
-                r.path.unlink(missing_ok=True)
+            if r.created and _IN_FLIGHT[r.sha256] <= 1 and not await in_use(r.sha256):
+                await loop.run_in_executor(checks.io, r.path.unlink, True)
         raise
     receiver.spooled = []  # stored: the caller releases them once the run is recorded
     return stored

@@ -54,7 +54,7 @@ async def index(server: Server, request: Request) -> Response:
 
 async def runs_page(server: Server, request: Request) -> Response:
     query = request.query_params.get("q", "")
-    found = page_of_runs(server, request, "/runs")
+    found = await page_of_runs(server, request, "/runs")
     if isinstance(found, Response):
         return found
     runs, next_url = found
@@ -63,14 +63,14 @@ async def runs_page(server: Server, request: Request) -> Response:
 
 
 async def run_page(server: Server, request: Request) -> Response:
-    run = server.run_or_none(request)
+    run = await server.run_or_none(request)
     if run is None:
         return page("runs.html.j2", runs=[], query="", status=404)
     return page("run.html.j2", run=run)
 
 
 async def report(server: Server, request: Request) -> Response:
-    run = server.run_or_none(request)
+    run = await server.run_or_none(request)
     if run is None:
         return error(404, "no such run")
     if run["status"] != "done":
@@ -84,20 +84,20 @@ async def report(server: Server, request: Request) -> Response:
 
 
 async def compare(server: Server, request: Request) -> Response:
-    store = server.store
-    done = store.runs(limit=MAX_PAGE_RUNS, status="done")
+    store, index = server.store, server.index
+    done = await index(store.runs, limit=MAX_PAGE_RUNS, status="done")
     a_id = request.query_params.get("a", "")
     b_id = request.query_params.get("b", "")
     chosen = bool(a_id or b_id)
     for extra in (a_id, b_id):  # an older run named in the URL is offered too
         if extra and all(r["id"] != extra for r in done):
-            run = store.get(extra)
+            run = await index(store.get, extra)
             if run is not None and run["status"] == "done":
                 done.append(run)
     if not chosen and done:  # the picker: A the run before the newest, B the newest
         b_id = done[0]["id"]
         a_id = done[1]["id"] if len(done) > 1 else b_id
-    a, b = store.get(a_id), store.get(b_id)
+    a, b = await index(store.get, a_id), await index(store.get, b_id)
     context: dict[str, Any] = {"choices": done, "a_id": a_id, "b_id": b_id, "rows": [],
                                "a_name": "", "b_name": ""}
     if chosen:
