@@ -117,6 +117,7 @@ def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int
     os.environ.setdefault("RIGHTSIZE_CACHE_DIR", str(config.cache_dir))
     import sqlite3
 
+    guard.configure_logging()  # before the app: start-up says what it swept and adopted
     try:
         app = create_app(config)
     except (OSError, sqlite3.Error) as exc:

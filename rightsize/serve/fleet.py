@@ -239,6 +239,22 @@ class ServeFleet:
 
     # -- the page --------------------------------------------------------------------------
 
+    def warm_up(self) -> None:
+        """Import what finishing a run and drawing ``/fleet`` use, and draw an empty page
+        (its templates compiled), once before the server answers: an import or a template
+        compiled later on a thread holds the interpreter for up to a few hundred ms (compiling
+        is one C call) while the event loop waits for it."""
+        from rightsize.analyzers.document import Document  # noqa: F401 - finishing a run
+        from rightsize.fleet.analyze import document_columns  # noqa: F401
+        from rightsize.fleet.discover import first_wall_clock_us  # noqa: F401
+        from rightsize.fleet.keys import content_key  # noqa: F401
+        from rightsize.fleet.report import Filters, build
+        from rightsize.reports.fleet_text import FleetRenderer
+        from rightsize.reports.renderer import Style, render_as
+
+        render_as(FleetRenderer({}), build(self._view.head(0).lazy(), PAGE_TABLE_NAME,
+                                           Filters()), "html", Style())
+
     def page(self, filters: Any) -> str:
         """The fleet report page of the runs in the index, filtered (``Filters``)."""
         import polars as pl

@@ -169,8 +169,10 @@ class GuardedH11Protocol(H11Protocol):
                message: str = "") -> None:
         client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
         log.info("closed the connection of %s: %s", client, why)
-        if status is not None:
-            self.transport.write(_raw_response(status, reason, message))
+        if status is None:  # cut: what is buffered for a client that does not read is dropped
+            self.transport.abort()
+            return
+        self.transport.write(_raw_response(status, reason, message))
         self.transport.close()
 
 
@@ -272,8 +274,8 @@ def configure_logging() -> logging.Handler:
 
 
 def run(app: Any, config: ServeConfig) -> None:
-    """Serve ``app`` until SIGTERM/SIGINT, with the guard and the grace period."""
-    configure_logging()
+    """Serve ``app`` until SIGTERM/SIGINT, with the guard and the grace period (logging is
+    configured before the app is made: :func:`configure_logging`)."""
     proxied = bool(config.forwarded_allow_ips)
     server = GracefulServer(uvicorn.Config(
         app, host=config.host, port=config.port, log_config=None, access_log=False,

@@ -114,6 +114,14 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def warm_up() -> None:
+    """Compile every page template before the server answers (a template compiled on first
+    use holds the event loop while Python compiles it)."""
+    env = environment()
+    for name in env.list_templates(filter_func=lambda n: n.endswith(".j2")):
+        env.get_template(name)
+
+
 def render_page(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)
 
