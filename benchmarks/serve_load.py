@@ -14,6 +14,11 @@ With ``--slow-clients N`` an attack runs beside the uploads for as long as they 
 an upload body one byte a second (holding an upload slot), each reopened as soon as the server
 cuts it. Uploads answered 503 retry after ``Retry-After``, counted.
 
+With ``--attacks bombs,names,slow-readers,smuggle`` issue 40's attacks run beside them
+(:mod:`serve_attacks`: gzip bombs, 20 MB names, slow readers of a 40 MB stored document,
+request smuggling), and a prober process asks /healthz every 50 ms throughout (its median,
+p99 and max latency are reported, with what each attack got).
+
 Reports (JSON on stdout, and ``--out``): server RSS before, peak while receiving, and after
 all runs were analyzed; upload wall time, uploads per second and throughput; per-upload
 latency (p50, p99, from the first try to the 201, retries included); 503 retries; the attack's
@@ -25,6 +30,7 @@ Usage::
 
     python benchmarks/serve_load.py --shared /work/shared --out /tmp/serve_load.json
     python benchmarks/serve_load.py --shared /work/shared --slow-clients 16
+    python benchmarks/serve_load.py --shared /work/shared --attacks bombs,names,slow-readers,smuggle
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import serve_attacks
 
 HERE = Path(__file__).resolve().parent
 SOURCE = ("traces", "kineto", "hta-trace_diff-control-control.json.gz")
@@ -174,6 +183,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             except OSError:
                 time.sleep(0.1)
         proc = psutil.Process(server.pid)
+        seed_id = serve_attacks.seed(port, work / "data") if args.attacks else ""
+        probe = serve_attacks.Prober(port)
         rss_before = proc.memory_info().rss
         results: list[dict[str, Any]] = [{} for _ in range(args.uploads)]
         give_up = time.monotonic() + args.timeout_s
@@ -181,7 +192,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                                          give_up))
                    for i in range(args.uploads)]
         attack = SlowClients(port, args.slow_clients).start() if args.slow_clients else None
-        if attack is not None:
+        attacks = serve_attacks.Attacks(port, seed_id, args.attacks).start() \
+            if args.attacks else None
+        if attack is not None or attacks is not None:
             time.sleep(2.0)  # the attack holds its connections before the first upload
         peak = rss_before
         start = time.perf_counter()
@@ -193,6 +206,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         upload_wall_s = time.perf_counter() - start
         if attack is not None:
             attack.stop()
+        attacked = attacks.stop() if attacks is not None else {}
+        healthz = probe.stop()
+        survived = serve_attacks.seed_survived(port, seed_id) if seed_id else None
         ids = [r["reply"]["id"] for r in results if r.get("status") == 201]
         runs: list[dict[str, Any]] = []
         deadline = time.monotonic() + args.timeout_s
@@ -234,6 +250,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "all_analyzed_s": round(all_analyzed_s, 2),
         "analysis_s_median": round(statistics.median(analysis), 2) if analysis else None,
         "analysis_s_max": round(max(analysis), 2) if analysis else None,
+        "attacks": attacked,
+        "seed_run_survived_smuggling": survived,
+        "healthz_while_uploading": healthz,
+        "load_average_1m": round(os.getloadavg()[0], 1),
         "cpus": os.cpu_count(),
     }
 
@@ -258,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slow-clients", type=int, default=0,
                    help="slow connections (half slowloris heads, half trickling bodies) "
                         "kept open beside the uploads")
+    p.add_argument("--attacks", type=lambda s: tuple(a for a in s.split(",") if a),
+                   default=(), help=f"issue 40's attacks beside the uploads: "
+                                    f"{','.join(serve_attacks.ATTACKS)}")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     figures = run(args)

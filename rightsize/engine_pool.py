@@ -131,8 +131,8 @@ class WorkerPool:
                 limits: Limits) -> Any:
         try:
             worker.conn.send((fn, item, limits.cpu_s))
-        except (OSError, ValueError) as exc:
-            return Failed(0, DIED, f"the worker could not take the task ({exc})")
+        except (OSError, ValueError):  # it died before it could take the task
+            return self._ended(worker, limits)
         worker.tasks += 1
         deadline = None if limits.wall_s is None else time.monotonic() + limits.wall_s
         while True:
