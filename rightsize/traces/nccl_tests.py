@@ -48,10 +48,12 @@ BUS_FACTORS: dict[str, Callable[[int], float]] = {
 _PREFIX = re.compile(r"^\s*\d+:\s?")
 _PERF = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|"
                    r"scatter|gather|hypercube)_perf\b")
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+"
-                   r"(\d+)\s+\[([^\]]*)\]\s+(.*?)\s*$")
+# Possessive runs and a greedy tail (stripped by the caller): a line of a log never makes them
+# backtrack (a 64 kB rank or nThread line took seconds with .*? after \d+; issue 40)
+_RANK = re.compile(r"^#\s*+Rank\s++(\d++)\s++(?:Group\s++\d++\s++)?+Pid\s++(\d++)\s++on\s++(\S++)"
+                   r"\s++device\s++(\d++)\s++\[([^\]]*+)\]\s++(.*)$")
 _HEADER = re.compile(r"^#\s*size\s+count\s+type\s+")
-_START = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+).*?maxBytes\s+(\d+)")
+_START = re.compile(r"^#\s*+nThread\s++(\d++)\s++nGpus\s++(\d++).*?maxBytes\s++(\d++)")
 _REDUCED = re.compile(r"Reducing maxBytes to\s+(\d+)")
 _VERSION = re.compile(r"nccl-library=(\d+)|RCCL version\s*:\s*(\S+)|NCCL version\s+(\S+)")
 _FOOTER = ("# Out of bounds values", "# Avg bus bandwidth", "# Collective test concluded")
@@ -203,7 +205,8 @@ def _scan(line: str, block: _Block, number: int) -> _Block:
         if block.closed:
             block = _Block(collective=block.collective, max_bytes=block.max_bytes)
         r, pid, host, device, bus, gpu = rank.groups()
-        block.ranks.append(RankLine(int(r), int(pid), host, int(device), gpu, bus_number(bus)))
+        block.ranks.append(RankLine(int(r), int(pid), host, int(device), gpu.rstrip(),
+                                    bus_number(bus)))
     elif _HEADER.match(line):
         block.header = line.lstrip("#").split()
         block.closed = False

@@ -11,6 +11,8 @@ Collection (:func:`collect`): each module of ``rightsize`` is imported and its s
 - a polars string method (``.str.contains``, ``.str.extract``, ...) with a literal or
   module-level pattern (polars runs them on Rust's ``regex`` crate, which never backtracks;
   they are timed all the same);
+- a call whose pattern is a loop variable over a module-level table (``for pattern, words in
+  RULES: re.search(pattern, ...)``): every pattern of the table;
 - a call whose pattern the walk cannot resolve (built at run time) is reported as
   :class:`Unresolved`: the test fails on it unless the pattern is package data (listed there
   with the reason).
@@ -121,6 +123,41 @@ def _resolve(expr: ast.expr, module: Any) -> Any:
     return None
 
 
+def _loop_tables(tree: ast.AST) -> dict[str, list[tuple[str, int | None]]]:
+    """Loop variables bound from a module-level name: variable -> [(table, index in a row or
+    None)], from ``for`` statements and comprehensions (``for pattern, words in TABLE``)."""
+    found: dict[str, list[tuple[str, int | None]]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, ast.Name):
+            target = node.target
+            if isinstance(target, ast.Name):
+                found.setdefault(target.id, []).append((node.iter.id, None))
+            elif isinstance(target, ast.Tuple):
+                for i, elt in enumerate(target.elts):
+                    if isinstance(elt, ast.Name):
+                        found.setdefault(elt.id, []).append((node.iter.id, i))
+    return found
+
+
+def _table_values(expr: ast.expr, loops: dict[str, list[tuple[str, int | None]]],
+                  module: Any) -> list[Any]:
+    """The patterns a loop variable takes from a module's table, when every one is one."""
+    if not isinstance(expr, ast.Name):
+        return []
+    values: list[Any] = []
+    for table_name, index in loops.get(expr.id, []):
+        table = getattr(module, table_name, None)
+        if not isinstance(table, (tuple, list)):
+            return []
+        for row in table:
+            value = row if index is None else (row[index] if isinstance(row, (tuple, list))
+                                               and len(row) > index else None)
+            if not isinstance(value, (str, bytes, re.Pattern)):
+                return []
+            values.append(value)
+    return values
+
+
 def _as_use(where: str, value: Any, flags: int, methods: set[str]) -> Use:
     if isinstance(value, re.Pattern):
         return Use(where, value.pattern, value.flags, frozenset(methods))
@@ -140,6 +177,7 @@ def collect() -> tuple[list[Use], list[Unresolved]]:
         source = path.read_text("utf-8")
         name = module.__name__
         tree = ast.parse(source)
+        loops = _loop_tables(tree)
         top_level = {id(n) for stmt in tree.body if not isinstance(
             stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for n in ast.walk(stmt)}
         for node in ast.walk(tree):
@@ -153,6 +191,10 @@ def collect() -> tuple[list[Use], list[Unresolved]]:
                 value = _resolve(node.args[0], module)
                 if value is None and func == "compile" and id(node) in top_level:
                     continue  # a module's own compiled pattern: found in its globals below
+                rows = _table_values(node.args[0], loops, module)
+                if value is None and rows:  # a loop over a module's table of patterns
+                    uses += [_as_use(where, v, 0, {func}) for v in rows]
+                    continue
                 if value is None:
                     unresolved.append(Unresolved(where, ast.get_source_segment(source, node)
                                                  or func))

@@ -63,32 +63,32 @@ def test_every_regex_of_the_package_is_found() -> None:
 @pytest.mark.parametrize("use", BACKTRACKED, ids=lambda u: u.where.split(" (")[0])
 def test_the_fuzz_finds_the_patterns_that_backtracked(use: regexes.Use) -> None:
     """The inputs are adversarial enough: each pattern fixed by issue 40, as it was, is slow
-    on one of them at 64 kB (bounded here at 0.5 s)."""
+    on one of them at 256 kB (bounded here at 0.5 s of CPU)."""
     import signal
 
     def alarm(*_: object) -> None:
         raise regex_timing._Slow
 
-    old = signal.signal(signal.SIGALRM, alarm)
+    old = signal.signal(signal.SIGPROF, alarm)
     compiled = re.compile(use.pattern, use.flags)
     try:
-        for text in regexes.attacks(use, regex_timing.SCREEN_CHARS):
+        for text in regexes.attacks(use, 4 * regex_timing.SCREEN_CHARS):
             try:
                 regex_timing._run(use, compiled, regexes.encode(use, text), 0.5)
             except regex_timing._Slow:
                 return
     finally:
-        signal.signal(signal.SIGALRM, old)
+        signal.signal(signal.SIGPROF, old)
     pytest.fail(f"no input made {use.where} slow")
 
 
 def test_no_regex_backtracks_on_adversarial_1_mb_inputs() -> None:
-    """Every pattern, every input at 64 kB within 2 s, its two slowest at 1 MB within 10 s
-    (a linear pattern takes milliseconds; the ones issue 40 fixed took minutes to hours). In
-    a child process: a pattern that never ends cannot hang the suite."""
+    """Every pattern, every input at 64 kB within 2 s of CPU, its two slowest at 1 MB within
+    10 s (a linear pattern takes milliseconds; the ones issue 40 fixed took minutes to hours).
+    In a child process: a pattern that never ends cannot hang the suite."""
     start = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "tests.fuzz.regex_timing"], capture_output=True,
-                          text=True, timeout=600, cwd=Path(__file__).parents[2], check=False)
+                          text=True, timeout=1200, cwd=Path(__file__).parents[2], check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     slow = [line for line in lines if "slow" in line]
@@ -105,12 +105,12 @@ def test_a_kernel_named_cudnn_800000_times_is_classified_at_once() -> None:
     from rightsize.analyzers.metrics.precision import kernel_precision, name_precision
 
     name = "cudnn" * 800_000
-    start = time.perf_counter()
+    start = time.process_time()
     assert name_precision(name) is None
     assert name_precision(name + "<float>") == "fp32"
     assert kernel_precision("cijk_" * 800_000, "fp32", "CDNA3") == "fp32"
     assert kernel_precision("cijk_" * 800_000 + "_mfma", "fp32", "CDNA3") == "tf32"
-    assert time.perf_counter() - start < 10.0  # about 0.5 s a name, on a shared machine
+    assert time.process_time() - start < 10.0  # CPU: about 0.5 s a name
 
 
 def test_a_hostile_prometheus_response_is_read_at_once(tmp_path: Path) -> None:
@@ -124,10 +124,10 @@ def test_a_hostile_prometheus_response_is_read_at_once(tmp_path: Path) -> None:
                + pairs + b'"values":[[1,"1"]]}]}}')
     path = tmp_path / "hostile.json"
     path.write_bytes(hostile)
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(PromJsonError):
         parse_range(hostile)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0  # CPU seconds
     done = subprocess.run([sys.executable, "-m", "rightsize", "fleet", "metrics", "--from",
                            str(path), "--quiet"], capture_output=True, text=True, timeout=120,
                           check=False)
