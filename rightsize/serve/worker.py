@@ -33,6 +33,7 @@ ANALYSIS_JSON = "analysis.json"
 REPORT_HTML = "report.html"
 SUMMARY_JSON = "summary.json"  # the values the compare page shows: read without the document
 TASKS_PER_WORKER = 20  # then the process exits and a fresh one replaces it (memory given back)
+OUT_OF_MEMORY_ERROR = "out of memory in the analysis worker (see --worker-memory-mb)"
 NO_SPACE_ERROR = ("no space left on the server's disk to store the results; "
                   "free some space and upload again")
 
@@ -44,6 +45,7 @@ def init_worker() -> None:
     misleading error under a tight cap."""
     import numpy  # noqa: F401
     import polars  # noqa: F401
+    import psutil  # noqa: F401 - the read plan asks it for the memory available
 
     import rightsize.analyzers.analysis
     import rightsize.reports.render
@@ -82,7 +84,11 @@ def analyze_run(run_dir: str, inputs: list[tuple[str, str]]) -> dict[str, Any]:
     except RightsizeError as exc:
         return {"error": _one_line(_rename_text(str(exc), names))}
     except MemoryError:
-        return {"error": "out of memory in the analysis worker (see --worker-memory-mb)"}
+        return {"error": OUT_OF_MEMORY_ERROR}
+    except ImportError as exc:  # a module first loaded under the cap: its mmap refused
+        if "failed to map segment" in str(exc) or "cannot allocate memory" in str(exc).lower():
+            return {"error": OUT_OF_MEMORY_ERROR}
+        return {"error": _one_line(f"internal error: ImportError: {exc}")}
     except Exception as exc:  # noqa: BLE001 - a bug, not bad input: one line for the run page
         return {"error": _one_line(f"internal error: {type(exc).__name__}: "
                                    f"{_rename_text(str(exc), names)}")}
