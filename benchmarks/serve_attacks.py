@@ -45,7 +45,7 @@ with open(out, "w") as log:
                     pass
         except OSError:
             pass
-        log.write(f"{(time.perf_counter() - start) * 1000:.1f}\\n")
+        log.write(f"{time.time():.3f} {(time.perf_counter() - start) * 1000:.1f}\\n")
         log.flush()
         time.sleep(0.05)
 """
@@ -56,16 +56,28 @@ class Prober:
         self.out = Path(tempfile.mkstemp(prefix="healthz-", suffix=".txt")[1])
         self.proc = subprocess.Popen([sys.executable, "-c", PROBE, str(port), str(self.out)])
 
-    def stop(self) -> dict[str, float | int]:
+    def stop(self, split: float | None = None) -> dict[str, Any]:
+        """The latencies (median, p99, max, how many over 100 ms): all of them, or with
+        ``split`` (a ``time.time()``) those before it and those from it on."""
         self.proc.terminate()
         self.proc.wait(timeout=10)
-        ms = sorted(float(x) for x in self.out.read_text().split())
+        probes = [(float(t), float(ms)) for t, ms in
+                  (line.split() for line in self.out.read_text().splitlines() if " " in line)]
         self.out.unlink(missing_ok=True)
-        if not ms:
-            return {"probes": 0}
-        return {"probes": len(ms), "median_ms": round(ms[len(ms) // 2], 1),
-                "p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 1),
-                "max_ms": round(ms[-1], 1)}
+        if split is None:
+            return latencies([ms for _, ms in probes])
+        return {"before": latencies([ms for t, ms in probes if t < split]),
+                "after": latencies([ms for t, ms in probes if t >= split])}
+
+
+def latencies(values: list[float]) -> dict[str, float | int]:
+    """Median, p99, max and the count over 100 ms of probe latencies (ms)."""
+    ms = sorted(values)
+    if not ms:
+        return {"probes": 0}
+    return {"probes": len(ms), "median_ms": round(ms[len(ms) // 2], 1),
+            "p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 1),
+            "max_ms": round(ms[-1], 1), "over_100_ms": sum(m > 100 for m in ms)}
 
 
 def _post(port: int, name: str, data: bytes) -> int:

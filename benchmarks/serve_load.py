@@ -16,15 +16,18 @@ cuts it. Uploads answered 503 retry after ``Retry-After``, counted.
 
 With ``--attacks bombs,names,slow-readers,smuggle`` issue 40's attacks run beside them
 (:mod:`serve_attacks`: gzip bombs, 20 MB names, slow readers of a 40 MB stored document,
-request smuggling), and a prober process asks /healthz every 50 ms throughout (its median,
-p99 and max latency are reported, with what each attack got).
+request smuggling) from before the first upload until every upload is analyzed. A prober
+process asks /healthz every 50 ms throughout, with or without attacks (median, p99, max and
+the count over 100 ms, while uploading and while analyzing).
 
-Reports (JSON on stdout, and ``--out``): server RSS before, peak while receiving, and after
-all runs were analyzed; upload wall time, uploads per second and throughput; per-upload
+Reports (JSON on stdout, and ``--out``): server RSS before, peak while receiving, peak over
+the whole run and after all runs were analyzed; upload wall time, uploads per second and
+throughput; per-upload
 latency (p50, p99, from the first try to the 201, retries included); 503 retries; the attack's
 connections opened and cut; the time until all runs were analyzed, the per-run analysis
 seconds (median, max), and how many runs ended done. Fails (exit 1) when a run is not done or
-the RSS growth reaches ``--rss-limit-mb`` (100).
+the RSS growth reaches ``--rss-limit-mb`` (100). Also: the load average before and after,
+the time it ended and the command. The work folder is removed unless ``--keep``.
 
 Usage::
 
@@ -38,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -46,6 +50,7 @@ import tempfile
 import threading
 import time
 import uuid
+from datetime import UTC, datetime
 from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
@@ -166,6 +171,7 @@ def get(port: int, path: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    load_before = round(os.getloadavg()[0], 1)
     work = Path(tempfile.mkdtemp(prefix="serve-load-"))
     trace = build_trace(args.shared, args.size_mb, work / "trace.json")
     port = free_port()
@@ -204,27 +210,34 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             peak = max(peak, proc.memory_info().rss)
             time.sleep(0.02)
         upload_wall_s = time.perf_counter() - start
-        if attack is not None:
-            attack.stop()
-        attacked = attacks.stop() if attacks is not None else {}
-        healthz = probe.stop()
-        survived = serve_attacks.seed_survived(port, seed_id) if seed_id else None
+        uploaded_at = time.time()
         ids = [r["reply"]["id"] for r in results if r.get("status") == 201]
+        # the attacks and the prober go on while the uploads are analyzed
         runs: list[dict[str, Any]] = []
+        peak_all = peak
         deadline = time.monotonic() + args.timeout_s
         while time.monotonic() < deadline:
             runs = [get(port, f"/api/runs/{i}?analysis=0") for i in ids]
             if all(r["status"] in ("done", "failed") for r in runs):
                 break
-            time.sleep(0.5)
+            for _ in range(25):
+                peak_all = max(peak_all, proc.memory_info().rss)
+                time.sleep(0.02)
         all_analyzed_s = time.perf_counter() - start
+        if attack is not None:
+            attack.stop()
+        attacked = attacks.stop() if attacks is not None else {}
+        healthz = probe.stop(split=uploaded_at)
+        survived = serve_attacks.seed_survived(port, seed_id) if seed_id else None
         time.sleep(1.0)
         rss_after = proc.memory_info().rss
     finally:
         server.terminate()
         server.wait(timeout=30)
         log.close()
-    size = trace.stat().st_size
+        size = trace.stat().st_size
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)  # the trace and 20 stored copies of it
     analysis = [r["analysis_s"] for r in runs if r.get("analysis_s") is not None]
     latency = sorted(r["latency_s"] for r in results if r.get("status") == 201)
     return {
@@ -237,6 +250,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "server_rss_before_mb": round(rss_before / 2**20, 1),
         "server_rss_peak_receiving_mb": round(peak / 2**20, 1),
         "server_rss_growth_mb": round((peak - rss_before) / 2**20, 1),
+        "server_rss_peak_mb": round(peak_all / 2**20, 1),
         "server_rss_after_mb": round(rss_after / 2**20, 1),
         "upload_wall_s": round(upload_wall_s, 2),
         "uploads_per_s": round(len(ids) / upload_wall_s, 2),
@@ -252,9 +266,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "analysis_s_max": round(max(analysis), 2) if analysis else None,
         "attacks": attacked,
         "seed_run_survived_smuggling": survived,
-        "healthz_while_uploading": healthz,
-        "load_average_1m": round(os.getloadavg()[0], 1),
+        "healthz_while_uploading": healthz["before"],
+        "healthz_while_analyzing": healthz["after"],
+        "load_average_1m_5m_15m_after": [round(x, 1) for x in os.getloadavg()],
+        "load_average_1m_before": load_before,
         "cpus": os.cpu_count(),
+        "finished_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S"),
+        "command": " ".join(["python", "benchmarks/serve_load.py", *sys.argv[1:]]),
     }
 
 
@@ -282,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
                    default=(), help=f"issue 40's attacks beside the uploads: "
                                     f"{','.join(serve_attacks.ATTACKS)}")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--keep", action="store_true",
+                   help="keep the work folder (trace, data directory, server log)")
     args = p.parse_args(argv)
     figures = run(args)
     text = json.dumps(figures, indent=2)
