@@ -17,9 +17,11 @@ from tests.fleet.jobs import BAD, bad_inputs, trace, write
 def test_samples_configs_pairs_demand_and_console_logs_are_not_inputs():
     _, files, left_out = walk([str(SAMPLES)])
     names = {f.name for f in files}
-    # 6 Hugging Face configs + whatif/pairs.json; day.csv; record_gpu.log + record-h200.log
-    assert left_out["json"] == 7 and left_out["csv"] == 1 and left_out["text"] == 2
-    assert not names & {"gpt2.json", "pairs.json", "day.csv", "record-h200.log"}
+    # 6 Hugging Face configs + whatif/pairs.json; day.csv and serving-bimodal.csv (a demand
+    # curve, a serving measurement); record_gpu.log + record-h200.log
+    assert left_out["json"] == 7 and left_out["csv"] == 2 and left_out["text"] == 2
+    assert not names & {"gpt2.json", "pairs.json", "day.csv", "serving-bimodal.csv",
+                        "record-h200.log"}
     # the exports that are inputs stay inputs
     assert {"ncu-train_compute.csv", "nvidia-smi-query-gpu.csv"} <= names
 
