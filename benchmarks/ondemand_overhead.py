@@ -17,6 +17,10 @@ capture against ``rightsize run``'s own profiling window.
    place). Per run: the recorded steps' median against the median of the steps outside the
    window (and one step either side): the profiler's cost on the steps it records, for both.
 
+4. **The control thread, idle** (``--idle-s``): a job that steps three times, then sleeps; its
+   process's CPU time over the sleep, plainly and under ``--on-demand``: what the thread that
+   polls ``control/`` (5 times a second) and publishes the step times costs, per second.
+
 The machine this runs on may be shared: wall times move with other load, CPU times much less;
 that is why every comparison is interleaved and given with its spread.
 
@@ -67,6 +71,18 @@ for _ in range(steps):
     opt.step()
     times.append(time.perf_counter() - t0)
 print("STEPS " + json.dumps({"wall": times, "cpu_s": time.process_time() - cpu0}), flush=True)
+"""
+IDLE = """
+import json, sys, time, torch
+p = torch.nn.Parameter(torch.zeros(1))
+p.grad = torch.zeros(1)
+opt = torch.optim.SGD([p], lr=0.0)
+for _ in range(3):
+    opt.step()
+cpu0, t0 = time.process_time(), time.perf_counter()
+time.sleep(float(sys.argv[1]))
+print("STEPS " + json.dumps({"wall": [time.perf_counter() - t0],
+                              "cpu_s": time.process_time() - cpu0}), flush=True)
 """
 ON_DEMAND = [sys.executable, "-m", "rightsize", "run", "--no-gpu-samples", "--no-report"]
 
@@ -171,6 +187,23 @@ def capture_cost(work: Path, runs: int, steps: int, width: int, k: int) -> dict:
     return {kind: spread(v) for kind, v in ratios.items()}
 
 
+def idle_cost(work: Path, runs: int, idle_s: float) -> dict:
+    """CPU seconds per second of the job's process while it sleeps (ms/s)."""
+    (work / "idle.py").write_text(IDLE)
+    rows: dict[str, list[float]] = {"plain": [], "on-demand": []}
+    for i in range(runs):
+        for kind in (["plain", "on-demand"] if i % 2 == 0 else ["on-demand", "plain"]):
+            cmd = [sys.executable, "idle.py", str(idle_s)] if kind == "plain" else \
+                [*ON_DEMAND, "--on-demand", "--out", f"idle-{time.time_ns()}", "idle.py",
+                 str(idle_s)]
+            got = run_job(cmd, work)
+            rows[kind].append(got["cpu_s"] / got["wall"][0] * 1e3)
+            print(f"  {kind:9s} run {i}: {rows[kind][-1]:.3f} ms CPU per s", flush=True)
+    return {"cpu_ms_per_s": {kind: spread(v) for kind, v in rows.items()},
+            "difference_ms_per_s": round(statistics.median(rows["on-demand"])
+                                         - statistics.median(rows["plain"]), 3)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
@@ -179,20 +212,29 @@ def main() -> None:
     parser.add_argument("--micro-steps", type=int, default=20000)
     parser.add_argument("--capture-runs", type=int, default=3)
     parser.add_argument("--capture-steps", type=int, default=10)
+    parser.add_argument("--idle-s", type=float, default=20.0)
+    parser.add_argument("--parts", default="1,2,3,4", help="which parts to run (1,2,3,4)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     result: dict = {"machine": {"cpus": os.cpu_count(), "load_avg_start": os.getloadavg()},
                     "args": {k: str(v) for k, v in vars(args).items()}}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        print("1. the step counter (opt.step() of one parameter)", flush=True)
-        result["step_counter"] = paired(work, MICRO, [str(args.micro_steps)], args.runs, 100)
-        print("2. between captures (the training job)", flush=True)
-        result["between_captures"] = paired(work, TRAIN, [str(args.steps), str(args.width)],
-                                            args.runs, 10)
-        print("3. the capture's own cost", flush=True)
-        result["capture"] = capture_cost(work, args.capture_runs, args.steps, args.width,
-                                         args.capture_steps)
+        parts = set(args.parts.split(","))
+        if "1" in parts:
+            print("1. the step counter (opt.step() of one parameter)", flush=True)
+            result["step_counter"] = paired(work, MICRO, [str(args.micro_steps)], args.runs, 100)
+        if "2" in parts:
+            print("2. between captures (the training job)", flush=True)
+            result["between_captures"] = paired(work, TRAIN, [str(args.steps), str(args.width)],
+                                                args.runs, 10)
+        if "3" in parts:
+            print("3. the capture's own cost", flush=True)
+            result["capture"] = capture_cost(work, args.capture_runs, args.steps, args.width,
+                                             args.capture_steps)
+        if "4" in parts:
+            print("4. the control thread, idle", flush=True)
+            result["control_thread"] = idle_cost(work, args.runs, args.idle_s)
     result["machine"]["load_avg_end"] = os.getloadavg()
     text = json.dumps(result, indent=1)
     print(text)

@@ -61,7 +61,11 @@ _OPTIONS: list[Callable[[Any], Any]] = [
                                                           "the script's)."),
     click.option("--team", default=None, help="The job's team (labels)."),
     click.option("--project", default=None, help="The job's project (labels)."),
+    click.option("--workload", default=None, metavar="NAMESPACE/NAME",
+                 help="The Kubernetes workload the job is, as fleet metrics names it (uploads "
+                      "meet its metrics rows on /fleet); default: from the pod's environment."),
 ]
+SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 def on_demand_options(f: Any) -> Any:
@@ -114,11 +118,42 @@ def settings(opts: dict[str, Any]) -> CaptureSettings:
 
 
 def labels(opts: dict[str, Any], name: str) -> dict[str, str]:
-    out = {"name": opts["job_name"] or name, "team": opts["team"], "project": opts["project"]}
+    """The job's labels (the manifest's ``labels``, the uploads' query parameters)."""
+    out = {"name": opts["job_name"] or name, "team": opts["team"], "project": opts["project"],
+           **kubernetes(opts.get("workload"))}
     for key, value in out.items():
         if value is not None and (len(value) > 100 or not value.isprintable()):
             raise RightsizeError(f"--{key}: at most 100 printable characters")
     return {k: v for k, v in out.items() if v}
+
+
+def kubernetes(workload: str | None, environ: dict[str, str] | None = None,
+               sa_namespace: str = SA_NAMESPACE) -> dict[str, str]:
+    """``namespace``, ``workload`` (and ``pod``) of the job: ``--workload NAMESPACE/NAME``, else
+    on Kubernetes the pod's namespace (``POD_NAMESPACE``, else the service account's) and its
+    name (``POD_NAME``, else ``HOSTNAME``) without its controller's suffixes, the owner fleet
+    metrics gives the same pod (analyzers.fleet_metrics.workloads.owner)."""
+    import os
+
+    if workload:
+        namespace, _, owner_name = workload.partition("/")
+        if not namespace or not owner_name or "/" in owner_name:
+            raise RightsizeError(f"--workload {workload}: expected NAMESPACE/NAME")
+        return {"namespace": namespace, "workload": owner_name}
+    env = os.environ if environ is None else environ
+    namespace = env.get("POD_NAMESPACE", "").strip()
+    if not namespace:
+        try:
+            with open(sa_namespace, encoding="utf-8") as fh:
+                namespace = fh.read().strip()
+        except OSError:
+            return {}
+    pod = (env.get("POD_NAME") or env.get("HOSTNAME") or "").strip()
+    if not namespace or not pod:
+        return {}
+    from rightsize.analyzers.fleet_metrics.workloads import owner
+
+    return {"namespace": namespace, "workload": owner(pod), "pod": pod}
 
 
 class CaptureHandler:
@@ -141,8 +176,9 @@ class CaptureHandler:
         self.after = AfterCapture(
             warn=warn, say=say, include_consumer=bool(opts["include_consumer"]),
             regression_pct=opts["regression_pct"], upload_url=url,
-            labels={"job": job_labels.get("name"), "team": job_labels.get("team"),
-                    "project": job_labels.get("project")},
+            labels={"job": job_labels.get("name"),
+                    **{k: job_labels.get(k) for k in ("team", "project", "namespace",
+                                                      "workload", "pod")}},
             wake_uploader=self._wake, analyze=not opts["no_report"])
         self._run_dir: Path | None = None
 

@@ -75,3 +75,20 @@ def test_upload_outcomes(status: int, sent: bool, final: bool) -> None:
         assert outcome.message == f'HTTP {status}: {{"error": "x"}}'
     if not final:
         assert outcome.retry_after_s == 7.0
+
+
+def test_kubernetes_labels_name_the_workload_as_fleet_metrics_does(tmp_path) -> None:
+    from rightsize.cli.run_ondemand import kubernetes
+
+    sa = tmp_path / "namespace"
+    assert kubernetes(None, {"HOSTNAME": "trainer-7d9f8b6c4d-x2x9z"}, str(sa)) == {}  # not K8s
+    sa.write_text("ml\n")
+    # a Deployment's pod, a StatefulSet's (a PyTorchJob's worker), POD_NAMESPACE first
+    assert kubernetes(None, {"HOSTNAME": "trainer-7d9f8b6c4d-x2x9z"}, str(sa)) == {
+        "namespace": "ml", "workload": "trainer", "pod": "trainer-7d9f8b6c4d-x2x9z"}
+    assert kubernetes(None, {"POD_NAMESPACE": "vision", "POD_NAME": "resnet-worker-3"},
+                      str(sa)) == {"namespace": "vision", "workload": "resnet-worker",
+                                   "pod": "resnet-worker-3"}
+    assert kubernetes("ml/llm", {}, str(sa)) == {"namespace": "ml", "workload": "llm"}
+    with pytest.raises(RightsizeError, match=r"^--workload llm: expected NAMESPACE/NAME$"):
+        kubernetes("llm", {}, str(sa))
