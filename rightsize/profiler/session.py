@@ -67,7 +67,7 @@ class RunOptions:
     report: bool = True
     # --on-demand: no profiler until a capture is asked for (rightsize trigger, --auto)
     on_demand: bool = False
-    capture_poll_s: float = 0.2
+    capture_poll_s: float = 0.5
     capture_lead_s: float = 1.0
     captures: CaptureSettings = field(default_factory=CaptureSettings)
     labels: dict[str, str] = field(default_factory=dict)  # name, team, project (the manifest's)

@@ -34,8 +34,9 @@ DEFAULTS = {
     "flush_on_signal_s": 2.0,
     # --on-demand: no profiler until a capture is asked for (control/ in the run directory)
     "on_demand": False,
-    # how often the control thread looks for requests and publishes the step times
-    "capture_poll_s": 0.2,
+    # how often the control thread looks for requests (each look costs the job ~0.16 ms of CPU
+    # on the shared 2-core VM, benchmarks/ondemand_overhead.py part 4)
+    "capture_poll_s": 0.5,
     # a capture starts at least this long (in the job's own step time) after it was seen, so
     # every rank has seen it by then
     "capture_lead_s": 1.0,
@@ -71,13 +72,13 @@ def warn(message):
         pass  # nowhere left to say it; the job must not be harmed
 
 
-def write_json(path, doc):
+def write_json(path, doc, indent=1):
     """Write ``doc`` to ``path`` atomically (a temporary file renamed over it); raises OSError."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"  # several threads write records
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1)
+            json.dump(doc, fh, indent=indent)
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(OSError):

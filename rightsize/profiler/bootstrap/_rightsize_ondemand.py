@@ -3,12 +3,12 @@
 Between captures a process of the job pays for a step counter only: each optimizer step (or
 ``rightsize.step()``) calls :meth:`OnDemand.on_step`, which keeps the step's duration in a ring
 and compares the count with the start of an armed capture. A daemon thread
-(``rightsize-control``) looks in ``<run_dir>/control/`` for requests every ``capture_poll_s``,
-agrees with the job's other processes on the step they all start recording at, and publishes
-the step count and the recent step durations about once a second (``--auto`` reads them in the
-``rightsize`` parent). A capture records steps ``[start, start + steps)`` with PyTorch Profiler
-into ``<run_dir>/captures/<id>/traces/``, as ``rightsize run`` records its window, and exports
-the trace on a background thread.
+(``rightsize-control``) looks in ``<run_dir>/control/`` for requests every ``capture_poll_s``
+(0.5 s), agrees with the job's other processes on the step they all start recording at, and
+publishes the step count and the recent step durations about once a second (``--auto`` reads
+them in the ``rightsize`` parent). A capture records steps ``[start, start + steps)`` with
+PyTorch Profiler into ``<run_dir>/captures/<id>/traces/``, as ``rightsize run`` records its
+window, and exports the trace on a background thread.
 
 The start step is agreed first-come: the first process to take up a request proposes its own
 step plus a lead (``capture_lead_s`` of its median step, at least 2 steps) and every other
@@ -353,7 +353,7 @@ class OnDemand:
             "pid": os.getpid(), "rank": self.state.rank, "steps": steps, "t_ns": time.time_ns(),
             "first_step": first, "step_s": [None if math.isnan(d) else round(d, 6) for d in durations],
             "capturing": cap.id if cap is not None else None,
-        })
+        }, indent=None)
 
     def _write(self, cap):
         """This process's part of the capture, as it is now (the latest write wins)."""
