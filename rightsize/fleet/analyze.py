@@ -169,6 +169,8 @@ def _analyze(task: Task, job: Job, renames: list[tuple[str, str]] | None = None)
         lab = from_manifest(manifest)
         row.update(team=lab.team, project=lab.project, labels_source=lab.source)
     row.update(_recorded(task, manifest, result.first_event_ns))
+    if manifest is not None and isinstance(manifest.get("capture"), dict):
+        row.update(capture_identity(manifest))
     row.update(document_columns(doc))
     if manifest is not None and row["gpus"]:
         duration = manifest.get("duration_s")
@@ -180,6 +182,26 @@ def _analyze(task: Task, job: Job, renames: list[tuple[str, str]] | None = None)
     data = gzip.compress(text.encode(), compresslevel=6, mtime=0)
     row["analysis_s"] = time.perf_counter() - start
     return Result(row, data)
+
+
+def capture_identity(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A capture of an on-demand run (docs/captures.md) is a recording of its job: named by
+    the job's labels, one entity with the job's other captures (and with the metrics rows of
+    its Kubernetes workload when the labels name one)."""
+    found, given = manifest.get("labels"), manifest.get("command")
+    labels: dict[str, Any] = found if isinstance(found, dict) else {}
+    command: dict[str, Any] = given if isinstance(given, dict) else {}
+    name = str(labels.get("name") or command.get("name") or "job")
+    return {"job": name, "entity": entity(name, labels.get("namespace"),
+                                          labels.get("workload"))}
+
+
+def entity(job: str, namespace: Any = None, workload: Any = None) -> str:
+    """``workload:NAMESPACE/NAME`` when both are named (fleet metrics' default workload name,
+    so the two meet), else ``job:NAME``."""
+    if isinstance(namespace, str) and namespace and isinstance(workload, str) and workload:
+        return f"workload:{namespace}/{workload}"
+    return f"job:{job}"
 
 
 def _manifest(job: Job) -> dict[str, Any] | None:

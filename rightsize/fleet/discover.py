@@ -6,7 +6,8 @@ under the folders were not input names.
 
 A job is one of:
 
-* ``run``: a run directory (``manifest.json``), never descended into;
+* ``run``: a run directory (``manifest.json``), never descended into; an on-demand one is its
+  captures (``captures/<id>/``, each a run directory of its own, docs/captures.md);
 * ``ranks``: Kineto traces in one folder whose ``distributedInfo`` say they are ranks of one job
   (same world size and backend, distinct ranks). This module groups them itself from each
   trace's head: ``rightsize.analyzers.job`` checks summaries made after reading, and the loader
@@ -241,14 +242,16 @@ def walk(paths: Iterable[str]) -> tuple[list[Path], list[Path], Counter[str]]:
     for top in expand(paths):
         if top.is_dir():
             if rundir.is_run_dir(top):
-                runs.setdefault(os.path.realpath(top), top.absolute())
+                for run in _recordings(top):
+                    runs.setdefault(os.path.realpath(run), run.absolute())
                 continue
             for folder, dirs, names in os.walk(top):
                 here = Path(folder)
                 keep = []
                 for d in sorted(dirs):
                     if rundir.is_run_dir(here / d):
-                        runs.setdefault(os.path.realpath(here / d), (here / d).absolute())
+                        for run in _recordings(here / d):
+                            runs.setdefault(os.path.realpath(run), run.absolute())
                     elif not d.startswith("."):
                         keep.append(d)
                 dirs[:] = keep  # run directories and hidden folders are not walked into
@@ -267,6 +270,12 @@ def walk(paths: Iterable[str]) -> tuple[list[Path], list[Path], Counter[str]]:
         else:
             files.setdefault(os.path.realpath(top), top.absolute())
     return list(runs.values()), list(files.values()), left_out
+
+
+def _recordings(run_dir: Path) -> list[Path]:
+    """A run directory, or the captures of an on-demand one (``captures/<id>/``, each a run
+    directory of its own; the on-demand run itself holds no trace)."""
+    return rundir.capture_dirs(run_dir) or [run_dir]
 
 
 def file_job(f: str | Path, note: str | None = None) -> Job:

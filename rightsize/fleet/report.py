@@ -74,18 +74,24 @@ def _filtered(rows: pl.LazyFrame, f: Filters) -> pl.LazyFrame:
 
 
 METRICS = pl.col("source") == SOURCE_METRICS
-# What one job is across recordings: a trace job's path set; a metrics workload's name (its
-# labels), whatever its window or the source it was read from
-IDENTITY = (pl.when(METRICS).then(pl.lit("metrics\n") + pl.col("job"))
+# What one job is across recordings: its entity when the row names one (a job's captures; a
+# metrics workload, and a traced job naming the same Kubernetes workload: one entity); else a
+# metrics workload's name (its labels), whatever its window or the source it was read from;
+# else a trace job's path set
+IDENTITY = (pl.when(pl.col("entity").is_not_null()).then(pl.col("entity"))
+            .when(METRICS).then(pl.lit("workload:") + pl.col("job"))
             .otherwise(pl.col("paths").list.join("\n")))
 NOT_DIAGNOSED = "not diagnosed (metrics)"  # a metrics workload's bottleneck: no trace to say
 WINDOW_H = (pl.col("recorded_at") - pl.col("window_start")).dt.total_seconds() / 3600
 
 
 def _latest_per_paths(df: pl.DataFrame) -> pl.DataFrame:
-    return (df.with_columns(IDENTITY.alias("_pathset"))
-            .sort("recorded_at").unique("_pathset", keep="last", maintain_order=True)
-            .drop("_pathset"))
+    """Each job at its latest recording; an entity seen both in metrics and in a trace is its
+    latest trace (a capture's diagnosis and sizing rest on more than counters)."""
+    return (df.with_columns(IDENTITY.alias("_pathset"), (~METRICS).alias("_traced"))
+            .sort("_traced", "recorded_at")
+            .unique("_pathset", keep="last", maintain_order=True)
+            .drop("_pathset", "_traced").sort("recorded_at", maintain_order=True))
 
 
 def _month_hours() -> pl.Expr:

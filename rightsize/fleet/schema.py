@@ -56,6 +56,10 @@ COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "team": pl.String,
     "project": pl.String,
     "labels_source": pl.String,
+    # what the row is one recording of, across recordings: "job:NAME" (a job's captures),
+    # "workload:NAMESPACE/OWNER" (a metrics workload, or a job naming its Kubernetes workload);
+    # null: the row's path set (fleet/report.py, IDENTITY)
+    "entity": pl.String,
     # hardware
     "device": pl.String,
     "gpu": pl.String,
