@@ -145,7 +145,7 @@ def tables(seeds: int = 5, n: int = 1000) -> None:
         model = step_model(CONFIG, Deployment(gpu))
         lim = Limits(256, 2048, model.kv_cache_tokens)
         tab = Tabulated(model.step_ms_vec, 256, 2048, isl + osl, prompts=(isl,))
-        slower = Vectorized(lambda *a: model.step_ms_vec(*a) * 1.001)
+        slower = Vectorized(lambda *a, m=model: m.step_ms_vec(*a) * 1.001)
         d_ttft, d_tpot, noise = [], [], []
         for seed in range(seeds):
             reqs = poisson(lam, isl, osl, n, seed=seed)
