@@ -60,12 +60,20 @@ EXTRA_HINT = "rightsize serve needs its extra: pip install 'rightsize[serve]'"
 @click.option("--forwarded-allow-ips", default=None,
               help="Behind a reverse proxy: the proxy's addresses (comma-separated), whose "
                    "X-Forwarded-Proto/For are believed.")
+@click.option("--regression-pct", type=click.FloatRange(min=0), default=10.0,
+              show_default=True,
+              help="A job's capture this much slower than its previous capture is a "
+                   "regression (/jobs/NAME).")
+@click.option("--webhook", default=None, metavar="URL",
+              help="POST each regression of a job's capture here as JSON (docs/serve.md, "
+                   "\"Jobs\").")
 def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int,
           worker_memory_mb: int | None, max_analysis_s: float | None,
           max_concurrent_uploads: int, max_queued: int, token: str | None, timeout_s: float,
           min_upload_kbps: int, min_read_kbps: int, upload_check_cpu_s: float | None,
           max_connections: int | None, grace_s: float, min_free_mb: int,
-          public_url: str | None, forwarded_allow_ips: str | None) -> None:
+          public_url: str | None, forwarded_allow_ips: str | None, regression_pct: float,
+          webhook: str | None) -> None:
     """Serve uploads and reports over HTTP: drop a trace, get the verdict and a link.
 
     \b
@@ -74,6 +82,7 @@ def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int
       rightsize serve --data-dir /srv/rightsize --workers 4
       rightsize serve --host 0.0.0.0 --token "$TOKEN"
       rightsize serve --public-url https://rightsize.example.org --forwarded-allow-ips 127.0.0.1
+      rightsize serve --webhook https://hooks.example.org/rightsize --regression-pct 15
     """
     try:
         import uvicorn  # noqa: F401
@@ -95,6 +104,13 @@ def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int
         raise click.BadParameter(weak, param_hint="'--token'")
     token, generated = resolve_token(host, token)
     public_url = _public_url(public_url)
+    if webhook is not None:
+        from rightsize.serve.webhook import check_url
+
+        try:
+            check_url(webhook)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--webhook'") from None
     nofile = _descriptor_limit()
     if worker_memory_mb is not None and 0 < worker_memory_mb < 256:
         raise click.UsageError("--worker-memory-mb below 256 leaves no room to start Python")
@@ -112,7 +128,8 @@ def serve(host: str, port: int, data_dir: Path, max_upload_mb: int, workers: int
                          max_connections=max_connections or max_connections_for(nofile),
                          backlog=listen_backlog(nofile),
                          grace_s=grace_s, public_url=public_url,
-                         forwarded_allow_ips=forwarded_allow_ips)
+                         forwarded_allow_ips=forwarded_allow_ips,
+                         regression_pct=regression_pct, webhook_url=webhook)
     # Caches (compiled report templates) beside the data, unless RIGHTSIZE_CACHE_DIR says.
     os.environ.setdefault("RIGHTSIZE_CACHE_DIR", str(config.cache_dir))
     import sqlite3

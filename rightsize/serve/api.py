@@ -22,6 +22,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from rightsize.serve import documents, upload
+from rightsize.serve.following import job_labels
 from rightsize.serve.store import RUN_ID, blob_path
 from rightsize.serve.worker import ANALYSIS_JSON
 
@@ -51,6 +52,9 @@ async def create_run(server: Server, request: Request) -> Response:
     labels = _labels(request)
     if isinstance(labels, Response):
         return labels
+    job = job_labels(request.query_params)
+    if isinstance(job, str):
+        return error(400, job)
     length = request.headers.get("content-length", "")
     declared = int(length) if length.isdigit() else 0
     max_body = cfg.max_upload_bytes * cfg.max_files_per_run + SLACK_BYTES
@@ -74,7 +78,7 @@ async def create_run(server: Server, request: Request) -> Response:
     finally:
         server.uploads -= 1
     try:
-        return await _record(server, received, *labels)
+        return await _record(server, received, *labels, job=job)
     except sqlite3.OperationalError as exc:  # the index's disk is full
         log.warning("cannot record an upload: %s", exc)
         return error(507, "the run index cannot be written (no space left on the server's "
@@ -85,17 +89,22 @@ async def create_run(server: Server, request: Request) -> Response:
 
 
 async def _record(server: Server, received: list[upload.Received], team: str | None,
-                  project: str | None) -> Response:
+                  project: str | None, job: dict[str, Any] | None = None) -> Response:
     """The upload in the index: another upload of a run of the same files (that did not
-    fail), or a new run queued for analysis."""
+    fail), or a new run queued for analysis; a job's capture (``job``: its labels) is added
+    to the job's history before its run is analyzed."""
     files = [{"name": r.name, "sha256": r.sha256, "bytes": r.bytes} for r in received]
     upload_id, run_id, existed = await server.index(
         server.store.record,
         files, upload.input_key(received), team, project,
         input_bytes=sum(r.inflated for r in received),
         inflated={r.sha256: r.inflated for r in received})
+    if job:
+        await server.index(server.following.index.add, upload_id, job)
     if not existed:
         server.jobs.submit(run_id)
+    elif job:  # an analysis already finished (or under way: then its end checks it)
+        asyncio.get_running_loop().run_in_executor(None, server.following.finished, run_id)
     return JSONResponse({"id": upload_id, "run": run_id, "url": f"/r/{upload_id}",
                          "existing": existed}, status_code=200 if existed else 201)
 
@@ -157,6 +166,17 @@ async def get_run(server: Server, request: Request) -> Response:
         return await documents.run_json(head, stored)
     except documents.Missing:
         return error(404, "the run's analysis is missing")
+
+
+async def get_job(server: Server, request: Request) -> Response:
+    """A job's captures, oldest first, each with its run, summary and check (``/jobs/NAME``
+    as JSON)."""
+    name = request.path_params["name"]
+    history = await asyncio.get_running_loop().run_in_executor(
+        None, server.following.captures, name)
+    if not history:
+        return error(404, "no such job")
+    return JSONResponse({"job": name, "captures": history})
 
 
 async def delete_run(server: Server, request: Request) -> Response:

@@ -31,6 +31,7 @@ from starlette.routing import Route
 from rightsize.serve import api, documents, pages, security, upload, views
 from rightsize.serve.config import ServeConfig, check_cpu_for
 from rightsize.serve.fleet import ServeFleet
+from rightsize.serve.following import Follower
 from rightsize.serve.jobs import JobRunner
 from rightsize.serve.store import RUN_ID, Index, Store
 
@@ -52,8 +53,10 @@ class Server:
         orphans = upload.sweep_blobs(config.blobs_dir, self.store.blobs_in_use())
         if orphans:
             log.info("start-up: removed %d stored files no run uses from blobs/", orphans)
-        self.fleet = ServeFleet(config, self.store)
-        self.jobs = JobRunner(config, self.index, self.fleet)
+        self.following = Follower(config.db_path, config.runs_dir, config.regression_pct,
+                                  config.webhook_url, config.public_url or config.url)
+        self.fleet = ServeFleet(config, self.store, self.following.index.labels_of_run)
+        self.jobs = JobRunner(config, self.index, self.fleet, self.following.finished)
         self.checks = upload.Checks(config.max_upload_bytes, check_cpu_for(config))
         self.uploads = 0
         pages.warm_up()
@@ -82,11 +85,14 @@ def create_app(config: ServeConfig) -> Starlette:
         server.jobs.resume()
         loop = asyncio.get_running_loop()
         catch_up = loop.run_in_executor(None, _catch_up, server.fleet)
+        checks = loop.run_in_executor(None, _check_jobs, server.following)
         yield
         server.fleet.stop()
         server.checks.close()
         await server.jobs.close()
         await catch_up
+        await checks
+        server.following.close()
         server.fleet.close()
         server.index.close()
 
@@ -105,6 +111,9 @@ def create_app(config: ServeConfig) -> Starlette:
         Route("/r/{run_id}", bind(views.report)),
         Route("/compare", bind(views.compare)),
         Route("/fleet", bind(views.fleet_page)),
+        Route("/jobs", bind(views.jobs_page)),
+        Route("/jobs/{name:path}", bind(views.job_page)),
+        Route("/api/jobs/{name:path}", bind(api.get_job)),
         Route("/static/{name}", bind(views.static)),
         Route("/favicon.ico", lambda request: Response(status_code=204)),  # no icon, no 404
     ]
@@ -115,7 +124,7 @@ def create_app(config: ServeConfig) -> Starlette:
 
 
 WARM_PATHS = ("/healthz", "/api/runs", "/api/runs/0000000000000000", "/runs", "/compare",
-              "/static/serve.css", "/nothing")
+              "/jobs", "/static/serve.css", "/nothing")
 
 
 async def _warm_routes(app: Starlette, config: ServeConfig) -> None:
@@ -152,6 +161,15 @@ def _catch_up(fleet: ServeFleet) -> None:
         return
     if added:
         log.info("start-up: %d finished runs added to the fleet table", added)
+
+
+def _check_jobs(following: Follower) -> None:
+    """Start-up: each job's captures checked that a stopped server had not checked."""
+    try:
+        following.catch_up()
+    except Exception as exc:  # noqa: BLE001 - the server serves on; the next capture checks
+        log.warning("start-up: the jobs' captures were not checked (%s: %s)",
+                    type(exc).__name__, exc)
 
 
 class Gate:

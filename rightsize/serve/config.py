@@ -56,6 +56,11 @@ class ServeConfig:
     # proxy serves (its host and origin are accepted by the Host and CSRF checks).
     forwarded_allow_ips: str | None = None
     public_url: str | None = None
+    # Jobs followed over time (following.py): a capture whose step is slower than its job's
+    # previous capture by more than this is a regression (capture's own default, docs/captures.md),
+    # and each regression is posted as JSON to the webhook when one is given.
+    regression_pct: float = 10.0
+    webhook_url: str | None = None
 
     @property
     def db_path(self) -> Path:

@@ -20,8 +20,12 @@ table's writer lock while it runs: a ``fleet scan`` into ``DATA/fleet`` waits fo
 The page lists the keys some run in the index still has (a deleted run's row stays in the
 table's history, its stored document copy is removed), and beside them every workload of cluster
 metrics the table holds (source ``metrics``: written by ``rightsize fleet metrics --table
-DATA/fleet`` while the server is stopped, since the server holds the table's one-writer lock). Runs the server analyzed here have no
-team or project unless the upload named them (``POST /api/runs?team=&project=``).
+DATA/fleet`` while the server is stopped, since the server holds the table's one-writer lock).
+Runs the server analyzed here have no team or project unless the upload named them (``POST
+/api/runs?team=&project=``). A run uploaded as a job's capture (``?job=NAME``, what ``rightsize
+run --on-demand --upload`` sends) is a row named by its job, one entity with the job's other
+captures (the page shows the latest) and with the metrics rows of the Kubernetes workload the
+upload names (``namespace``, ``workload``).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -129,6 +134,16 @@ def build_row(run: dict[str, Any], doc: dict[str, Any] | None, error: str | None
     return row
 
 
+def job_identity(job: dict[str, Any]) -> dict[str, Any]:
+    """The row of a job's capture is named by its job, and is one entity with the job's other
+    captures and, when the upload named its Kubernetes workload, with that workload's metrics
+    rows (:func:`rightsize.fleet.analyze.entity`, as ``fleet scan`` names a capture)."""
+    from rightsize.fleet.analyze import entity
+
+    return {"job": job["job"], "entity": entity(job["job"], job.get("namespace"),
+                                                job.get("workload"))}
+
+
 def _with_row(view: Any, row: dict[str, Any]) -> Any:
     """The compacted view with ``row`` in place of the older row of its key."""
     import polars as pl
@@ -143,11 +158,13 @@ def _with_row(view: Any, row: dict[str, Any]) -> Any:
 class ServeFleet:
     """The data directory's fleet table, written by this server alone (it holds the lock)."""
 
-    def __init__(self, config: ServeConfig, store: Store) -> None:
+    def __init__(self, config: ServeConfig, store: Store,
+                 job_of_run: Callable[[str], dict[str, Any] | None] | None = None) -> None:
         from rightsize.fleet.table import FleetTable, TableError
 
         self.config = config
         self.store = store
+        self.job_of_run = job_of_run  # a run uploaded as a job's capture: its job labels
         self.table = FleetTable.open(config.data_dir / FLEET_DIR, create=True)
         self._stack = contextlib.ExitStack()
         try:
@@ -184,6 +201,9 @@ class ServeFleet:
                              .read_text("utf-8"))
         row = build_row(run, doc, error, self.config.blobs_dir,
                         (run.get("team"), run.get("project")))
+        job = self.job_of_run(run["id"]) if self.job_of_run is not None else None
+        if job is not None:
+            row.update(job_identity(job))
         key = str(row["key"])
         with self._lock:
             known = self._known.get(key)

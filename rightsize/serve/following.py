@@ -12,6 +12,7 @@ upload leaves its job's history with it.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import sqlite3
@@ -21,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger("rightsize.serve")
 MAX_LABEL_CHARS = 100
 REASONS = ("trigger", "steady", "every", "drift")
 _CAPTURE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -203,9 +205,29 @@ class Follower:
 
     def finished(self, run_id: str) -> None:
         """A run is recorded done or failed: check its job uploads, and the later captures of
-        their jobs (whose previous capture may be this one, finished out of order)."""
-        for _, job in self.index.of_run(run_id):
-            self.recheck(job)
+        their jobs (whose previous capture may be this one, finished out of order). Called on
+        a thread; what fails is logged (the run itself is recorded)."""
+        try:
+            for job in dict.fromkeys(job for _, job in self.index.of_run(run_id)):
+                self.recheck(job)
+        except Exception as exc:  # noqa: BLE001 - see above
+            log.warning("run %s: its job's captures were not checked (%s: %s)", run_id,
+                        type(exc).__name__, exc)
+
+    def captures(self, job: str) -> list[dict[str, Any]]:
+        """The job's captures, oldest first: each history item with its summary (what the
+        job page shows: :func:`~rightsize.serve.regression.capture_summary`, its values null
+        until its run is done and checked) and its links."""
+        from rightsize.serve import regression
+
+        out = []
+        for item in self.index.history(job):
+            summary = regression.read_summary(self.runs_dir / item["run"]) \
+                if item["status"] == "done" else None
+            out.append({**item, "summary": summary or regression.capture_summary({}),
+                        "url": f"/r/{item['id']}" if item["status"] == "done"
+                        else f"/runs/{item['id']}"})
+        return out
 
     def catch_up(self) -> int:
         """Start-up: every job's captures checked (those a stopped server had not)."""

@@ -12,7 +12,8 @@ fails with that reason, a failure is final (never queued again at a restart), an
 last upload is deleted while it is analyzed is cancelled (its worker stopped).
 
 A finished run's row goes into the data directory's fleet table (:mod:`.fleet`) before the
-index records the run as finished.
+index records the run as finished; after it, a run uploaded as a job's capture is checked
+against the job's previous capture (:mod:`.following`, on a thread).
 
 Start-up reconciles the index with the disk: a queued or running run whose ``analysis.json``
 was written completely (a server killed after its worker finished) is adopted as done, not
@@ -96,9 +97,11 @@ def _write_if_there(store: Store, run_id: str, write: Callable[[str], object]) -
 class JobRunner:
     """Runs analyses on the engine's workers and records their outcome in the index."""
 
-    def __init__(self, config: ServeConfig, index: Index,
-                 fleet: ServeFleet | None = None) -> None:
+    def __init__(self, config: ServeConfig, index: Index, fleet: ServeFleet | None = None,
+                 on_finished: Callable[[str], None] | None = None) -> None:
         self.config = config
+        # called on a thread once a run's outcome is recorded (following.py: its job's checks)
+        self.on_finished = on_finished
         self.index = index  # the store, called off the event loop
         self.store = index.store
         self.fleet = fleet  # each finished run's row goes there before the index says finished
@@ -184,6 +187,16 @@ class JobRunner:
             await self._write(run_id, "record its result",
                               lambda i: self.store.finish(i, summary, key, finished))
         log.info("run %s: %s", run_id, summary.get("error") or "done")
+        if self.on_finished is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._followed, run_id)
+
+    def _followed(self, run_id: str) -> None:
+        assert self.on_finished is not None
+        try:
+            self.on_finished(run_id)
+        except Exception as exc:  # noqa: BLE001 - the run is recorded; its check is not
+            log.warning("run %s: its job's captures were not checked (%s: %s)", run_id,
+                        type(exc).__name__, exc)
 
     async def _write(self, run_id: str, what: str, write: Callable[[str], object]) -> None:
         """Write to the index, retrying while it cannot be written (a full disk): the run

@@ -1,4 +1,4 @@
-"""The HTML pages' routes: upload, run list, run status, report, compare, fleet, assets.
+"""The HTML pages' routes: upload, run list, run status, report, compare, fleet, jobs, assets.
 
 Input: the :class:`~rightsize.serve.app.Server` state and the request. Output: pages rendered
 from the templates of :mod:`.pages` (Jinja2, autoescape), a stored report streamed from disk
@@ -159,6 +159,21 @@ async def fleet_page(server: Server, request: Request) -> Response:
     html = await asyncio.get_running_loop().run_in_executor(None, server.fleet.page, filters)
     body = pages.with_fleet_bar(html, filters)
     return HTMLResponse(body, headers={"Content-Security-Policy": pages.fleet_csp(body)})
+
+
+async def jobs_page(server: Server, request: Request) -> Response:
+    """Every job whose captures were uploaded (``?job=NAME``), newest capture first."""
+    jobs = await asyncio.get_running_loop().run_in_executor(None, server.following.index.jobs)
+    return page("jobs.html.j2", jobs=jobs)
+
+
+async def job_page(server: Server, request: Request) -> Response:
+    """One job's captures over time, each with its check against the previous one."""
+    name = request.path_params["name"]
+    captures = await asyncio.get_running_loop().run_in_executor(
+        None, server.following.captures, name)
+    return page("job.html.j2", status=200 if captures else 404, job=name, captures=captures,
+                threshold_pct=f"{server.config.regression_pct:g}")
 
 
 async def static(server: Server, request: Request) -> Response:

@@ -35,7 +35,7 @@ def check_url(url: str) -> str:
     """``http(s)://host[:port][/path][?query]``; raises ValueError (one line) otherwise."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--webhook {url}: expected an http(s) URL")
+        raise ValueError(f"expected an http(s) URL, not {url!r}")
     return url
 
 
