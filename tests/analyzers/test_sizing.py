@@ -17,6 +17,7 @@ from rightsize.analyzers.sizing.projection import (
 )
 from rightsize.analyzers.sizing.rates import TYPICAL_GEMM_FLOPS, load_rates
 from rightsize.catalog import Alias, Catalog, Gpu, Price, load_catalog
+from rightsize.vocab import Bound
 
 GIB = 2**30
 
@@ -104,6 +105,25 @@ def test_a_step_mostly_unrecorded_is_waiting_not_launch_overhead():
         "record), which a bigger GPU will not shrink: give the GPU more work per step (larger " \
         "batches, batched requests) or a smaller GPU" in s.reason
     assert "CUDA graphs" not in s.reason
+
+
+@pytest.mark.parametrize(("shares", "said"), [
+    ({"compute": 20, "host": 80}, ("80% of each step is host/launch overhead (the GPU waits "
+                                   "for the CPU), which a bigger GPU will not shrink; ")),
+    ({"compute": 2, "host": 5, "idle": 93}, ("98% of each step the GPU waits, 93% with nothing "
+                                             "recorded on the host (the job waiting - asleep, "
+                                             "for input or requests, in I/O - or host work the "
+                                             "trace did not record), which a bigger GPU will "
+                                             "not shrink; ")),
+])
+def test_an_inconclusive_step_states_its_wait_without_a_remedy(shares, said):
+    """A cold start (the alexnet benchmark: 98.6% context creation and warm-up) was told "use
+    CUDA graphs", a near-empty capture "a smaller GPU": the measured wait is said, the fix is
+    not, since no verdict earned it."""
+    s = project(work(shares, bound=Bound.INCONCLUSIVE), catalog_of(BIG, MID))
+    assert s.reason == said + ("no GPU is recommended: the diagnosis is inconclusive, so the "
+                               "measured step may not be the job's (its evidence says what to "
+                               "record).")
 
 
 @pytest.mark.parametrize("peak_gib", [1, 20, 30, 45, 60, 75])

@@ -338,7 +338,8 @@ def _judge(workload: Workload, constraints: Constraints, current: Gpu | None, no
     if on_gpu and (stall_frac >= THRESHOLDS.stall_fraction
                    or workload.bound in (Bound.DATALOADER, Bound.HOST)):
         words.append(reasons.stall_words(shares, workload.step_ms, workload.host_cpu_work_ms,
-                                         workload.named_stall_ms, workload.named_stall))
+                                         workload.named_stall_ms, workload.named_stall,
+                                         remedies=workload.bound != Bound.INCONCLUSIVE))
 
     def sizing(recommended: Candidate | None, verdict: Verdict | None,
                savings: float | None) -> Sizing:

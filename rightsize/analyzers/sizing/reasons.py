@@ -38,37 +38,49 @@ def slower_words(name: str, slower: Candidate, cur: Candidate) -> str:
 
 
 def stall_words(shares: Mapping[str, float], step_ms: float, cpu_work_ms: float = 0.0,
-                named_ms: float = 0.0, named: str = "") -> str:
+                named_ms: float = 0.0, named: str = "", remedies: bool = True) -> str:
     """What the stalled part of a step needs, which a bigger GPU does not give; ``cpu_work_ms``:
     the job's own CPU work within the host share (``diagnosis.host_work``); ``named``: what
-    the diagnosis names of the wait (``named_ms`` of it), said when it is most of it."""
+    the diagnosis names of the wait (``named_ms`` of it), said when it is most of it.
+    ``remedies`` False (an inconclusive diagnosis: the step may not be the job's): what was
+    measured, without the fix (a cold start was told "use CUDA graphs", a near-empty capture
+    "a smaller GPU": advice its evidence does not earn)."""
     loader = shares.get(str(Share.DATALOADER), 0.0)
     host = shares.get(str(Share.HOST), 0.0) + shares.get(str(Share.IDLE), 0.0)
     if named and named_ms >= (loader + host) / 2:
         return f"{named_ms / step_ms:.0%} of each step the GPU waits {named}"
+    said, fix = _stall(shares, step_ms, loader, host, cpu_work_ms)
+    return f"{said}: {fix}" if remedies else said
+
+
+def _stall(shares: Mapping[str, float], step_ms: float, loader: float, host: float,
+           cpu_work_ms: float) -> tuple[str, str]:
+    """The stall in words and its fix (:func:`stall_words`)."""
+    wont = ", which a bigger GPU will not shrink"
     if loader >= host:
-        return (f"{loader / step_ms:.0%} of each step waits for the data loader, which a bigger"
-                " GPU will not shrink: raise DataLoader num_workers, set pin_memory=True and"
-                " persistent_workers=True, pre-process or cache the dataset")
+        fix = ("raise DataLoader num_workers, set pin_memory=True and persistent_workers=True,"
+               " pre-process or cache the dataset")
+        return f"{loader / step_ms:.0%} of each step waits for the data loader{wont}", fix
     idle = shares.get(str(Share.IDLE), 0.0)
     if cpu_work_ms >= (host - cpu_work_ms):
         gpu = sum(shares.get(str(s), 0.0) for s in (Share.COMPUTE, Share.MEMORY,
                                                     Share.COMMUNICATION, Share.PCIE))
-        return (f"{cpu_work_ms / step_ms:.0%} of each step is the job's own CPU work"
-                " (decoding, preprocessing, ops on CPU tensors) in series with the GPU, which a"
-                " bigger GPU will not shrink: move it into DataLoader workers or onto the GPU;"
-                f" a faster GPU shrinks only the GPU's {gpu / step_ms:.0%}")
+        said = (f"{cpu_work_ms / step_ms:.0%} of each step is the job's own CPU work (decoding,"
+                f" preprocessing, ops on CPU tensors) in series with the GPU{wont}")
+        return said, ("move it into DataLoader workers or onto the GPU; a faster GPU shrinks"
+                      f" only the GPU's {gpu / step_ms:.0%}")
     if idle > host - idle:
         # Seen on an H100: an inference loop sleeping 5 ms between requests, 93% of its steps
         # with nothing recorded; launch-overhead advice would not touch that.
-        return (f"{host / step_ms:.0%} of each step the GPU waits, {idle / step_ms:.0%} with"
+        said = (f"{host / step_ms:.0%} of each step the GPU waits, {idle / step_ms:.0%} with"
                 " nothing recorded on the host (the job waiting - asleep, for input or"
-                " requests, in I/O - or host work the trace did not record), which a bigger"
-                " GPU will not shrink: give the GPU more work per step (larger batches,"
-                " batched requests) or a smaller GPU")
-    return (f"{host / step_ms:.0%} of each step is host/launch overhead (the GPU waits for the"
-            " CPU), which a bigger GPU will not shrink: use larger batches, CUDA graphs or"
-            " torch.compile(mode='reduce-overhead'), and avoid .item()/synchronize in the loop")
+                f" requests, in I/O - or host work the trace did not record){wont}")
+        return said, ("give the GPU more work per step (larger batches, batched requests) or"
+                      " a smaller GPU")
+    said = f"{host / step_ms:.0%} of each step is host/launch overhead (the GPU waits for the CPU)"
+    return said + wont, ("use larger batches, CUDA graphs or"
+                         " torch.compile(mode='reduce-overhead'), and avoid"
+                         " .item()/synchronize in the loop")
 
 
 def goal(constraints: Constraints) -> str:
