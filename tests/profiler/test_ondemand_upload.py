@@ -71,8 +71,18 @@ def test_no_capture_is_lost_while_the_server_is_down(tmp_path: Path) -> None:
     server.start()
     try:
         runs = server.request("GET", "/api/runs").json()["runs"]
+        # the job followed over time: its three captures in order, each analyzed and checked
+        # against the one before (serve's /jobs/<name>)
+        history = server.wait_for(
+            lambda: (h := server.request("GET", "/api/jobs/resnet-live").json()["captures"])
+            and all(c["flagged"] is not None for c in h) and h, timeout_s=90,
+            why="the job's captures checked")
     finally:
         server.stop()
+    assert [c["capture"] for c in history] == ids
+    assert [(c["reason"], c["ranks"], c["status"]) for c in history] == [("trigger", 1, "done")] * 3
+    assert [c["previous"] for c in history] == [None, history[0]["id"], history[1]["id"]]
+    assert all(c["job_step_ms"] > 0 and c["summary"]["step_ms"] > 0 for c in history)
     assert len(runs) == 3
     assert {(r["team"], r["project"]) for r in runs} == {("vision", "p1")}
     server_ids = {json.loads(s["answer"])["id"] for s in sent.values()}
