@@ -187,3 +187,11 @@ def test_the_webhook_retries_a_5xx_and_gives_up_on_a_4xx() -> None:
     # a: 503 then 200 after 1 s; b: 404 is final, tried once
     assert outcomes == {"a": "sent", "b": "failed: HTTP 404"}
     assert [b["job"] for b in receiver.bodies] == ["j", "j", "k"]
+
+
+def test_a_webhook_that_is_no_http_url_is_one_line(tmp_path: Path) -> None:
+    res = cli("serve", "--data-dir", tmp_path / "data", "--webhook", "ftp://hooks.example.org/x")
+    assert res.returncode == 2
+    assert "Invalid value for '--webhook': expected an http(s) URL, not " \
+           "'ftp://hooks.example.org/x'" in res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "data").exists()
