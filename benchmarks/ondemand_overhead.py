@@ -19,12 +19,12 @@ capture against ``rightsize run``'s own profiling window.
 
 4. **The control thread, idle** (``--idle-s``): a job that steps three times, then sleeps; its
    process's CPU time over the sleep, plainly and under ``--on-demand``: what the thread that
-   polls ``control/`` (5 times a second) and publishes the step times costs, per second.
+   polls ``control/`` (every 0.5 s) and publishes the step times costs, per second.
 
 The machine this runs on may be shared: wall times move with other load, CPU times much less;
 that is why every comparison is interleaved and given with its spread.
 
-Usage: python benchmarks/ondemand_overhead.py [--runs 8] [--steps 300] [--capture-runs 3]
+Usage: python benchmarks/ondemand_overhead.py [--runs 10] [--steps 200] [--capture-runs 3]
        [--out benchmarks/ondemand_overhead.result.json]
 """
 

@@ -195,3 +195,18 @@ def test_a_webhook_that_is_no_http_url_is_one_line(tmp_path: Path) -> None:
     assert "Invalid value for '--webhook': expected an http(s) URL, not " \
            "'ftp://hooks.example.org/x'" in res.stderr
     assert "Traceback" not in res.stderr and not (tmp_path / "data").exists()
+
+
+def test_job_pages_escape_what_uploads_named() -> None:
+    from rightsize.serve.pages import render_page
+    from rightsize.serve.regression import capture_summary
+
+    evil = "</script><b>x"
+    capture = {"id": "a" * 16, "created_at": 0.0, "capture": "c1", "reason": "trigger",
+               "job_step_ms": 10.0, "status": "failed", "error": evil, "flagged": None,
+               "change_pct": None, "previous": None, "attribution": None, "webhook": None,
+               "summary": capture_summary({}), "url": "/runs/" + "a" * 16}
+    for page in (render_page("job.html.j2", job=evil, captures=[capture], threshold_pct="10"),
+                 render_page("jobs.html.j2", jobs=[{"job": evil, "captures": 1,
+                                                    "latest_at": 0.0, "regressions": 0}])):
+        assert evil not in page and "&lt;/script&gt;&lt;b&gt;x" in page
