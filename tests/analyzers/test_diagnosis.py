@@ -232,8 +232,8 @@ def test_each_rule_fires_at_its_threshold(measure, value, rule):
 
 def test_recommendations_ordered_by_verdict_then_impact():
     from rightsize.analyzers.diagnosis.advise import Measures, recommend
-    m = Measures(dataloader_pct=30.0, gpu_util_pct=40.0, gpu_idle_pct=60.0,
-                 pageable_h2d_copies=12.0, pcie_pct=1.0)
+    m = Measures(dataloader_pct=20.0, gpu_util_pct=40.0, gpu_idle_pct=60.0,
+                 host_idle_pct=39.0, pageable_h2d_copies=12.0, pcie_pct=1.0)
     assert [r.id for r in recommend(m)] == ["low-gpu-utilization", "dataloader-stall",
                                             "pageable-copies"]
     assert recommend(m, Bound.DATALOADER)[0].id == "dataloader-stall"

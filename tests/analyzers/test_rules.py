@@ -52,6 +52,20 @@ def test_what_if_removes_the_share_the_action_addresses():
     assert recommend(Measures(dataloader_pct=30.0), None)[0].what_if is None  # no step given
 
 
+def test_low_utilization_promises_only_the_time_the_gpu_waits_on_the_host():
+    """GPU utilization 30% of a 100 ms step, 30% in exposed copies and 40% waiting on the host:
+    more work per step or less host work fills the host's 40 ms (half of it, three quarters at
+    best, a quarter at worst), not the copies' 30 ms, which the PCIe rule addresses."""
+    m = Measures(gpu_util_pct=30.0, gpu_idle_pct=70.0, host_idle_pct=40.0, pcie_pct=30.0)
+    [low] = [r for r in recommend(m, Bound.COMPUTE, 100.0) if r.id == "low-gpu-utilization"]
+    assert (low.what_if.step_ms, low.what_if.step_ms_low, low.what_if.step_ms_high) == (
+        80, 70, 90)
+    # train_pcie.py --pin on an H200: 92.9% of the 5.2 ms step in pinned copies, the host
+    # 0.6%: the GPU is idle, but not for the host, so the rule stays silent (it promised 47%)
+    m = Measures(gpu_util_pct=6.7, gpu_idle_pct=93.3, host_idle_pct=0.58, pcie_pct=92.9)
+    assert [r.id for r in recommend(m, Bound.PCIE, 5.217)] == ["pcie-bound"]
+
+
 @pytest.mark.parametrize(("gpu", "words"), [
     ("V100 32GB SXM2", ("The Volta GPU has no bf16 or TF32: train under "
                         "torch.autocast(dtype=torch.float16) with torch.amp.GradScaler")),
@@ -71,7 +85,8 @@ def test_precision_advice_names_what_the_gpu_supports(gpu, words):
 
 # Every measure past its rule's threshold: each rule fires on some verdict.
 EVERY_RULE = Measures(
-    dataloader_pct=30.0, gpu_util_pct=20.0, gpu_idle_pct=80.0, communication_pct=30.0,
+    dataloader_pct=30.0, gpu_util_pct=20.0, gpu_idle_pct=80.0, host_idle_pct=50.0,
+    communication_pct=30.0,
     memory_of_device_pct=95.0, fp32_matmul_pct=50.0, host_wait_pct=40.0, kernel_wait_pct=30.0,
     pageable_h2d_copies=5.0, sync_idle_pct=20.0, fp32_step_pct=20.0, eager_attention_pct=40.0,
     eager_attention_step_pct=20.0, sm_activity_pct=20.0, data_parallel_ops=3.0,

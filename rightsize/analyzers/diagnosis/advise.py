@@ -96,6 +96,10 @@ class Measures:
     # blocking loader or copy, which runs faster once that is gone (``what_if_host_rest``)
     host_rest_pct: float | None = None
     pcie_pct: float | None = None  # exposed PCIe copies, % of the step
+    # the GPU idle while the host runs or nothing is recorded (host + idle shares), % of the
+    # step: what more work per step or less host work fills (not the copies' or collectives'
+    # wait, which their own rules address)
+    host_idle_pct: float | None = None
     # the eager attention chains' FLOPs at a fused kernel's rate (diagnosis/attention.py): as
     # measured on the GPU, at best and at worst; all % of the step
     fused_attention_pct: float | None = None

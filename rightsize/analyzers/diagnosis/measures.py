@@ -122,6 +122,7 @@ def _measures(trace: Trace, steps: Steps, kernels: pl.DataFrame, diag: Diagnosis
         data_parallel_ops=float(advise.data_parallel_ops(trace.cpu_ops)),
         memory_pct=s["memory"],
         pcie_pct=s["pcie"],
+        host_idle_pct=s["host"] + s["idle"],
         host_cpu_work_pct=hw.cpu_work_pct if hw is not None else (0.0 if gpu else None),
         repeated_work_pct=sum(c.repeat_pct for c in hw.calls)
         if hw is not None and hw.python_frames else None,
