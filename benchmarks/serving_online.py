@@ -89,6 +89,10 @@ MLPERF = {  # file prefix -> (catalog GPU, TP, instances, max batch)
 # TensorRT-LLM sizes its KV cache as kvcache_free_gpu_mem_frac (0.90 in those configs) of the
 # memory left after the engine; vLLM as gpu_memory_utilization (0.9) of all of it, less the rest
 TRT_KV_FRACTION = 0.9
+# The vLLM V0 runs (dstack's 0.6.3, the MI300X's 0.4.3) carry V0's CPU work per scheduled
+# sequence (factors.ENGINE_SEQ_OVERHEAD_MS, from vLLM's own published figure, never fitted
+# here); --no-engine-overhead times them as V1 ("vllm"), the figures before that term.
+V0 = "vllm-v0"
 SKIP = 0.2  # drop the warm-up and the drain of each simulated MLPerf run
 # Each MLPerf run is simulated for as long as it ran (its log's min_duration: 600 s or 2,400 s of
 # Poisson arrivals): near capacity the batch relaxes to its steady state over many request
@@ -137,7 +141,7 @@ def requests(c: Case, seed: int = 1) -> Requests:
     return Requests(np.cumsum(gaps), prompts, outs)
 
 
-def dstack_cases() -> list[Case]:
+def dstack_cases(v0: str = V0) -> list[Case]:
     rows = list(csv.DictReader((MEASURED / "dstack__llama31-405b-fp8_8xH100_qps_output.csv")
                                .open()))
     out = []
@@ -149,7 +153,8 @@ def dstack_cases() -> list[Case]:
         group = f"chunked {'on' if chunked else 'off'}, seqs {mns}, tokens {mnbt}, steps {steps}"
         out.append(Case(f"405B #{i // 3 + 1} {group}, {r['request_rate']} req/s", LLAMA31_405B,
                         # vllm serve with no --kv-cache-dtype: "auto", the 16-bit KV cache
-                        Deployment("H100 SXM", 8, 1, "fp8", kv_cache="bf16"),
+                        # vLLM 0.6.3: the V0 engine (its CPU work per sequence, ``V0``)
+                        Deployment("H100 SXM", 8, 1, "fp8", kv_cache="bf16", engine=v0),
                         # without chunked prefill vLLM V0 needs a whole prompt per step
                         (mns, mnbt if chunked else max(mnbt, 8192), chunked),
                         float(r["request_rate"]), n, int(r["total_input_tokens"]) / n,
@@ -168,7 +173,7 @@ def _ns(text: str, label: str) -> float:
     return float(m.group(1))
 
 
-def mlperf_cases(isl: float = MLPERF_ISL) -> list[Case]:
+def mlperf_cases(isl: float = MLPERF_ISL, v0: str = V0) -> list[Case]:
     out = []
     for f in sorted((MEASURED / "mlperf_v4.1_llama2-70b-99_server").iterdir()):
         key = next((k for k in MLPERF if f.name.startswith(k)), None)
@@ -182,7 +187,11 @@ def mlperf_cases(isl: float = MLPERF_ISL) -> list[Case]:
         out.append(Case(f"70B {key.split('__')[0]} {gpu} TP{tp} x{inst}", LLAMA2_70B,
                         # fp8 KV: TensorRT-LLM's kv_cache_dtype fp8 (NVIDIA's Hopper configs),
                         # AMD's quark w_fp8_a_fp8_o_fp8 (fp8 K and V outputs)
-                        Deployment(gpu, tp, 1, "fp8", kv_cache="fp8"), (batch, 8192, True),
+                        # MI300X: vLLM 0.4.3, the V0 engine; TensorRT-LLM's C++ batch manager
+                        # gets no per-sequence engine term (as vLLM V1: "vllm")
+                        Deployment(gpu, tp, 1, "fp8", kv_cache="fp8",
+                                   engine=v0 if gpu == "MI300X" else "vllm"),
+                        (batch, 8192, True),
                         qps / inst,
                         n, isl, osl,
                         _ns(text, "50.00 percentile time to output token (ns)") / 1e6,
@@ -201,7 +210,7 @@ class Runner:
 
     def table(self, c: Case) -> tuple[Tabulated, int]:
         key = (str(c.config["hidden_size"]), c.dep.gpu, c.dep.tp, c.limits[0], c.engine,
-               c.dep.kv_cache)
+               c.dep.kv_cache, c.dep.engine)
         if key not in self.tables:
             config = from_hf_config(c.config, "m")
             model = step_model(config, c.dep)
@@ -261,15 +270,18 @@ def main() -> None:
                     help="mean prompt tokens assumed for MLPerf's OpenOrca set (the sensitivity)")
     ap.add_argument("--operating-points", action="store_true",
                     help="only the step model at each run's measured operating point (seconds)")
+    ap.add_argument("--no-engine-overhead", action="store_true",
+                    help="time the vLLM V0 runs without V0's per-sequence engine work")
     args = ap.parse_args()
     runner = Runner()
+    v0 = "vllm" if args.no_engine_overhead else V0
     if args.operating_points:
-        cases = [c for c in dstack_cases() + mlperf_cases(args.mlperf_isl) if not c.note]
+        cases = [c for c in dstack_cases(v0) + mlperf_cases(args.mlperf_isl, v0) if not c.note]
         operating_points(runner, cases, args.markdown)
         return
     t0 = time.perf_counter()
     rows, unc, cal_tpot, cal_ttft = [], {}, [], []
-    for c in dstack_cases() + mlperf_cases(args.mlperf_isl):
+    for c in dstack_cases(v0) + mlperf_cases(args.mlperf_isl, v0):
         tpot, ttft, thr = runner.run(c)
         unc[c.name] = err(tpot, c.tpot_p50)
         rows.append((c, tpot, ttft, thr))

@@ -60,6 +60,9 @@ if TYPE_CHECKING:
               help="Prefill whole prompts in steps of their own (vLLM V0).")
 @click.option("--precision", type=click.Choice(["bf16", "fp8", "int8", "int4"]),
               default="bf16", show_default=True, help="Weight precision.")
+@click.option("--engine", type=click.Choice(["vllm", "vllm-v0"]), default="vllm",
+              show_default=True, help="vLLM's V1 engine (0.8 on), or V0 (0.6 and before: its "
+              "CPU work per scheduled sequence added to every step).")
 @click.option("--measured-rate", type=click.Path(dir_okay=False, path_type=Path),
               help="Calibrate on a measured online run: a benchmark_serving.py result JSON, "
                    "or {gpu, tp, rate, tpot_ms_p50, ttft_ms_p50}.")
@@ -71,7 +74,8 @@ if TYPE_CHECKING:
 def simulate(hf_config: Path, gpu: str, tp: int, pp: int, replicas: int,
              requests_csv: Path | None, rate: float | None, isl: int | None, osl: int | None,
              num_requests: int, max_num_seqs: int | None, max_num_batched_tokens: int | None,
-             no_chunked_prefill: bool, precision: str, measured_rate: Path | None, seed: int,
+             no_chunked_prefill: bool, precision: str, engine: str, measured_rate: Path | None,
+             seed: int,
              measured: tuple[str, ...], measured_hf_config: Path | None,
              measured_gpu: str | None, measured_tp: int | None, measured_window: str,
              comm_model: Path | None,
@@ -91,7 +95,7 @@ def simulate(hf_config: Path, gpu: str, tp: int, pp: int, replicas: int,
         raise RightsizeError("give --measured or --measured-rate, not both")
     config = read_model(hf_config)
     catalog = load_catalog_for_cli(catalog_path)
-    dep = Deployment(catalog.gpu(gpu).name, tp, pp, precision)
+    dep = Deployment(catalog.gpu(gpu).name, tp, pp, precision, engine=engine)
     if requests_csv is not None:
         reqs = read_requests(requests_csv)
         described = f"{requests_csv.name}: {len(reqs)} requests"

@@ -83,3 +83,26 @@ def test_moe_decode_reads_only_the_touched_experts():
     # one token touches 2 of 8 experts: far less than the 256-sequence step that touches all
     assert m.decode([500]).ms < 0.6 * m.decode([500] * 256).ms
     assert any("MoE" in a for a in m.assumes)
+
+
+def test_the_v0_engine_adds_its_cpu_work_per_scheduled_sequence(llama):
+    """vLLM V0's per-sequence CPU work (vLLM issue #6801: 20 ms at 200 sequences, less the
+    0.5 ms fixed decode overhead: 0.0975 ms a sequence) is added to a step for each prefill
+    and decode sequence it schedules; V1 (the default) adds none."""
+    v1 = step_model(llama, Deployment("H100 SXM"), tables=NO_TABLES)
+    v0 = step_model(llama, Deployment("H100 SXM", engine="vllm-v0"), tables=NO_TABLES)
+    assert v0.decode([700] * 200).ms - v1.decode([700] * 200).ms == pytest.approx(19.5)
+    assert v0.prefill([512] * 3).ms - v1.prefill([512] * 3).ms == pytest.approx(0.2925)
+    # one prefill chunk with 16 decodes: 17 sequences
+    assert v0.step([(300, 1000)], [500] * 16).ms - v1.step([(300, 1000)], [500] * 16).ms \
+        == pytest.approx(1.6575)
+    vec = v0.step_ms_vec(np.array([300, 0]), np.array([1000, 0]), np.array([16, 200]),
+                         np.array([8000, 140000])) - \
+        v1.step_ms_vec(np.array([300, 0]), np.array([1000, 0]), np.array([16, 200]),
+                       np.array([8000, 140000]))
+    assert vec == pytest.approx([1.6575, 19.5])
+    assert any("vllm-v0: 0.0975 ms of engine CPU work per scheduled sequence" in a
+               for a in v0.assumes)
+    assert not any("engine CPU work" in a for a in v1.assumes)
+    with pytest.raises(ServingError, match="engine 'sglang' is not one of vllm, vllm-v0"):
+        step_model(llama, Deployment("H100 SXM", engine="sglang"), tables=NO_TABLES)

@@ -24,6 +24,20 @@ from rightsize.analyzers.serving.forward import Parts
 # Default fixed time per step (ms) beyond the kernels: vLLM's scheduler, input preparation and
 # sampler between CUDA-graph replays; calibration replaces it.
 DEFAULT_OVERHEAD_MS = {"prefill": 1.0, "decode": 0.5}
+# The serving engine's CPU work per scheduled sequence and step (ms), beyond the fixed overhead
+# above: the scheduler's per-sequence bookkeeping, input preparation (positions, block tables,
+# sampling metadata), the sampler's Python and the output processing, which grow with the batch
+# while the GPU waits. vLLM V0 (the engine of vLLM <= 0.6, single-step scheduling): "when BS is
+# 200, all this together [sampling, prepare input, process_model_output, scheduler] can be
+# 20 ms" (vLLM issue #6801, the performance roadmap, Aug 2024, measured on v0.5.x), so
+# (20 - 0.5 fixed) / 200 = 0.0975 ms a sequence; the multi-step RFC (vLLM issue #6854, Jul 2024)
+# saw 5-13 ms GPU bubbles between decode steps of Llama-3-8B on one H100 under ShareGPT load,
+# the same order at 50-130 sequences. Not in the figure: v0.6's asynchronous output processor
+# (vLLM PR #7049) overlaps the output processing with the next step (less), a tensor-parallel
+# driver broadcasts each step's inputs to its workers (more). vLLM V1 (the default engine from
+# 0.8, whose scheduler ``simulate.py`` follows) overlaps this work with the GPU and no
+# per-sequence figure is published for it: 0, as before. Never fitted on the validation runs.
+ENGINE_SEQ_OVERHEAD_MS = {"vllm": 0.0, "vllm-v0": (20.0 - DEFAULT_OVERHEAD_MS["decode"]) / 200}
 ANY_GPU = "any"
 
 

@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from rightsize.analyzers.serving.factors import UNCALIBRATED, Calibration, Factors, Spread
+from rightsize.analyzers.serving.factors import (
+    ENGINE_SEQ_OVERHEAD_MS,
+    UNCALIBRATED,
+    Calibration,
+    Factors,
+    Spread,
+)
 from rightsize.analyzers.serving.forward import Parts, StepCurves, context_us, step_parts
 from rightsize.analyzers.serving.ops import PRECISIONS, Ops, build_ops
 from rightsize.analyzers.serving.timer import CommTimer, ProjectionTimer, Timer
@@ -68,6 +74,9 @@ class Deployment:
     # the KV cache's dtype: "fp8" or "bf16"; "" follows the weights (fp8 under fp8 weights, as
     # vllm serve --kv-cache-dtype fp8 stores it; else 16-bit, vLLM's "auto")
     kv_cache: str = ""
+    # the serving engine: "vllm" (V1, vLLM's default engine from 0.8) or "vllm-v0" (vLLM <= 0.6,
+    # whose CPU work per scheduled sequence adds to every step: factors.ENGINE_SEQ_OVERHEAD_MS)
+    engine: str = "vllm"
 
 
 class StepModel(Protocol):
@@ -117,8 +126,11 @@ class ServingStep:
         return step_parts(self._curves, self.ops, self.timer, prefill_tokens, prefill_seqs,
                           prefill_attention_us, decode_seqs, decode_kv_sum)
 
-    def _ms(self, parts: Parts, prefill: np.ndarray) -> np.ndarray:
-        return self.factors.step_ms(parts, prefill)
+    def _ms(self, parts: Parts, prefill: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+        """The step (ms): the calibrated kernels and fixed overhead, plus the engine's CPU work
+        for each of the step's ``seqs`` scheduled sequences (prefill and decode)."""
+        per_seq = ENGINE_SEQ_OVERHEAD_MS[self.deployment.engine]
+        return self.factors.step_ms(parts, prefill) + per_seq * seqs
 
     def _one(self, chunks: Sequence[tuple[int, int]], kv_lens: Sequence[int]) -> Timed:
         new = np.array([c[0] for c in chunks], dtype=float)
@@ -131,10 +143,10 @@ class ServingStep:
         att = np.array([context_us(self.ops, self.timer, counts.astype(float), shapes[:, 0],
                                    shapes[:, 1]).sum()])
         tokens = np.array([new.sum()])
-        parts = self.parts(tokens, np.array([float((new > 0).sum())]), att,
-                           np.array([float(len(kv_lens))]),
-                           np.array([float(sum(kv_lens))]))
-        ms = float(self._ms(parts, tokens > 0)[0])
+        prefills = np.array([float((new > 0).sum())])
+        decodes = np.array([float(len(kv_lens))])
+        parts = self.parts(tokens, prefills, att, decodes, np.array([float(sum(kv_lens))]))
+        ms = float(self._ms(parts, tokens > 0, prefills + decodes)[0])
         kind = "prefill" if tokens[0] > 0 else "decode"
         return _timed(ms, self.calibration.spread[kind])
 
@@ -161,7 +173,7 @@ class ServingStep:
         k = np.asarray(decode_kv_sum, dtype=float)
         seqs = (t > 0).astype(float)
         att = context_us(self.ops, self.timer, seqs, t, c)
-        return self._ms(self.parts(t, seqs, att, d, k), t > 0)
+        return self._ms(self.parts(t, seqs, att, d, k), t > 0, seqs + d)
 
 
 def _gpu(deployment: Deployment, catalog: Catalog | None) -> Gpu:
@@ -174,6 +186,9 @@ def _check(config: ModelConfig, deployment: Deployment) -> None:
                            f" {', '.join(PRECISIONS)}")
     if deployment.kv_cache not in KV_CACHE_DTYPES:
         raise ServingError(f"KV cache dtype {deployment.kv_cache!r} is not one of fp8, bf16")
+    if deployment.engine not in ENGINE_SEQ_OVERHEAD_MS:
+        raise ServingError(f"engine {deployment.engine!r} is not one of"
+                           f" {', '.join(ENGINE_SEQ_OVERHEAD_MS)}")
     for label, v in (("tensor parallel", deployment.tp), ("pipeline parallel", deployment.pp)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ServingError(f"{label} must be a whole number of at least 1, not {v!r}")
@@ -251,6 +266,10 @@ def _assumes(config: ModelConfig, deployment: Deployment, timer: Timer) -> tuple
     if deployment.pp > 1:
         out.append(f"pipeline parallel {deployment.pp}: a step's latency is every stage in"
                    " turn (no micro-batch overlap)")
+    per_seq = ENGINE_SEQ_OVERHEAD_MS[deployment.engine]
+    if per_seq:
+        out.append(f"{deployment.engine}: {per_seq:g} ms of engine CPU work per scheduled"
+                   " sequence a step (vLLM issue #6801's figure)")
     return tuple(out)
 
 
