@@ -12,8 +12,10 @@ verdict (with what to record instead) or into the confidence of a verdict. Pure.
   creation behind the first ``cudaFree``/``cudaDeviceGetStreamPriorityRange``, device memory
   reservation, stream creation, module/library loading, ``cuInit``/``hipInit``) - :data:`INIT_CALLS`;
 * host ops and annotations of JIT compilation, autotuning and warm-up regions (nvFuser/NVRTC
-  compilation, TorchDynamo/Inductor compilation, Triton autotuning, cuDNN/MIOpen algorithm
-  search, a region named ``warmup``) - :data:`STARTUP_OPS`.
+  compilation: ``KernelExecutor::compileFusion``, ``FusionKernelRuntime::compileKernel``,
+  ``ExecutorDispatch::compile2``, ``getKernelRuntimeFor::compileNewKRT``, any ``::compile...``
+  method; TorchDynamo/Inductor compilation, Triton autotuning, cuDNN/MIOpen algorithm search, a
+  region named ``warmup``) - :data:`STARTUP_OPS`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ INIT_CALLS = (r"^(cudaFree|cudaMalloc|cudaDeviceGetStreamPriorityRange|cudaStrea
               r"cudaGetDeviceCount|cudaSetDevice|cudaHostAlloc|cuInit|cuDevicePrimaryCtxRetain|"
               r"cuCtxCreate\w*|cuModuleLoad\w*|cuLibraryLoad\w*|hipInit|hipMalloc|hipFree|"
               r"hipStreamCreate\w*|hipModuleLoad\w*|hipHostMalloc)(_v\d+)?$")
-STARTUP_OPS = (r"(?i)(compileFusion|NVRTC|CompileProgram|autotun|cudnnFind|miopenFind|"
+STARTUP_OPS = (r"(?i)(compileFusion|::compile|NVRTC|CompileProgram|autotun|cudnnFind|miopenFind|"
                r"torch/_dynamo/convert_frame|torch/_inductor/compile_fx|async_compile|"
                r"triton/compiler|warm-?up)")
 LAUNCH_CALLS = r"(LaunchKernel|cudaLaunch|hipLaunch|hipExtModuleLaunchKernel|cuLaunch)"
