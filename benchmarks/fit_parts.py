@@ -141,6 +141,9 @@ def fit_carry(samples: list[Sample], gpus: dict[str, Any], catalog: Catalog,
     [0, 1]. ``gemm``/``stream`` also stand for every matrix/streaming class without pairs of
     its own. Traces' kernels differ by name between vendors: not paired."""
     table = parse_rates({"gpus": gpus, "error_pct": 0.0, "procedure": ""})
+    gpu_of = {s.gpu: catalog.gpu(s.gpu) for s in samples if s.gpu in table.rates}
+    paired = {(a, b) for a, ga in gpu_of.items() for b, gb in gpu_of.items()
+              if a != b and not same_chip(ga, gb) and (ga.vendor != gb.vendor) == cross_vendor}
     logs: dict[tuple[Any, ...], dict[str, float]] = defaultdict(dict)
     for s in samples:
         r = table.rates.get(s.gpu)
@@ -151,13 +154,12 @@ def fit_carry(samples: list[Sample], gpus: dict[str, Any], catalog: Catalog,
         key = (s.op.kind, source_of(s), s.model, s.op.name, s.op.flops, s.op.bytes,
                s.op.precision)
         logs[key][s.gpu] = math.log(s.op.measured_ms * 1e-3
-                                    / _model_s(catalog.gpu(s.gpu), r, s.op))
+                                    / _model_s(gpu_of[s.gpu], r, s.op))
     sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for key, by_gpu in logs.items():
         for a, x in by_gpu.items():
             for b, y in by_gpu.items():
-                ga, gb = catalog.gpu(a), catalog.gpu(b)
-                if a != b and not same_chip(ga, gb) and (ga.vendor != gb.vendor) == cross_vendor:
+                if (a, b) in paired:
                     acc = sums[key[0], key[1]]
                     acc[0] += x * y
                     acc[1] += x * x

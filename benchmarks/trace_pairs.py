@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fit_rates import PROCEDURE, fit, gather, trace_samples
+from fit_rates import PROCEDURE, Sample, fit, gather, trace_samples
 from timings import fit_catalog, trace_workload
 
 from rightsize.analyzers.sizing.projection import project
@@ -56,29 +56,28 @@ def _projected(workload: Any, target: str, catalog: Catalog,
     return c.projected_gpu_ms, c.projected_gpu_ms_low, c.projected_gpu_ms_high
 
 
-def _left_out(timings: list[Path], trace_dir: Path, catalog: Catalog, pair: str,
+def _left_out(timed: list[Sample], traced: list[Sample], catalog: Catalog, pair: str,
               base: RatesTable) -> RatesTable:
-    """The rates refitted on the timings and the other pairs' traces."""
-    samples = gather(timings, None, catalog) + [
-        s for s in trace_samples(trace_dir, catalog) if not pair.startswith(s.model[6:])]
-    doc = fit(samples, catalog)
+    """The rates refitted on the timings' samples and the other pairs' traces' samples."""
+    doc = fit(timed + [s for s in traced if not pair.startswith(s.model[6:])], catalog)
     return parse_rates({**doc, "procedure": PROCEDURE, "error_pct": base.error_pct,
                         "error_pct_unfitted": base.error_pct_unfitted,
                         "error_pct_cross_vendor": base.error_pct_cross_vendor})
 
 
-def rows(trace_dir: Path, timings: list[Path], catalog: Catalog,
-         left_out: bool = True) -> list[dict[str, Any]]:
-    """Both directions of every pair; ``left_out``: also with the pair's traces left out of
-    the rates (three refits, about a minute), else the left-out columns repeat the shipped."""
+def rows(trace_dir: Path, timings: list[Path], catalog: Catalog) -> list[dict[str, Any]]:
+    """Both directions of every pair, with the shipped rates and with the pair's traces left
+    out of the rates (three refits on samples read once, about 10 s)."""
     shipped = load_rates()
+    timed = gather(timings, None, catalog)
+    traced = trace_samples(trace_dir, catalog)
     out = []
     for pair in PAIRS:
         paths = [trace_dir / f"tracelens-{v}-{pair}.json.gz" for v in VENDORS]
         if not all(p.exists() for p in paths):
             continue
         (wa, ga, ma), (wb, gb, mb) = (_measured(p, catalog) for p in paths)
-        lopo = _left_out(timings, trace_dir, catalog, pair, shipped) if left_out else shipped
+        lopo = _left_out(timed, traced, catalog, pair, shipped)
         for (w, g, m), (tg, tm) in (((wa, ga, ma), (gb, mb)), ((wb, gb, mb), (ga, ma))):
             point, low, high = _projected(w, tg.name, catalog, shipped)
             held, held_low, held_high = _projected(w, tg.name, catalog, lopo)

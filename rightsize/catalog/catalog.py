@@ -13,6 +13,7 @@ guessed) and :meth:`Catalog.price` (the price used for cost figures, with its pr
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -268,6 +269,7 @@ def parse_catalog_text(text: str, origin: str) -> CatalogFile:
         " columns (prices)")
 
 
+@functools.lru_cache(maxsize=4096)
 def _normalize(name: str) -> str:
     text = re.sub(r"\s+", " ", name.strip().lower())
     text = re.sub(r"^(nvidia |tesla |geforce |amd instinct |amd )+", "", text)
@@ -286,8 +288,9 @@ class Catalog:
 
     def gpu(self, name: str) -> Gpu:
         """The GPU called ``name`` (exact catalog name, case-insensitive)."""
+        want = name.strip().lower()
         for gpu in self.gpus:
-            if gpu.name.lower() == name.strip().lower():
+            if gpu.name.lower() == want:
                 return gpu
         known = ", ".join(g.name for g in self.gpus)
         raise CatalogError(f"no GPU called {name!r} in the catalog (known: {known})")

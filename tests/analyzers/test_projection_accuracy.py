@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import shared_path
+
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = REPO / "benchmarks" / "projection_accuracy.py"
 
@@ -107,17 +109,23 @@ def _trace_pairs():
     return mod
 
 
-def test_gpu_part_of_the_trace_pairs_both_ways(shared):
+@pytest.fixture(scope="module")
+def pair_rows():
+    """Both directions of the three pairs, projected with the shipped rates and with each
+    pair's traces left out of a refit (one computation for the two tests below)."""
+    tp = _trace_pairs()
+    from timings import fit_catalog
+
+    return tp, tp.rows(shared_path("traces", "kineto"), [shared_path("timings")], fit_catalog())
+
+
+def test_gpu_part_of_the_trace_pairs_both_ways(pair_rows):
     """The GPU part (steps.gpu_ms: kernels, copies, memsets) of each H100/MI300X pair projected
     by the sizing code onto the other GPU: within 15% of the measured one in all six
     directions, inside its range, and the two directions of a pair agree on the speed ratio
     within their ranges (docs/sizing.md, "Between vendors"). In sample: the shipped rates
     saw the pairs' traces; left out, below."""
-    tp = _trace_pairs()
-    from timings import fit_catalog
-
-    rows = tp.rows(shared / "traces" / "kineto", [shared / "timings"], fit_catalog(),
-                   left_out=False)
+    tp, rows = pair_rows
     assert [(r["workload"][:8], r["source"], r["target"]) for r in rows] == [
         (w, a, b) for w in ("Falconsa", "Qwen_Qwe", "gaunerns")
         for a, b in (("H100 SXM", "MI300X"), ("MI300X", "H100 SXM"))]
@@ -127,15 +135,12 @@ def test_gpu_part_of_the_trace_pairs_both_ways(shared):
 
 
 @pytest.mark.slow
-def test_gpu_part_with_each_pair_left_out_of_the_rates(shared):
+def test_gpu_part_with_each_pair_left_out_of_the_rates(pair_rows):
     """The same with the rates refitted without the pair's two traces (the pair a check they
     never saw): Falconsai and bert-small stay within 15% both ways; Qwen, the only pair with
     large GEMMs and large elementwise kernels on the MI300X, is 25.8% off onto it and 18.6%
     back (its range, error_pct_cross_vendor, is that largest error); the directions agree."""
-    tp = _trace_pairs()
-    from timings import fit_catalog
-
-    rows = tp.rows(shared / "traces" / "kineto", [shared / "timings"], fit_catalog())
+    tp, rows = pair_rows
     errs = {(r["workload"][:8], r["source"]): r["left_out_error_pct"] for r in rows}
     assert all(abs(v) <= 15.0 for k, v in errs.items() if k[0] != "Qwen_Qwe")
     assert errs[("Qwen_Qwe", "H100 SXM")] == pytest.approx(25.8, abs=0.5)
