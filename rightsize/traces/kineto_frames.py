@@ -9,12 +9,14 @@ device properties).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import polars as pl
 
 from rightsize.errors import InputError
 from rightsize.traces import devices, schema
+from rightsize.traces import kineto_build as kb
 from rightsize.traces.schema import TraceMeta
 
 S = pl.String()
@@ -86,17 +88,13 @@ CATS = {
     "cuda_sync": "sync",
     "trace": "window",
 }
-FLOW_CATS = {"ac2g": "launch", "async": "launch", "async_cpu_to_gpu": "launch",
-             "fwdbwd": "fwdbwd"}
 GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
 LEGACY_CATS = {"Kernel", "Runtime", "Operator", "Memcpy", "Memset"}
 EVENT_FRAMES = ("kernels", "transfers", "runtime", "cpu_ops", "gpu_annotations", "steps",
                 "memory", "flows", "syncs", "windows", "comms")
 # What rightsize's analyzers never read, left out by a lean read: whole frames (left empty) and
-# columns (left null). Flow events are a sixth of a trace's frames; a runtime call's pid, tid and
-# api are text, 16 bytes a value each (~180 MB at 5 GB of trace).
+# columns (left null, ``kineto_build.LEAN_COLUMNS``). Flow events are a sixth of a trace's frames.
 LEAN_FRAMES = frozenset({"flows"})
-LEAN_COLUMNS = {"runtime": ("pid", "tid", "api")}
 LABELS = {"kernels": "kernel", "transfers": "memcpy/memset", "runtime": "runtime",
           "cpu_ops": "cpu op", "steps": "ProfilerStep"}
 
@@ -107,12 +105,6 @@ _HOST_ROLES = frozenset({"cpu_op", "user_annotation", "python_function"})
 _KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", _HOST, "gpu_annotation", "sync",
           "window", "memory", "flow")
 _KIND_CODE = {kind: code for code, kind in enumerate(_KINDS)}
-
-_STEP = r"^ProfilerStep#(\d+)$"
-# "Memcpy HtoD (Pageable -> Device)"; older and other profilers write "Memcpy HtoD" alone: the
-# direction is still known then, the memory kinds are not (null).
-_MEMCPY = r"^Memcpy (\w+)(?: \((\w+) -> (\w+)\))?$"
-
 
 def us_to_ns(col: pl.Expr) -> pl.Expr:
     """Exact microseconds-as-text -> int64 ns (rounded half up at the ns digit).
@@ -150,244 +142,94 @@ def us_series_to_ns(s: pl.Series) -> pl.Series:
     return pl.select(us_to_ns(pl.lit(s))).to_series()
 
 
-def _int(col: pl.Expr) -> pl.Expr:
-    return col.cast(pl.Int64, strict=False)
-
-
-def _arg(name: str) -> pl.Expr:
-    return pl.col("args").struct.field(name)
-
-
-def _external_id() -> pl.Expr:
-    return pl.coalesce(_int(_arg("External id")), _int(_arg("external id")))
-
-
-def _digits(col: pl.Expr) -> pl.Expr:
-    """The first integer in a text such as "stream 7" or "7"."""
-    return col.str.extract(r"(-?\d+)", 1).cast(pl.Int64, strict=False)
-
-
 def split_events(events: pl.DataFrame, lean: bool = False) -> dict[str, pl.DataFrame]:
     """One batch of raw events -> partial frames (times still relative to the trace's base):
     those of the frames the batch has events of; ``lean``, less :data:`LEAN_FRAMES` and with
-    :data:`LEAN_COLUMNS` null.
+    ``kineto_build.LEAN_COLUMNS`` null.
 
-    The batch is partitioned once by what each event is (the args struct is wide: filtering the
-    whole batch once per frame would copy it many times).
+    The args struct is unnested into a column per field (no copy), and each frame's rows are
+    gathered with only the columns it reads (``kineto_build.READS``): a partition of the whole
+    batch would copy every field of every event, flows included.
     """
-    present = {f.name for f in events.schema["args"].fields}  # type: ignore[attr-defined]
-    missing = [f for f in LEGACY_ARG_FIELDS if f not in present]
-    if missing:
-        events = events.with_columns(pl.col("args").struct.with_fields(
-            [pl.lit(None, pl.String).alias(f) for f in missing]))
-    roles = {cat: CATS.get(cat.lower()) for cat in events["cat"].unique().to_list()
-             if cat is not None}  # this batch's categories, as written -> role
-    codes = {cat: _KIND_CODE[_HOST if role in _HOST_ROLES else role]
-             for cat, role in roles.items() if role is not None}
-    kind = (
-        pl.when(pl.col("name") == "[memory]").then(pl.lit(_KIND_CODE["memory"], pl.UInt8))
-        .when(pl.col("ph") == "X").then(
-            pl.col("cat").replace_strict(codes, default=None, return_dtype=pl.UInt8))
-        .when(pl.col("ph").is_in(["s", "f", "t"])).then(pl.lit(_KIND_CODE["flow"], pl.UInt8))
-    )
+    if isinstance(events.schema.get("args"), pl.Struct):
+        events = events.select(pl.exclude("args"),
+                               pl.col("args").struct.unnest().name.prefix(kb.ARG))
+    roles = _roles(tuple(c for c in events["cat"].unique().sort().to_list() if c is not None))
     times: dict[str, pl.Expr | pl.Series]
     if "ts_ns" in events.columns:  # the compiled parser converted them already
         times = {"dur_ns": pl.col("dur_ns").clip(lower_bound=0)}
     else:
         times = {"ts_ns": us_series_to_ns(events["ts"]),
                  "dur_ns": us_series_to_ns(events["dur"]).clip(lower_bound=0)}
-    ev = events.with_columns(kind=kind, **times)
-    comms, ev = _split_comm_args(ev, roles)  # the other frames never read them
-    kinds = {_KINDS[key[0]]: df for key, df in
-             ev.partition_by("kind", as_dict=True, include_key=False).items()
-             if key[0] is not None}  # None: instants, metadata, unknown categories
+    ev = events.with_columns(*(_NULL_ARGS[f] for f in LEGACY_ARG_FIELDS
+                               if kb.ARG + f not in events.columns), kind=_kind(roles), **times)
+    code = ev["kind"]
+    present = {_KINDS[c] for c in code.unique().to_list() if c is not None}  # None: instants,
+    # metadata, unknown categories
 
-    def of(*keys: str) -> pl.DataFrame | None:
-        pieces = [kinds[k].with_columns(role=pl.lit(k)) for k in keys if k in kinds]
-        return None if not pieces else pieces[0] if len(pieces) == 1 else pl.concat(pieces)
+    def rows(frame: str, *kinds: str) -> list[tuple[str, pl.DataFrame]]:
+        kinds = tuple(k for k in kinds if k in present)
+        if not kinds or (lean and frame in LEAN_FRAMES):
+            return []
+        cols = ev[list(kb.READS[frame])]
+        return [(k, cols.filter(code == _KIND_CODE[k])) for k in kinds]
 
-    raw = {"kernels": of("kernel"), "transfers": of("memcpy", "memset"),
-           "runtime": of("runtime", "driver"), "gpu_annotations": of("gpu_annotation"),
-           "syncs": of("sync"), "windows": of("window"), "memory": of("memory"),
-           "flows": of("flow")}
-    host = kinds.get(_HOST)
-    if host is not None:  # one partition: cpu ops, annotations and Python calls keep file order
-        host = host.with_columns(role=pl.col("cat").replace_strict(
-            {cat: role for cat, role in roles.items() if role in _HOST_ROLES}, default=None,
-            return_dtype=pl.String))
-        is_step = host["name"].str.contains(_STEP)
-        raw["cpu_ops"], raw["steps"] = host.filter(~is_step), host.filter(is_step)
-    raw["comms"] = comms
+    raw = {"kernels": rows("kernels", "kernel"), "transfers": rows("transfers", "memcpy", "memset"),
+           "runtime": rows("runtime", "runtime", "driver"),
+           "gpu_annotations": rows("gpu_annotations", "gpu_annotation"),
+           "syncs": rows("syncs", "sync"), "windows": rows("windows", "window"),
+           "memory": rows("memory", "memory"), "flows": rows("flows", "flow")}
+    host = rows("cpu_ops", _HOST)  # one gather: cpu ops, annotations and Python calls
+    if host:
+        is_step = host[0][1]["name"].str.contains(kb.STEP)
+        raw["cpu_ops"] = [(_HOST, host[0][1].filter(~is_step))]
+        raw["steps"] = [(_HOST, host[0][1].filter(is_step))] if is_step.any() else []
     # A batch lacks most kinds (no memory events, syncs...): only the frames it has events of
-    # are built (each builder is a dozen polars calls, an empty frame a few: ~14 ms and ~1 ms
-    # of fixed cost per batch).
-    return {name: _nulls_as_scalars(_lean(name, _BUILD[name](df), lean))
-            for name, df in raw.items()
-            if df is not None and df.height and not (lean and name in LEAN_FRAMES)}
+    # are built.
+    host_roles = tuple((c, r) for c, r in roles if r in _HOST_ROLES)
+    frames = {name: kb.build(name, [(k, df) for k, df in pieces if df.height], lean, host_roles)
+              for name, pieces in raw.items() if any(df.height for _, df in pieces)}
+    comms = _comm_rows(ev, dict(roles))  # only the collectives read their args
+    if comms is not None:
+        frames["comms"] = kb.comms(comms)
+    return frames
 
 
-def _lean(name: str, df: pl.DataFrame, lean: bool) -> pl.DataFrame:
-    drop = LEAN_COLUMNS.get(name) if lean else None
-    return df.with_columns(pl.lit(None, df.schema[c]).alias(c) for c in drop) if drop else df
+_nulls_as_scalars = kb.nulls_as_scalars  # finish and the tests use it by this name
+_NULL_ARGS = {f: pl.lit(None, pl.String).alias(kb.ARG + f) for f in LEGACY_ARG_FIELDS}
 
 
-def _nulls_as_scalars(df: pl.DataFrame) -> pl.DataFrame:
-    """The frame with each column that holds only nulls as one null value broadcast (polars
-    keeps a scalar column as one value and its length): a field the trace does not record
-    (``Concrete Inputs`` before torch 2.1, a kernel's grid in 2022 traces) costs nothing,
-    where a text column of nulls costs 16 bytes a row (98 MB in the cpu_ops of a 5 GB trace).
-    """
-    counts = df.null_count().row(0)
-    nulls = [pl.lit(None, df.schema[name]).alias(name)
-             for name, n in zip(df.columns, counts, strict=True) if n == df.height]
-    return df.with_columns(nulls) if nulls else df
+@functools.lru_cache(maxsize=64)
+def _roles(cats: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
+    """A batch's categories, as written -> role."""
+    return tuple((cat, CATS.get(cat.lower())) for cat in cats)
 
 
-def _device_stream(df: pl.DataFrame) -> pl.DataFrame:
-    return df.with_columns(
-        device=_arg_or_digits(df, "device", "pid"),
-        stream=_arg_or_digits(df, "stream", "tid"),
-        correlation=_int(_arg("correlation")),
-        external_id=_external_id(),
+@functools.lru_cache(maxsize=64)
+def _kind(roles: tuple[tuple[str, str | None], ...]) -> pl.Expr:
+    """What each event is, as a code of :data:`_KINDS` (null: none of them)."""
+    codes = {cat: _KIND_CODE[_HOST if role in _HOST_ROLES else role]
+             for cat, role in roles if role is not None}
+    return (
+        pl.when(pl.col("name") == "[memory]").then(pl.lit(_KIND_CODE["memory"], pl.UInt8))
+        .when(pl.col("ph") == "X").then(
+            pl.col("cat").replace_strict(codes, default=None, return_dtype=pl.UInt8))
+        .when(pl.col("ph").is_in(["s", "f", "t"])).then(pl.lit(_KIND_CODE["flow"], pl.UInt8))
     )
 
 
-def _arg_or_digits(df: pl.DataFrame, arg: str, column: str) -> pl.Expr:
-    """The arg as an integer, else the first integer in ``column`` (older traces): the text is
-    searched only in a batch where some event lacks the arg (a regex per event otherwise)."""
-    value = df["args"].struct.field(arg)
-    if value.dtype == pl.Int64 and not value.null_count():
-        return _arg(arg)
-    return pl.coalesce(_int(_arg(arg)), _digits(pl.col(column)))
-
-
-def _split_comm_args(ev: pl.DataFrame, roles: dict[str, str | None]
-                     ) -> tuple[pl.DataFrame | None, pl.DataFrame]:
-    """The batch's kernels and cpu ops that carry collective args (None: none), and the batch
-    without those args: partitioning copies every args field, and most batches have none."""
-    fields = [f.name for f in ev.schema["args"].fields]  # type: ignore[attr-defined]
-    if not any(f in fields for f in COMM_ARG_FIELDS):
-        return None, ev
-    args = ev["args"].struct
-    present = [f for f in COMM_ARG_FIELDS if f in fields
-               and args.field(f).null_count() < ev.height]
-    comms = None
-    if present:
-        role = pl.when(pl.col("kind") == _KIND_CODE["kernel"]).then(pl.lit("kernel")).when(
-            (pl.col("kind") == _KIND_CODE[_HOST]) & pl.col("cat").replace_strict(
-                roles, default=None, return_dtype=pl.String).eq("cpu_op")).then(pl.lit("cpu_op"))
-        comms = ev.filter(pl.any_horizontal([_arg(f).is_not_null() for f in present])) \
-            .with_columns(role=role).filter(pl.col("role").is_not_null())
-    kept = [f for f in fields if f not in COMM_ARG_FIELDS]
-    ev = ev.with_columns(pl.struct([_arg(f) for f in kept]).alias("args"))
-    return (comms if comms is not None and comms.height else None), ev
-
-
-def _comms(df: pl.DataFrame) -> pl.DataFrame:
-    kernel = pl.col("role") == "kernel"
-    df = df.with_columns(
-        kind=pl.when(kernel).then(pl.lit("kernel")).otherwise(pl.lit("cpu_op")),
-        device=pl.when(kernel).then(pl.coalesce(_int(_arg("device")), _digits(pl.col("pid")))),
-        stream=pl.when(kernel).then(pl.coalesce(_int(_arg("stream")), _digits(pl.col("tid")))),
-        correlation=_int(_arg("correlation")),
-        external_id=_external_id(),
-        collective=_text(_arg("Collective name")),
-        in_nelems=_int(_text(_arg("In msg nelems"))),
-        out_nelems=_int(_text(_arg("Out msg nelems"))),
-        dtype=_text(_arg("dtype")),
-        group_size=_int(_text(_arg("Group size"))),
-        pg_name=_text(_arg("Process Group Name")),
-        pg_ranks=_text(_arg("Process Group Ranks")),
-        seq=_int(_text(_arg("Seq"))),
-    )
-    return schema.conform("comms", df)
-
-
-def _text(col: pl.Expr) -> pl.Expr:
-    """An arg read as text, without the quotes a JSON string keeps in some parses."""
-    return col.cast(pl.String).str.strip_chars('"')
-
-
-def _kernels(df: pl.DataFrame) -> pl.DataFrame:
-    df = _device_stream(df).with_columns(
-        blocks_per_sm=_arg("blocks per SM").cast(pl.Float64, strict=False),
-        occupancy_pct=pl.coalesce(
-            _arg("est. achieved occupancy %").cast(pl.Float64, strict=False),
-            _arg("theoretical occupancy %").cast(pl.Float64, strict=False),
-        ),
-    )
-    return schema.conform("kernels", df)
-
-
-def _transfers(df: pl.DataFrame) -> pl.DataFrame:
-    parts = pl.col("name").str.extract_groups(_MEMCPY)
-    df = _device_stream(df).with_columns(
-        kind=pl.col("role"),
-        direction=parts.struct.field("1"),
-        src_memory=parts.struct.field("2").str.to_lowercase(),
-        dst_memory=parts.struct.field("3").str.to_lowercase(),
-        bytes=_int(_arg("bytes")),
-    )
-    df = df.with_columns(
-        bandwidth_gbps=pl.when(pl.col("dur_ns") > 0)
-        .then(pl.col("bytes") / pl.col("dur_ns"))
-        .otherwise(None)
-    )
-    return schema.conform("transfers", df)
-
-
-def _runtime(df: pl.DataFrame) -> pl.DataFrame:
-    df = df.with_columns(
-        api=pl.col("role"), correlation=_int(_arg("correlation")), external_id=_external_id()
-    )
-    return schema.conform("runtime", df)
-
-
-def _cpu_ops(df: pl.DataFrame) -> pl.DataFrame:
-    df = df.with_columns(
-        cat=pl.col("role"),
-        external_id=_external_id(),
-        input_dims=_arg("Input Dims"),
-        input_types=_arg("Input type"),
-        concrete_inputs=_arg("Concrete Inputs"),
-    )
-    return schema.conform("cpu_ops", df)
-
-
-def _steps(df: pl.DataFrame) -> pl.DataFrame:
-    df = df.with_columns(step=pl.col("name").str.extract(_STEP, 1).cast(pl.Int64))
-    return schema.conform("steps", df)
-
-
-def _gpu_annotations(df: pl.DataFrame) -> pl.DataFrame:
-    return schema.conform("gpu_annotations", _device_stream(df))
-
-
-def _syncs(df: pl.DataFrame) -> pl.DataFrame:
-    return schema.conform("syncs", _device_stream(df))
-
-
-def _memory(df: pl.DataFrame) -> pl.DataFrame:
-    names = {"device_type": "Device Type", "device": "Device Id", "delta_bytes": "Bytes",
-             "total_allocated_bytes": "Total Allocated", "total_reserved_bytes": "Total Reserved"}
-    return schema.conform("memory", df.with_columns(
-        **{col: _int(_arg(arg)) for col, arg in names.items()}))
-
-
-def _flows(df: pl.DataFrame) -> pl.DataFrame:
-    df = df.filter(pl.col("cat").is_in(list(FLOW_CATS)))
-    df = df.with_columns(cat=pl.col("cat").replace_strict(FLOW_CATS), phase=pl.col("ph"),
-                         id=_int(pl.col("id")))
-    return schema.conform("flows", df)
-
-
-def _windows(df: pl.DataFrame) -> pl.DataFrame:
-    return schema.conform("windows", df)
-
-
-_BUILD = {"kernels": _kernels, "transfers": _transfers, "runtime": _runtime, "cpu_ops": _cpu_ops,
-          "steps": _steps, "gpu_annotations": _gpu_annotations, "syncs": _syncs,
-          "windows": _windows, "memory": _memory, "flows": _flows, "comms": _comms}
+def _comm_rows(ev: pl.DataFrame, roles: dict[str, str | None]) -> pl.DataFrame | None:
+    """The batch's kernels and cpu ops that carry collective args (None: none)."""
+    present = [f for f in COMM_ARG_FIELDS
+               if kb.ARG + f in ev.columns and ev[kb.ARG + f].null_count() < ev.height]
+    if not present:
+        return None
+    role = pl.when(pl.col("kind") == _KIND_CODE["kernel"]).then(pl.lit("kernel")).when(
+        (pl.col("kind") == _KIND_CODE[_HOST]) & pl.col("cat").replace_strict(
+            roles, default=None, return_dtype=pl.String).eq("cpu_op")).then(pl.lit("cpu_op"))
+    comms = ev.filter(pl.any_horizontal([pl.col(kb.ARG + f).is_not_null() for f in present])) \
+        .with_columns(role=role).filter(pl.col("role").is_not_null())
+    return comms if comms.height else None
 
 
 def finish(
@@ -421,7 +263,7 @@ def _sorted_concat(chunks: list[pl.DataFrame]) -> pl.DataFrame:
     ``sort("ts_ns", maintain_order=True)`` (ties keep file order, nulls first), built one column
     at a time: each column of the pieces is released once its sorted copy exists, so the peak
     is the frame plus one column of it, not the frame twice. A column of nulls only stays one
-    broadcast null (:func:`_nulls_as_scalars`). Empties the pieces."""
+    broadcast null (``kineto_build.nulls_as_scalars``). Empties the pieces."""
     ts = pl.concat([c.get_column("ts_ns") for c in chunks], rechunk=False)
     order: pl.Series | None = None
     if ts.null_count() or not ts.is_sorted():  # in time order already: the sort is the identity
