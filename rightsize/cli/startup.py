@@ -1,15 +1,17 @@
-"""Start-up tuning of the ``rightsize`` command's own process: the garbage collector, and numpy's
-BLAS threads.
+"""Start-up tuning of the ``rightsize`` command's own process: the garbage collector, numpy's
+BLAS threads and how soon polars' allocator returns freed memory.
 
 Role: the only process-wide settings rightsize makes. Only :func:`rightsize.cli.entry` (the
 console script and ``python -m rightsize``) imports and calls this module;
 :func:`rightsize.cli.main`, which tests and notebooks call, and all library code leave the
-process as they found it (a test checks both). Public APIs only: no allocator options, no
-other package's private variables, no private exit path; the interpreter's normal exit still runs
-every ``atexit`` handler. numpy is imported with OpenBLAS' documented ``OPENBLAS_NUM_THREADS=1``
-for the import only.
+process as they found it (a test checks both). Public APIs and documented variables only, no
+private exit path; the interpreter's normal exit still runs every ``atexit`` handler. numpy is
+imported with OpenBLAS' documented ``OPENBLAS_NUM_THREADS=1`` for the import only; polars'
+jemalloc gets a shorter decay through the override polars documents (``rightsize.allocator``:
+the user's own value wins, and a job ``rightsize run`` starts gets the user's environment).
 
-Inputs: none. Outputs: the collector's thresholds and its permanent generation, numpy loaded.
+Inputs: none. Outputs: the collector's thresholds and its permanent generation, numpy loaded,
+polars' allocator variable set unless the user set it (``rightsize.allocator``).
 The gain is measured by ``benchmarks/fixed_cost.py`` (``--tuning both``: the same tree with and
 without it).
 """
@@ -20,6 +22,8 @@ import gc
 import os
 import sys
 
+from rightsize import allocator
+
 # Start-up creates ~100k long-lived objects (polars, numpy, click, the dataclasses): at the
 # default threshold (700) that is ~130 young collections that free nearly nothing. At 150k a
 # short command collects nothing; frames live in Arrow/numpy buffers, not in cyclic Python
@@ -29,8 +33,9 @@ GEN0_THRESHOLD_OBJECTS = 150_000
 
 
 def before_command() -> None:
-    """Collect the youngest generation after 150k allocations instead of 700; numpy with one
-    BLAS thread."""
+    """Collect the youngest generation after 150k allocations instead of 700; polars' freed
+    pages back after 50 ms (before anything imports polars); numpy with one BLAS thread."""
+    allocator.configure()
     _, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(GEN0_THRESHOLD_OBJECTS, gen1, gen2)
     import_numpy_lean()

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rightsize import allocator
 from rightsize.errors import RightsizeError
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
@@ -83,8 +84,9 @@ def resolve_target(
 
 
 def child_env(config: dict[str, Any], base: dict[str, str] | None = None) -> dict[str, str]:
-    """The job's environment: ``base`` plus the bootstrap on PYTHONPATH and RIGHTSIZE_RUN."""
-    env = dict(os.environ if base is None else base)
+    """The job's environment: ``base`` plus the bootstrap on PYTHONPATH and RIGHTSIZE_RUN
+    (polars' allocator variable as the user had it: ``rightsize.allocator.job_env``)."""
+    env = allocator.job_env(dict(os.environ if base is None else base))
     existing = env.get("PYTHONPATH")
     env["PYTHONPATH"] = str(BOOTSTRAP_DIR) + (os.pathsep + existing if existing else "")
     env["RIGHTSIZE_RUN"] = json.dumps(config)
