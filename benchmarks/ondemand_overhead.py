@@ -21,6 +21,12 @@ capture against ``rightsize run``'s own profiling window.
    process's CPU time over the sleep, plainly and under ``--on-demand``: what the thread that
    polls ``control/`` (every 0.5 s) and publishes the step times costs, per second.
 
+5. **Between captures, no parent** (``--parts 5``): part 2 with the job started under
+   ``rightsize trigger --print-env``'s environment (``RIGHTSIZE_ON_DEMAND=1``: the step counter
+   and the control thread in the job, no ``rightsize run`` parent sampling the host beside
+   it), against the plain script: what the job's own processes pay, apart from the parent's
+   CPU on a shared machine.
+
 The machine this runs on may be shared: wall times move with other load, CPU times much less;
 that is why every comparison is interleaved and given with its spread.
 
@@ -88,9 +94,9 @@ ON_DEMAND = [sys.executable, "-m", "rightsize", "run", "--no-gpu-samples", "--no
 
 
 def run_job(cmd: list[str], cwd: Path, trigger_at: int | None = None,
-            capture_steps: int = 0) -> dict:
+            capture_steps: int = 0, env: dict[str, str] | None = None) -> dict:
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, env=env)
     if trigger_at is not None:
         _trigger(cwd / "run", cwd, trigger_at, capture_steps)
     out, err = proc.communicate(timeout=3600)
@@ -131,16 +137,37 @@ def spread(values: list[float]) -> dict:
             "n": len(values)}
 
 
-def paired(work: Path, script: str, args: list[str], runs: int, skip: int) -> dict:
-    """Plain and on-demand, interleaved: per-step medians (us, wall) and CPU per step."""
+def listening_env(run_dir: Path) -> dict[str, str]:
+    """The environment ``rightsize trigger --print-env RUN_DIR`` gives a job."""
+    out = subprocess.run([sys.executable, "-m", "rightsize", "trigger", "--print-env",
+                          str(run_dir)], capture_output=True, text=True, check=True).stdout
+    env = dict(os.environ)
+    for line in out.splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        if name == "PYTHONPATH":
+            value = value.split("$", 1)[0] + (f":{env['PYTHONPATH']}" if env.get("PYTHONPATH")
+                                              else "")
+        env[name] = value
+    return env
+
+
+def paired(work: Path, script: str, args: list[str], runs: int, skip: int,
+           parent: bool = True) -> dict:
+    """Plain and on-demand (under ``rightsize run``, or ``parent=False``: under the
+    environment alone), interleaved: per-step medians (us, wall) and CPU per step."""
     (work / "job.py").write_text(script)
     rows: dict[str, list[dict]] = {"plain": [], "on-demand": []}
     for i in range(runs):
         order = ["plain", "on-demand"] if i % 2 == 0 else ["on-demand", "plain"]
         for kind in order:
-            cmd = [sys.executable, "job.py", *args] if kind == "plain" else \
-                [*ON_DEMAND, "--on-demand", "--out", f"od-{time.time_ns()}", "job.py", *args]
-            got = run_job(cmd, work)
+            env = None
+            cmd = [sys.executable, "job.py", *args]
+            if kind == "on-demand" and parent:
+                cmd = [*ON_DEMAND, "--on-demand", "--out", f"od-{time.time_ns()}", "job.py",
+                       *args]
+            elif kind == "on-demand":
+                env = listening_env(work / f"env-{time.time_ns()}")
+            got = run_job(cmd, work, env=env)
             wall = got["wall"][skip:]
             rows[kind].append({"median_us": statistics.median(wall) * 1e6,
                                "cpu_us_per_step": got["cpu_s"] / len(got["wall"]) * 1e6})
@@ -213,7 +240,8 @@ def main() -> None:
     parser.add_argument("--capture-runs", type=int, default=3)
     parser.add_argument("--capture-steps", type=int, default=10)
     parser.add_argument("--idle-s", type=float, default=20.0)
-    parser.add_argument("--parts", default="1,2,3,4", help="which parts to run (1,2,3,4)")
+    parser.add_argument("--parts", default="1,2,3,4",
+                        help="which parts to run (1,2,3,4,5)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     result: dict = {"machine": {"cpus": os.cpu_count(), "load_avg_start": os.getloadavg()},
@@ -232,6 +260,10 @@ def main() -> None:
             print("3. the capture's own cost", flush=True)
             result["capture"] = capture_cost(work, args.capture_runs, args.steps, args.width,
                                              args.capture_steps)
+        if "5" in parts:
+            print("5. between captures, no parent (the environment alone)", flush=True)
+            result["between_captures_env"] = paired(
+                work, TRAIN, [str(args.steps), str(args.width)], args.runs, 10, parent=False)
         if "4" in parts:
             print("4. the control thread, idle", flush=True)
             result["control_thread"] = idle_cost(work, args.runs, args.idle_s)
