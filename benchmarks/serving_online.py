@@ -21,7 +21,12 @@ lengths are not published (ShareGPT's and OpenOrca's), so they are drawn from a 
 TensorRT-LLM's in-flight batching is simulated with vLLM V1's rules (docs/serving.md says what
 differs).
 
+The vLLM V0 runs (dstack's 0.6.3, the MI300X's 0.4.3) carry V0's CPU work per scheduled
+sequence (``V0``; vLLM's published figure, docs/serving.md); ``--no-engine-overhead`` runs
+without it (the figures before it).
+
     RIGHTSIZE_SHARED=../shared python benchmarks/serving_online.py [--markdown]
+        [--no-engine-overhead] [--operating-points] [--mlperf-isl N]
 """
 
 from __future__ import annotations
