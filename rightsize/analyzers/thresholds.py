@@ -57,6 +57,16 @@ class DiagnosisThresholds:
         25.0, "start-up work (init, JIT, autotuning, warm-up) a steady-state step never "
         "repeats: from a quarter of the step it outweighs any share but the largest",
         label="Inconclusive when start-up work (init, compile, autotune) fills (% of the step)")
+    min_ops_kept_pct: float = limit(
+        50.0, "PyTorch numbers every host op it records: a trace keeping under half of the ids "
+        "in its range (a partly used block of ids per thread aside) was filtered or sampled "
+        "after recording, so the time between the kept events is unknown, not idle",
+        label="Inconclusive when a trace keeps fewer of its recorded host ops (%)")
+    max_sampled_in_sequence_pct: float = limit(
+        50.0, "with under min_ops_kept_pct of its ids kept, a trace is sampled when they are "
+        "scattered too: few follow the id before them (HTA's sampled ranks: 38%; unfiltered "
+        "traces 93-100%, traces built by hand or cut into whole pieces run in sequence)",
+        label="Inconclusive, with few host ops kept, when fewer of them are in sequence (%)")
     min_kernels: int = limit(
         20, "a training or inference step launches hundreds of kernels; below 20 the shares "
         "hinge on a handful of launches (a test harness, a micro-benchmark)",

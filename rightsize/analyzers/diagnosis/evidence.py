@@ -16,6 +16,8 @@ from rightsize.analyzers.document.diagnosis import Evidence, HostWork, Utilizati
 from rightsize.analyzers.thresholds import DiagnosisThresholds
 from rightsize.vocab import Bound
 
+# the capture fact of a trace filtered or sampled after recording (``Evidence.share``)
+FILTERED = "filtered"
 STEADY = "profile steady-state steps, e.g. steps 10-15 with torch.profiler.schedule(wait=1, " \
          "warmup=9, active=5)"
 
@@ -50,6 +52,16 @@ def inconclusive_reasons(c: Capture, util: Utilization,
             f"inconclusive: a GPU job ({c.launches_without_kernels} kernel launch calls) with no "
             "GPU kernel recorded (a CUPTI range-profiler or host-only capture): the GPU side is "
             "unknown; record with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"))
+    if (c.ops_kept_pct is not None and c.ops_kept_pct < th.min_ops_kept_pct
+            and c.ids_in_sequence_pct is not None
+            and c.ids_in_sequence_pct < th.max_sampled_in_sequence_pct):
+        out.append(Evidence(
+            FILTERED, c.ops_kept_pct, th.min_ops_kept_pct,
+            f"inconclusive: a sampled trace - it holds {c.ops_kept_pct:.1f}% of the host ops "
+            f"it numbers (External id), below {th.min_ops_kept_pct:.0f}%, scattered (only "
+            f"{c.ids_in_sequence_pct:.0f}% follow the one numbered before): events were "
+            "dropped after recording, so what ran between the kept ones is unknown, not idle "
+            "or host time; analyze the trace as the profiler wrote it"))
     if 100.0 - c.recorded_pct >= 100.0 - th.min_recorded_pct:
         what = ("has nothing recorded (device idle, no host op, annotated range, runtime call"
                 " or Python function)"

@@ -105,9 +105,9 @@ def assemble(ranks: Sequence[RankDoc], p: PrimaryDoc | None,
                                          "diagnosis": counters}
     if job is not None:  # the ranks together: stragglers as rules, the verdict's evidence
         values["diagnosis"] = job_advice.with_job_evidence(values["diagnosis"], job)
-        values["recommendations"] = (job_advice.recommendations(job, p.step_mean_ms if p
-                                                                 else None)
-                                     + tuple(values["recommendations"]))
+        values["recommendations"] = (job_advice.recommendations(
+            job, p.step_mean_ms if p else None, values["diagnosis"])
+            + tuple(values["recommendations"]))
     head = set(sections.value_types(head=True))
     return Document(
         schema_version=SCHEMA_VERSION,

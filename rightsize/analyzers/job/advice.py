@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from rightsize.analyzers.diagnosis.evidence import FILTERED
 from rightsize.analyzers.document.diagnosis import Diagnosis, Evidence, Recommendation, WhatIf
 from rightsize.analyzers.document.job import Job, Straggler
 from rightsize.analyzers.job.stragglers import THRESHOLDS
@@ -39,8 +40,14 @@ _ACTION = {
 }
 
 
-def recommendations(job: Job, step_ms: float | None = None) -> tuple[Recommendation, ...]:
-    """One rule per straggler (see the module docstring)."""
+def recommendations(job: Job, step_ms: float | None = None,
+                    diagnosis: Diagnosis | None = None) -> tuple[Recommendation, ...]:
+    """One rule per straggler (see the module docstring); none when the primary rank's
+    ``diagnosis`` found its trace filtered after recording (evidence ``filtered``): the calls
+    matched by order across sampled ranks name a straggler from what the sampling kept (HTA's
+    two sampled ranks of a 128-rank job: rank 1 'last at every call')."""
+    if diagnosis is not None and any(e.share == FILTERED for e in diagnosis.evidence_items):
+        return ()
     step = step_ms if step_ms is not None else job.step_ms_mean
     return tuple(_rule(s, step) for s in job.stragglers[:MAX_RULES])
 
