@@ -10,7 +10,8 @@ processes (``spawn``: polars is not fork-safe), each with its own pipe, recycled
 Every task runs under :class:`Limits`: a deadline (``wall_s``: past it the parent kills the
 worker) and a CPU-time limit (``cpu_s``: the worker's ``RLIMIT_CPU`` set for this task, so the
 kernel stops a task whose CPU time runs away even if nothing else is watching); and it can be
-cancelled (:meth:`WorkerPool.cancel` kills its worker). The outcome is the task's result, or a
+cancelled (:meth:`WorkerPool.cancel` kills its worker; a task still waiting for a slot or for its
+worker to start never runs). The outcome is the task's result, or a
 :class:`~rightsize.engine.Failed` whose ``error`` says why: :data:`WALL_LIMIT`,
 :data:`CPU_LIMIT`, :data:`CANCELLED`, :data:`DIED` (killed, out of memory: the message says
 how, ``killed by SIGKILL``), or the exception
@@ -95,6 +96,8 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._idle: list[_Worker] = []
         self._busy: dict[str, _Worker] = {}
+        self._waiting: set[str] = set()  # tasks expected or in run(), not yet on a worker
+        self._dropped: set[str] = set()  # of those, the ones cancelled
         self._slots = threading.BoundedSemaphore(workers)
         self._closed = False
 
@@ -105,19 +108,37 @@ class WorkerPool:
         """``fn(item)`` in a worker, under ``limits``; its result, or a :class:`Failed`.
         Blocks while ``workers`` tasks are running. ``key`` names the task for
         :meth:`cancel` (one task per key at a time)."""
-        with self._slots:
-            worker = self._take(key)
-            try:
-                return self._run_on(worker, fn, item, limits)
-            finally:
-                self._give_back(key, worker)
+        self.expect(key)
+        try:
+            with self._slots:
+                worker = self._take(key)
+                if worker is None:
+                    return Failed(0, CANCELLED, "cancelled before it started")
+                try:
+                    return self._run_on(worker, fn, item, limits)
+                finally:
+                    self._give_back(key, worker)
+        finally:
+            with self._lock:
+                self._waiting.discard(key)
+                self._dropped.discard(key)
+
+    def expect(self, key: str) -> None:
+        """Say that task ``key`` is about to be run (before :meth:`run`'s thread starts):
+        from now on :meth:`cancel` stops it, even before a worker takes it."""
+        with self._lock:
+            self._waiting.add(key)
 
     def cancel(self, key: str) -> bool:
-        """Stop the task ``key`` now (its worker is killed); whether it was running."""
+        """Stop the task ``key`` now: its worker is killed, or a task still waiting for a slot
+        or a worker never starts; whether there was such a task."""
         with self._lock:
             worker = self._busy.get(key)
             if worker is None:
-                return False
+                if key not in self._waiting:
+                    return False
+                self._dropped.add(key)
+                return True
             worker.cancelled = True
         with contextlib.suppress(OSError):
             worker.process.kill()
@@ -163,10 +184,14 @@ class WorkerPool:
 
     # -- workers ---------------------------------------------------------------------------
 
-    def _take(self, key: str) -> _Worker:
+    def _take(self, key: str) -> _Worker | None:
+        """An idle or new worker, marked busy with ``key``; None when ``key`` was cancelled
+        meanwhile (a worker that was found goes back idle)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the worker pool is closed")
+            if key in self._dropped:
+                return None
             while self._idle:
                 worker = self._idle.pop()
                 if worker.alive():
@@ -178,9 +203,15 @@ class WorkerPool:
             worker = self._spawner.submit(self._spawn).result()
             _wait_ready(worker)  # the task's limits start when the worker can take it
         with self._lock:
-            worker.key, worker.cancelled = key, False
-            self._busy[key] = worker
-        return worker
+            if key not in self._dropped:
+                worker.key, worker.cancelled = key, False
+                self._busy[key] = worker
+                return worker
+            if worker.alive() and not self._closed:  # cancelled while the worker started
+                self._idle.append(worker)
+                return None
+        _reap(worker)
+        return None
 
     def _spawn(self) -> _Worker:
         ours, theirs = self._context.Pipe()

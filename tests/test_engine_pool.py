@@ -90,6 +90,44 @@ def test_a_running_task_is_cancelled(pool: WorkerPool) -> None:
     assert results == [Failed(0, CANCELLED, "cancelled")]
 
 
+def touch(path: str) -> str:
+    Path(path).write_text("ran")
+    return "ran"
+
+
+def test_a_task_cancelled_before_a_worker_takes_it_never_runs(tmp_path: Path) -> None:
+    """Issue 40, 1: DELETE of a run whose worker was still starting (or whose task waited for a
+    slot) found nothing to stop, and the analysis then ran in full."""
+    pool = WorkerPool(1, tasks_per_worker=5)
+    try:
+        pool.expect("early")  # announced, not yet in run(): the server's order
+        assert pool.cancel("early") and not pool.cancel("never-announced")
+        marker = tmp_path / "early"
+        assert pool.run("early", touch, str(marker)) == \
+            Failed(0, CANCELLED, "cancelled before it started")
+        assert not marker.exists() and pool.pids() == []  # no worker was even started
+        results: dict[str, object] = {}
+        holder = threading.Thread(target=lambda: results.update(a=pool.run("a", sleep_then, 30)))
+        holder.start()
+        deadline = time.monotonic() + 60
+        while "a" not in pool.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        marker = tmp_path / "waiting"
+        waiting = threading.Thread(target=lambda: results.update(b=pool.run("b", touch,
+                                                                             str(marker))))
+        waiting.start()
+        time.sleep(0.3)  # b waits for the one slot
+        assert pool.cancel("b") and pool.cancel("a")
+        holder.join(timeout=20)
+        waiting.join(timeout=20)
+        assert results == {"a": Failed(0, CANCELLED, "cancelled"),
+                           "b": Failed(0, CANCELLED, "cancelled before it started")}
+        assert not marker.exists()
+        assert pool.run("c", square, 5) == 25  # a task after them runs
+    finally:
+        pool.close()
+
+
 def test_one_worker_killed_fails_only_its_own_task(pool: WorkerPool) -> None:
     results: dict[str, object] = {}
 

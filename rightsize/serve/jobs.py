@@ -89,9 +89,12 @@ def failure(out: Failed, limits: Limits, input_bytes: int | None, fixed: bool) -
     return f"internal error: {out}"
 
 
-def _write_if_there(store: Store, run_id: str, write: Callable[[str], object]) -> None:
-    if store.run(run_id) is not None:  # not deleted meanwhile
-        write(run_id)
+def _write_if_there(store: Store, run_id: str, write: Callable[[str], object]) -> bool:
+    """``write(run_id)`` unless the run was deleted meanwhile; whether it was written."""
+    if store.run(run_id) is None:
+        return False
+    write(run_id)
+    return True
 
 
 class JobRunner:
@@ -116,6 +119,8 @@ class JobRunner:
         # One slot per worker: a run is "running" exactly while it holds one, and only this
         # process writes the index (workers need no SQLite, even under a tight memory cap).
         self._slots = asyncio.Semaphore(config.workers)
+        self._active: set[str] = set()  # runs holding a slot (event loop only)
+        self._cancelled: set[str] = set()  # of those, the ones deleted
 
     # -- start-up --------------------------------------------------------------------------
 
@@ -156,36 +161,50 @@ class JobRunner:
         task.add_done_callback(self._tasks.discard)
 
     def cancel(self, run_id: str) -> bool:
-        """Stop the analysis of ``run_id`` now (its run was deleted); whether one was running."""
-        return self.pool.cancel(run_id)
+        """Stop the analysis of ``run_id`` now (its run was deleted), wherever it is: on a
+        worker, waiting for one to start, or about to be handed to the pool; whether one was
+        running. Called on the event loop."""
+        if run_id not in self._active:
+            return False
+        self._cancelled.add(run_id)
+        self.pool.cancel(run_id)
+        return True
 
     async def _run(self, run_id: str) -> None:
         async with self._slots:
-            run = await self.index(self.store.run, run_id)
-            if run is None:
-                return  # deleted while queued
-            await self._write(run_id, "mark it running", self.store.mark_running)
+            self._active.add(run_id)
             try:
-                summary = await self._analyze(run)
-            except Exception as exc:
-                log.error("run %s: internal error", run_id, exc_info=exc)
-                summary = {"error": f"internal error: {type(exc).__name__}: {exc}"}
-            if await self.index(self.store.run, run_id) is None:
-                log.info("run %s: deleted while it was analyzed", run_id)
-                # what the stopped worker may have written after the DELETE removed the folder
-                await asyncio.get_running_loop().run_in_executor(
-                    None, shutil.rmtree, self.config.runs_dir / run_id, True)
-                return
-            finished = time.time()
-            key = None
-            if self.fleet is not None:
-                key = await asyncio.get_running_loop().run_in_executor(
-                    None, self.fleet.add_finished,
-                    {**run, "finished_at": finished, "analysis_s": summary.get("analysis_s"),
-                     "recorded_at": summary.get("recorded_at")},
-                    summary)
-            await self._write(run_id, "record its result",
-                              lambda i: self.store.finish(i, summary, key, finished))
+                await self._run_in_slot(run_id)
+            finally:
+                self._active.discard(run_id)
+                self._cancelled.discard(run_id)
+
+    async def _run_in_slot(self, run_id: str) -> None:
+        run = await self.index(self.store.run, run_id)
+        if run is None or not await self._write(run_id, "mark it running",
+                                                self.store.mark_running):
+            return  # deleted while queued
+        try:
+            summary = await self._analyze(run)
+        except Exception as exc:
+            log.error("run %s: internal error", run_id, exc_info=exc)
+            summary = {"error": f"internal error: {type(exc).__name__}: {exc}"}
+        if await self.index(self.store.run, run_id) is None:
+            log.info("run %s: deleted while it was analyzed", run_id)
+            # what the stopped worker may have written after the DELETE removed the folder
+            await asyncio.get_running_loop().run_in_executor(
+                None, shutil.rmtree, self.config.runs_dir / run_id, True)
+            return
+        finished = time.time()
+        key = None
+        if self.fleet is not None:
+            key = await asyncio.get_running_loop().run_in_executor(
+                None, self.fleet.add_finished,
+                {**run, "finished_at": finished, "analysis_s": summary.get("analysis_s"),
+                 "recorded_at": summary.get("recorded_at")},
+                summary)
+        await self._write(run_id, "record its result",
+                          lambda i: self.store.finish(i, summary, key, finished))
         log.info("run %s: %s", run_id, summary.get("error") or "done")
         if self.on_finished is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._followed, run_id)
@@ -198,14 +217,13 @@ class JobRunner:
             log.warning("run %s: its job's captures were not checked (%s: %s)", run_id,
                         type(exc).__name__, exc)
 
-    async def _write(self, run_id: str, what: str, write: Callable[[str], object]) -> None:
+    async def _write(self, run_id: str, what: str, write: Callable[[str], object]) -> bool:
         """Write to the index, retrying while it cannot be written (a full disk): the run
-        must never stay ``running`` once its worker is done."""
+        must never stay ``running`` once its worker is done. False: the run was deleted."""
         warned = False
         while True:
             try:
-                await self.index(_write_if_there, self.store, run_id, write)
-                return
+                return bool(await self.index(_write_if_there, self.store, run_id, write))
             except sqlite3.Error as exc:
                 if not warned:
                     log.warning("run %s: cannot %s (%s); retrying every %g s", run_id, what,
@@ -218,6 +236,9 @@ class JobRunner:
                   for f in run["files"]]
         limits = limits_for(self.config, run.get("input_bytes"))
         item = (str(self.config.runs_dir / run["id"]), inputs)
+        if run["id"] in self._cancelled:  # deleted since it took its slot
+            return {"error": failure(Failed(0, CANCELLED, "cancelled"), limits, None, True)}
+        self.pool.expect(run["id"])  # from here pool.cancel stops it, before or on a worker
         out = await asyncio.get_running_loop().run_in_executor(
             self._threads, self.pool.run, run["id"], analyze_task, item, limits)
         if isinstance(out, Failed):
