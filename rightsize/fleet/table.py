@@ -279,6 +279,10 @@ class FleetTable:
         """One row per key (the latest scan's)."""
         return latest(self.raw())
 
+    def rows_of(self, files: list[Path]) -> pl.LazyFrame:
+        """One row per key of these row files alone."""
+        return latest(_scan(files)) if files else pl.LazyFrame(schema=SCHEMA)
+
     def known(self) -> dict[str, str]:
         """key -> status of every job in the table."""
         df = self.raw().select("key", "status", "scanned_at").collect()

@@ -54,6 +54,10 @@ PAGE_TABLE_NAME = "uploads to this server"  # the page's "table" line: no server
 SERVER_FAILURES = ("internal error", "the analysis worker", "out of memory in the analysis",
                    "cannot write the results", NO_SPACE_ERROR)
 _TOMORROW_S = 86_400
+# The compacted view the page reads, saved in the table's cache folder (issue 40, 7: a start
+# reads one file, not one per day partition)
+VIEW_ROWS = "cache/serve-view.parquet"
+VIEW_FILES = "cache/serve-view.json"
 
 
 def run_kind(files: list[dict[str, Any]], doc: dict[str, Any] | None) -> str:
@@ -155,6 +159,40 @@ def _with_row(view: Any, row: dict[str, Any]) -> Any:
                             how="vertical_relaxed").lazy()).collect()
 
 
+def load_view(table: Any) -> tuple[Any, int]:
+    """The table's compacted view (one row per key, every day) and how many row files were
+    read for it: the copy the server saved (:data:`VIEW_ROWS`, with the row files it covers in
+    :data:`VIEW_FILES`) and the row files written since; every row file when there is no
+    usable copy. A key in both is the latest row (:func:`rightsize.fleet.table.latest`)."""
+    import polars as pl
+
+    from rightsize.fleet.table import latest
+
+    files = table.files()
+    try:
+        covered = set(json.loads((table.root / VIEW_FILES).read_text("utf-8"))["files"])
+        saved = pl.read_parquet(table.root / VIEW_ROWS)
+        if saved.schema != table.rows_of([]).collect_schema():
+            raise ValueError("the saved view has other columns")
+        new = [f for f in files if f.relative_to(table.root).as_posix() not in covered]
+        if not new:
+            return saved, 0
+        both = pl.concat([saved.lazy(), table.rows_of(new)], how="vertical_relaxed")
+        return latest(both).collect().select(saved.columns), len(new)
+    except Exception:  # noqa: BLE001 - none saved, or unreadable, or another schema: scan
+        return table.rows().collect(), len(files)
+
+
+def save_view(table: Any, view: Any) -> None:
+    """Save ``view`` as the copy :func:`load_view` reads: the rows, then the row files they
+    cover (each file whole; a copy whose file list is older only makes a start read more)."""
+    from rightsize.fleet.table import write_bytes_atomic, write_parquet_atomic
+
+    write_parquet_atomic(view, table.root / VIEW_ROWS)
+    files = [f.relative_to(table.root).as_posix() for f in table.files()]
+    write_bytes_atomic(json.dumps({"files": files}).encode(), table.root / VIEW_FILES)
+
+
 class ServeFleet:
     """The data directory's fleet table, written by this server alone (it holds the lock)."""
 
@@ -172,11 +210,19 @@ class ServeFleet:
         except TableError as exc:  # a fleet scan into it, or another server on this data
             raise TableError(f"{exc} (a fleet scan, or another rightsize serve on "
                              f"{config.data_dir})") from None
-        self._known = self.table.known()  # key -> status; only this process writes the table
         # The page reads this compacted view: one row per key, across every day, kept in
         # memory and updated as rows are written (a scan of the table costs 0.6 ms per file:
-        # 8,000 day partitions made each page 5 s, under the lock finishing runs wait on)
-        self._view = self.table.rows().collect()
+        # 8,000 day partitions made each page 5 s, under the lock finishing runs wait on), and
+        # kept on disk across restarts (VIEW_ROWS): a start reads it and the row files since.
+        self._view, read = load_view(self.table)
+        if self._view.height or read:
+            log.info("start-up: fleet view of %d rows (%d row files read, the rest from %s)",
+                     self._view.height, read, VIEW_ROWS)
+        if read:
+            save_view(self.table, self._view)
+        # key -> status; only this process writes the table
+        self._known = dict(zip(self._view["key"].to_list(), self._view["status"].to_list(),
+                               strict=True))
         self._lock = threading.Lock()
         self._stopping = False
 
@@ -188,6 +234,8 @@ class ServeFleet:
         """Release the table (after the last write)."""
         self._stopping = True
         with self._lock:
+            with contextlib.suppress(Exception):  # a copy not saved: the next start scans
+                save_view(self.table, self._view)
             self._stack.close()
 
     # -- rows ------------------------------------------------------------------------------
