@@ -27,7 +27,9 @@ from rightsize.serve.worker import ANALYSIS_JSON, SUMMARY_JSON, compare_summary
 
 CHUNK_BYTES = 256 * 1024
 MAX_BODY_SEARCH = 4 * 1024 * 1024  # where a report's <body> tag must be, to put the bar after
-MAX_PARSED_BYTES = 8 * 1024 * 1024  # an older run's document parsed for the compare page
+# An older run's document parsed for the compare page (on a thread, but json.loads holds the
+# interpreter: 10 MB took 240-400 ms on the shared 2-core VM; new documents are < 2 MB)
+MAX_PARSED_BYTES = 2 * 1024 * 1024
 
 
 class Missing(Exception):

@@ -70,6 +70,30 @@ def test_1_an_analysis_is_bounded_in_time_final_when_over_and_cancellable(tmp_pa
     assert "its analysis was stopped (deleted)" in log
 
 
+def test_1_a_run_deleted_before_its_worker_started_never_runs(tmp_path: Path) -> None:
+    """DELETE while the run's worker was still starting (its imports take seconds) found no
+    worker to stop, and the analysis then ran in full. Now it never starts."""
+    server = Server(tmp_path / "data").start()
+    try:
+        with HealthProbe(server) as probe:
+            up = server.upload(("big.json.gz", hostile.kineto(hostile.steps(100_000)))).json()
+            assert server.request("DELETE", f"/api/runs/{up['id']}").status == 204
+            server.wait_for(lambda: f"run {up['id']}: deleted while it was analyzed"
+                            in server.log.read_text(), 30, why="the run ended")
+            workers = server.workers()
+            assert len(workers) == 1  # the worker that was starting: not killed, idle
+            time.sleep(1)
+            cpu = sum(sum(w.cpu_times()[:2]) for w in workers)
+            time.sleep(2)
+            assert sum(sum(w.cpu_times()[:2]) for w in workers) - cpu < 0.2  # idle
+            assert not (server.data_dir / "runs" / up["id"]).exists()
+        assert_responsive(probe)
+    finally:
+        log = server.stop()
+    assert f"run {up['id']}: its analysis was stopped (deleted)" in log
+    assert f"run {up['id']}: done" not in log
+
+
 # -- 2: strings capped ----------------------------------------------------------------------
 
 def test_2_trace_strings_are_capped_in_the_index_the_pages_and_the_fleet(tmp_path: Path
@@ -168,6 +192,61 @@ def test_4_the_inflate_check_runs_off_the_event_loop_and_a_repeat_is_not_inflate
         assert middle - before > 0.4  # 200 MiB inflated
         assert after - middle < 0.2  # recognised by its hash: nothing inflated
     finally:
+        server.stop()
+
+
+def test_4_the_inflate_check_stops_at_its_cpu_budget(tmp_path: Path) -> None:
+    """The check's CPU budget per upload (--upload-check-cpu-s): a 1 GiB bomb under a 4 GiB
+    cap is refused once the check has used its 0.3 s, not after inflating it all."""
+    server = Server(tmp_path / "data", ("--max-upload-mb", "4096",
+                                        "--upload-check-cpu-s", "0.3")).start()
+    try:
+        with HealthProbe(server) as probe:
+            reply = server.upload(("bomb.json.gz", hostile.whitespace(1024)))
+        assert_responsive(probe)
+        assert reply.status == 413
+        assert reply.json()["error"] == (
+            "bomb.json.gz: checking what the gzip data decompresses to took more than the "
+            "server's 0.3 s of CPU per upload")
+        assert list((server.data_dir / "tmp").iterdir()) == []
+        assert not any(p.is_file() for p in (server.data_dir / "blobs").rglob("*"))
+    finally:
+        server.stop()
+
+
+def test_4_uploads_refused_while_the_slots_are_full_leave_no_memory_behind(
+        tmp_path: Path) -> None:
+    """Bombs beside the load test were answered 503 (every upload slot taken) about 10,000
+    times, and each closed connection's objects, its unread body buffered, waited in
+    reference cycles for a full collection: server RSS 121 -> 505 MiB. Now they are freed
+    when the connection closes."""
+    server = Server(tmp_path / "data", ("--max-concurrent-uploads", "1")).start()
+    assert server.proc is not None
+    holder = raw(server.port, (
+        f"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: "
+        "multipart/form-data; boundary=b\r\nContent-Length: 100000000\r\n\r\n--b\r\n"
+        'Content-Disposition: form-data; name="file"; filename="x.json"\r\n\r\n').encode())
+    holding = threading.Event()
+
+    def hold() -> None:  # 200 kB/s: the one upload slot stays taken
+        while not holding.wait(0.1):
+            holder.sendall(b" " * 20_000)
+
+    threading.Thread(target=hold, daemon=True).start()
+    body = b"\0" * (1 << 20)
+    try:
+        time.sleep(0.5)
+        rss = psutil.Process(server.proc.pid).memory_info().rss
+        with HealthProbe(server) as probe:
+            refused = [server.upload(("bomb.json.gz", body)).status for _ in range(1000)]
+        assert_responsive(probe)
+        grown = psutil.Process(server.proc.pid).memory_info().rss - rss
+        print(f"server RSS +{grown >> 20} MiB after 1,000 uploads refused")
+        assert refused == [503] * 1000
+        assert grown < 10 << 20, grown  # before: +27 MiB here, +384 MiB beside the load test
+    finally:
+        holding.set()
+        holder.close()
         server.stop()
 
 

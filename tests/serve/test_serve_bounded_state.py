@@ -42,7 +42,8 @@ def test_7_failed_runs_take_the_upload_day_and_the_page_reads_a_compacted_view(
         tmp_path: Path) -> None:
     """200 uploads of 60 bytes made 200 never-merged day partitions; /fleet cost 0.6 ms per
     file under the lock. Now a failed run's row takes its upload's day, and the page reads
-    the view the server keeps (one row per key, every day)."""
+    the view the server keeps (one row per key, every day), saved compacted across days so a
+    start reads one file and the row files written since."""
     import polars as pl
 
     from rightsize.fleet.table import FleetTable
@@ -83,7 +84,15 @@ def test_7_failed_runs_take_the_upload_day_and_the_page_reads_a_compacted_view(
         print(f"/fleet over 3,040 day files: {per_page:.3f} s a page")
         assert per_page < 1.0  # a scan alone was 0.6 ms a file: 1.8 s
     finally:
-        again.stop()
+        log = again.stop()
+    assert "fleet view of 3040 rows (3000 row files read, the rest from cache/" in log
+    # the view is kept compacted across days on disk: the next start reads it, not 3,040 files
+    third = Server(tmp_path / "data").start()
+    try:
+        assert third.request("GET", "/fleet").status == 200
+    finally:
+        log = third.stop()
+    assert "fleet view of 3040 rows (0 row files read, the rest from cache/" in log
 
 
 # -- 8: dates ---------------------------------------------------------------------------------
@@ -93,7 +102,9 @@ def test_7_failed_runs_take_the_upload_day_and_the_page_reads_a_compacted_view(
                                    "until=2026-02-30"])
 def test_8_fleet_days_are_yyyy_mm_dd_in_range(server: Server, query: str) -> None:
     """/fleet?until=0001-01-01 was a 500 with a traceback; 2026-W01-1 and 20261201 passed."""
-    reply = server.request("GET", f"/fleet?{query}")
+    with HealthProbe(server) as probe:
+        reply = server.request("GET", f"/fleet?{query}")
+    assert_responsive(probe)
     assert reply.status == 400, reply.body[:200]
     name = query.split("=", 1)[0]
     assert reply.json() == {"error": f"{name} must be a day, YYYY-MM-DD, from 1970-01-02 to "
@@ -115,9 +126,10 @@ def test_9_content_length_with_transfer_encoding_is_refused_and_closed(server: S
     head = (f"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
             "Content-Type: multipart/form-data; boundary=b\r\n"
             f"Content-Length: {len(body)}\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
-    with raw(server.port, head + body) as sock:
+    with HealthProbe(server) as probe, raw(server.port, head + body) as sock:
         sock.settimeout(5)
         answer = read_all(sock)
+    assert_responsive(probe)
     assert answer.startswith(b"HTTP/1.1 400 ")
     assert answer.count(b"HTTP/1.1") == 1  # one answer, then the connection closed
     assert b"Content-Length and Transfer-Encoding" in answer
