@@ -34,6 +34,7 @@ Usage::
     python benchmarks/serve_load.py --shared /work/shared --out /tmp/serve_load.json
     python benchmarks/serve_load.py --shared /work/shared --slow-clients 16
     python benchmarks/serve_load.py --shared /work/shared --attacks bombs,names,slow-readers,smuggle
+    python benchmarks/serve_load.py --shared /work/shared --attacks bombs,names,slow-readers,smuggle --boost 10
 """
 
 from __future__ import annotations
@@ -176,11 +177,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     trace = build_trace(args.shared, args.size_mb, work / "trace.json")
     port = free_port()
     log = open(work / "server.log", "w")  # noqa: SIM115 - closed below
-    server = subprocess.Popen(
+    server = serve_attacks.start(
         [sys.executable, "-m", "rightsize", "serve", "--port", str(port), "--data-dir",
          str(work / "data"), "--workers", str(args.workers), "--max-upload-mb", "200",
          "--max-concurrent-uploads", str(args.uploads), "--max-queued", str(args.uploads)],
-        stdout=log, stderr=subprocess.STDOUT)
+        args.boost, stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(300):
             try:
@@ -190,7 +191,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 time.sleep(0.1)
         proc = psutil.Process(server.pid)
         seed_id = serve_attacks.seed(port, work / "data") if args.attacks else ""
-        probe = serve_attacks.Prober(port)
+        probe = serve_attacks.Prober(port, args.boost)
         rss_before = proc.memory_info().rss
         results: list[dict[str, Any]] = [{} for _ in range(args.uploads)]
         give_up = time.monotonic() + args.timeout_s
@@ -271,6 +272,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "load_average_1m_5m_15m_after": [round(x, 1) for x in os.getloadavg()],
         "load_average_1m_before": load_before,
         "cpus": os.cpu_count(),
+        "boost": args.boost,
         "finished_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S"),
         "command": " ".join(["python", "benchmarks/serve_load.py", *sys.argv[1:]]),
     }
@@ -299,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attacks", type=lambda s: tuple(a for a in s.split(",") if a),
                    default=(), help=f"issue 40's attacks beside the uploads: "
                                     f"{','.join(serve_attacks.ATTACKS)}")
+    p.add_argument("--boost", type=int, default=0,
+                   help="root only: the server and the /healthz prober this many steps of "
+                        "niceness (and kernel scheduling group) above the other processes, "
+                        "as the serve tests run them")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--keep", action="store_true",
                    help="keep the work folder (trace, data directory, server log)")
