@@ -291,6 +291,7 @@ class HealthProbe:
 
     def __init__(self, server: Server, every_s: float = 0.05) -> None:
         self.out = server.data_dir.parent / f"probe-{server.port}.log"
+        self.out.unlink(missing_ok=True)  # a probe before on this server: not its samples
         self.proc = start_boosted([sys.executable, "-c", PROBE, str(server.port),
                                    str(self.out), str(every_s)], server.boost)
 
