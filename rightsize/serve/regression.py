@@ -17,11 +17,13 @@ step time. Null when the sizing has no price (a CPU run, an unpriced GPU).
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 from rightsize.rundir import write_json_atomic
 
+log = logging.getLogger("rightsize.serve")
 HOURS_PER_MONTH = 730.0
 MAX_PARSED_BYTES = 8 * 1024 * 1024  # a document parsed for a summary or a comparison
 CAPTURE_JSON = "capture.json"
@@ -119,13 +121,19 @@ def check(prev: dict[str, Any] | None, this: dict[str, Any], runs_dir: Path,
 
 def attribution(a_dir: Path, b_dir: Path) -> list[dict[str, Any]]:
     """``rightsize compare``'s five top changes between two stored documents (empty when one
-    is too large to parse here)."""
+    is too large to parse here, or cannot be read as a document)."""
     from rightsize.analyzers.compare import Side, compare_sides
     from rightsize.analyzers.document import Document
+    from rightsize.errors import RightsizeError
 
     docs = [load_document(d) for d in (a_dir, b_dir)]
     if docs[0] is None or docs[1] is None:
         return []
-    result = compare_sides(Side(a_dir.name, Document.from_json(docs[0])),
-                           Side(b_dir.name, Document.from_json(docs[1])))
+    try:
+        result = compare_sides(Side(a_dir.name, Document.from_json(docs[0])),
+                               Side(b_dir.name, Document.from_json(docs[1])))
+    except (RightsizeError, ValueError, TypeError, KeyError) as exc:
+        # the check stands without it (a document of another version, damaged on disk)
+        log.warning("no attribution between %s and %s: %s", a_dir.name, b_dir.name, exc)
+        return []
     return [c.to_json() | {"kind": c.kind} for c in result.top_changes[:5]]
