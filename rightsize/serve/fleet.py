@@ -341,4 +341,19 @@ class ServeFleet:
         model = build(rows, PAGE_TABLE_NAME, filters)
         hrefs = {key: (f"/r/{run_id}" if status == "done" else f"/runs/{run_id}")
                  for key, (run_id, status) in links.items()}
+        hrefs.update(_job_pages(view))
         return render_as(FleetRenderer(hrefs), model, "html", Style())
+
+
+def _job_pages(view: Any) -> dict[str, str]:
+    """A job's capture links to its job's page (``/jobs/NAME``: every capture over time, each
+    linked to its report), not to the one report of its latest capture."""
+    from urllib.parse import quote
+
+    import polars as pl
+
+    from rightsize.fleet.schema import SOURCE_METRICS
+
+    captures = view.filter(pl.col("entity").is_not_null()
+                           & (pl.col("source") != SOURCE_METRICS)).select("key", "job")
+    return {key: f"/jobs/{quote(job, safe='')}" for key, job in captures.iter_rows()}

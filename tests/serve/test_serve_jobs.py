@@ -141,6 +141,8 @@ def test_a_jobs_captures_over_time_a_regression_posted_and_one_fleet_entity(
         # workload ml/small (the upload named it): one row, not two
         assert sorted(jobs_listed(server.request("GET", "/fleet").text)) == [
             "ml/big", "ml/nosm", "ml/web", "trainer"]
+        assert '<a class="job" href="/jobs/trainer">trainer</a>' in \
+            server.request("GET", "/fleet").text  # to the job's page: every capture
         rows = FleetTable(tmp_path / "data" / "fleet").rows().collect()
         captures = rows.filter(pl.col("entity") == "workload:ml/small").sort("recorded_at")
         assert captures["job"].to_list() == ["trainer"] * 3  # the history stays
