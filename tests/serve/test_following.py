@@ -46,3 +46,22 @@ def test_a_capture_finished_before_the_one_before_it_is_checked_again(tmp_path: 
     assert item["basis"] == "job_step_ms" and item["attribution"] is None
     assert item["summary"]["step_ms"] == 5.0 and item["url"] == f"/r/{u2}"
     follower.close()
+
+
+def test_a_captures_summary_by_hand() -> None:
+    from rightsize.serve.regression import capture_summary
+
+    doc = {"steps": {"mean_ms": 50.0, "count": 10},
+           "diagnosis": {"bound": "compute", "confidence": 0.8, "shares_pct": {"compute": 70.0}},
+           "sizing": {"current": "H100 SXM", "recommended": "L4", "recommended_gpus": 2,
+                      "verdict": "over-provisioned",
+                      "candidates": [{"gpu": "H100 SXM", "usd_per_hour": 3.0},
+                                     {"gpu": "L4", "usd_per_1k_steps": 0.02}]}}
+    # the current GPU all month: 3.0 $/h x 730 h; the recommended for the same steps: 730 h of
+    # 50 ms steps (52,560,000) at $0.02 per 1,000
+    assert capture_summary(doc) == {
+        "step_ms": 50.0, "steps": 10, "verdict": "compute", "confidence": 0.8,
+        "shares_pct": {"compute": 70.0}, "current": "H100 SXM", "sizing": "over-provisioned",
+        "recommended": "L4", "recommended_gpus": 2, "usd_per_month": 2190.0,
+        "recommended_usd_per_month": 1051.2}
+    assert capture_summary({})["usd_per_month"] is None
