@@ -59,11 +59,17 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
     if origin is tuple:
         item = typing.get_args(tp)[0]
         _expect(isinstance(value, list), where, "a list", value)
+        exact = _exact_scalars(item)
+        if exact and all(type(v) in exact for v in value):  # a long series: checked at once
+            return tuple(value)
         return tuple(_decode(item, v, f"{where}[{i}]") for i, v in enumerate(value))
     if origin in (dict, Mapping, typing.Mapping) or tp in (dict, Mapping):
         args = typing.get_args(tp)
         item = args[1] if args else Any
         _expect(isinstance(value, dict), where, "an object", value)
+        exact = _exact_scalars(item)
+        if exact and all(type(v) in exact for v in value.values()):
+            return dict(value)
         return {k: _decode(item, v, f"{where}.{k}") for k, v in value.items()}
     return _scalar(tp, value, where)
 
@@ -127,6 +133,16 @@ def _enum(tp: type[enum.Enum], value: Any, where: str) -> Any:
 _SCALARS: dict[Any, tuple[type, ...]] = {
     float: (int, float), int: (int,), str: (str,), bool: (bool,), type(None): (type(None),),
 }
+
+
+@functools.cache
+def _exact_scalars(tp: Any) -> frozenset[type]:
+    """The JSON types a value of ``tp`` passes :func:`_scalar` with exactly (a float field
+    takes int and float, not bool), when ``tp`` is a scalar or a union of scalars; else none."""
+    args = typing.get_args(tp) if typing.get_origin(tp) in (Union, types.UnionType) else (tp,)
+    if not all(a in _SCALARS for a in args):
+        return frozenset()
+    return frozenset(t for a in args for t in _SCALARS[a])
 
 
 def _scalar(tp: Any, value: Any, where: str) -> Any:
