@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from rightsize.analyzers.plan.serving import KvBudget
     from rightsize.analyzers.plan.workload import HostUsage
     from rightsize.analyzers.sizing.model_shape import ModelShape
+    from rightsize.reports.plan_manifests import Manifest
 
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 DEFAULT_QUERY = 'sum(rate(http_requests_total{{app="{name}"}}[2m]))'
@@ -129,15 +130,26 @@ def openapi_check(items: tuple[Any, ...]) -> str:
 def write_manifests(plan: Plan, directory: Path, force: bool, name: str, image: str,
                     query: str | None, server: str,
                     inputs: tuple[Path, ...] = ()) -> tuple[list[Path], str]:
-    from rightsize import outputs
     from rightsize.errors import RightsizeError
-    from rightsize.reports.plan_manifests import check, check_name, manifests
+    from rightsize.reports.plan_manifests import check_name, manifests
 
     if (bad := check_name(name)) is not None:
         raise RightsizeError(f"--name: {bad}")
     items = manifests(plan, name, image, query or DEFAULT_QUERY.format(name=name), server)
     if not items:
         return [], ""
+    return check_and_write(items, directory, force, inputs)
+
+
+def check_and_write(items: tuple[Manifest, ...], directory: Path, force: bool,
+                    inputs: tuple[Path, ...]) -> tuple[list[Path], str]:
+    """Check the manifests (structurally, then against the OpenAPI schemas when available) and
+    write each into ``directory``; returns the paths written and what was checked. Shared by
+    ``rightsize plan`` and ``rightsize serving plan``."""
+    from rightsize import outputs
+    from rightsize.errors import RightsizeError
+    from rightsize.reports.plan_manifests import check
+
     problems = [p for m in items for p in check(m)]
     if problems:
         raise RightsizeError("manifest check failed: " + "; ".join(problems))

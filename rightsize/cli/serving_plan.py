@@ -136,10 +136,9 @@ def _render(result: ServingPlan, fmt: str, written: list[Path], checked: str) ->
 def _write(result: ServingPlan, directory: Path, force: bool, name: str, image: str,
            model_id: str, server: str, max_gpus: int,
            inputs: tuple[Path, ...]) -> tuple[list[Path], str]:
-    from rightsize import outputs
-    from rightsize.cli.plan import openapi_check
+    from rightsize.cli.plan import check_and_write
     from rightsize.errors import RightsizeError
-    from rightsize.reports.plan_manifests import check, check_name
+    from rightsize.reports.plan_manifests import check_name
     from rightsize.reports.serving_manifests import manifests
 
     if (bad := check_name(name)) is not None:
@@ -148,14 +147,4 @@ def _write(result: ServingPlan, directory: Path, force: bool, name: str, image: 
         raise RightsizeError("--manifests: the plan pipelines over nodes (PP > 1), which one "
                              "Deployment cannot span (use a LeaderWorkerSet)")
     items = manifests(result, name, image, model_id, server, max_gpus)
-    problems = [p for m in items for p in check(m)]
-    if problems:
-        raise RightsizeError("manifest check failed: " + "; ".join(problems))
-    checked = openapi_check(items)
-    if directory.exists() and not directory.is_dir():
-        raise RightsizeError(f"--manifests {directory}: exists and is not a directory")
-    targets = [outputs.check_target(directory / m.filename, inputs, force) for m in items]
-    directory.mkdir(parents=True, exist_ok=True)
-    for m, t in zip(items, targets, strict=True):
-        outputs.write_text(t, m.text)
-    return [directory / m.filename for m in items], checked
+    return check_and_write(items, directory, force, inputs)
