@@ -198,6 +198,18 @@ def trace_only(with_stack=None):
         return {}
 
 
+def new_profile(schedule, on_trace_ready, with_stack=None):
+    """A ``torch.profiler.profile`` with the run's settings (``with_stack`` overrides the run's
+    for one capture): the one place ``rightsize run``'s window and an on-demand capture build
+    their profiler."""
+    from torch.profiler import profile
+
+    stack = CONFIG["with_stack"] if with_stack is None else with_stack
+    return profile(schedule=schedule, on_trace_ready=on_trace_ready,
+                   record_shapes=CONFIG["record_shapes"], profile_memory=CONFIG["profile_memory"],
+                   with_stack=stack, with_flops=CONFIG["with_flops"], **trace_only(stack))
+
+
 def skip_reason():
     if os.environ.get("RIGHTSIZE_SKIP"):
         return "RIGHTSIZE_SKIP is set"

@@ -42,10 +42,10 @@ from _rightsize_common import (
     chrome_saver,
     env_int,
     export_trace,
+    new_profile,
     quiet_stderr,
     signals_held,
     trace_name,
-    trace_only,
     warn,
     write_json,
 )
@@ -150,18 +150,13 @@ class OnDemand:
             self._fail(cap, exc)
 
     def _start(self, cap):
-        from torch.profiler import profile
-
         self.armed = None
         cap.first_step = self.steps
         if cap.first_step > cap.start_step:
             cap.notes.append(f"started {cap.first_step - cap.start_step} step(s) late: this "
                              f"process reached step {cap.start_step} before it took the request")
         try:
-            prof = profile(schedule=_record_all, on_trace_ready=functools.partial(self._ready, cap),
-                           record_shapes=CONFIG["record_shapes"],
-                           profile_memory=CONFIG["profile_memory"], with_stack=cap.with_stack,
-                           with_flops=CONFIG["with_flops"], **trace_only(cap.with_stack))
+            prof = new_profile(_record_all, functools.partial(self._ready, cap), cap.with_stack)
             prof.step_num = cap.first_step  # ProfilerStep#N is the job's own step N
             if cap.memory:
                 self._memory_history(cap, on=True)

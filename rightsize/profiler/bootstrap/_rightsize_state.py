@@ -20,6 +20,7 @@ from _rightsize_common import (
     chrome_saver,
     env_int,
     export_trace,
+    new_profile,
     quiet_stderr,
     signals_held,
     trace_name,
@@ -100,7 +101,7 @@ class State:
 
     # -- profiler life cycle ---------------------------------------------------------------
     def start(self, scheduled):
-        from torch.profiler import ProfilerAction, profile, schedule
+        from torch.profiler import ProfilerAction, schedule
 
         if scheduled:
             sched = schedule(
@@ -115,15 +116,7 @@ class State:
                 return ProfilerAction.RECORD
 
         self.recording_since = time.monotonic()
-        prof = profile(
-            schedule=sched,
-            on_trace_ready=self.on_trace_ready,
-            record_shapes=CONFIG["record_shapes"],
-            profile_memory=CONFIG["profile_memory"],
-            with_stack=CONFIG["with_stack"],
-            with_flops=CONFIG["with_flops"],
-            **trace_only(),
-        )
+        prof = new_profile(sched, self.on_trace_ready)
         with signals_held(), quiet_stderr():
             self._spend_free_warning(prof.start)
         self.start_took_s = time.monotonic() - self.recording_since
