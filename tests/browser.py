@@ -48,3 +48,20 @@ def chromium() -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def opened(path: Path) -> Iterator[tuple[Any, dict[str, list[str]], str]]:
+    """The HTML file at ``path`` loaded in a fresh 1280x900 page; yields the page, what it did
+    (``errors``: console errors and uncaught exceptions; ``requests``: every URL it fetched;
+    ``dialogs``: the messages of dialogs it opened, each dismissed) and its own URL."""
+    with chromium() as browser:
+        p = browser.new_page(viewport={"width": 1280, "height": 900})
+        events: dict[str, list[str]] = {"errors": [], "requests": [], "dialogs": []}
+        p.on("console", lambda m: events["errors"].append(m.text) if m.type == "error" else None)
+        p.on("pageerror", lambda e: events["errors"].append(str(e)))
+        p.on("request", lambda r: events["requests"].append(r.url))
+        p.on("dialog", lambda d: (events["dialogs"].append(d.message), d.dismiss()))
+        url = path.resolve().as_uri()
+        p.goto(url, wait_until="load")
+        yield p, events, url

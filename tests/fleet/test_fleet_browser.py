@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from rightsize.fleet.table import FleetTable
-from tests.browser import chromium, require_chromium
+from tests.browser import opened, require_chromium
 from tests.conftest import cli
 from tests.fleet.jobs import trace, write
 from tests.fleet.rows import METRICS, ROWS, USAGE, row
@@ -41,16 +41,8 @@ def page_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(page_path):
-    with chromium() as browser:
-        p = browser.new_page(viewport={"width": 1280, "height": 900})
-        events: dict[str, list[str]] = {"errors": [], "requests": [], "dialogs": []}
-        p.on("console", lambda m: events["errors"].append(m.text) if m.type == "error" else None)
-        p.on("pageerror", lambda e: events["errors"].append(str(e)))
-        p.on("request", lambda r: events["requests"].append(r.url))
-        p.on("dialog", lambda d: (events["dialogs"].append(d.message), d.dismiss()))
-        url = page_path.resolve().as_uri()
-        p.goto(url, wait_until="load")
-        yield p, events, url
+    with opened(page_path) as loaded:
+        yield loaded
 
 
 def test_loads_clean_and_draws_every_chart(page):

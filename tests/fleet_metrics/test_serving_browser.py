@@ -14,7 +14,7 @@ from rightsize.analyzers.fleet_metrics.model import SCHEMA_VERSION, FleetMetrics
 from rightsize.analyzers.fleet_metrics.serving import ServingRow
 from rightsize.reports.fleet_metrics import FleetMetricsRenderer
 from rightsize.reports.renderer import Style, render_as
-from tests.browser import chromium, require_chromium
+from tests.browser import opened, require_chromium
 
 PAYLOAD = "</script><img src=x onerror=alert(1)>"
 
@@ -44,16 +44,8 @@ def page(tmp_path_factory):
                          serving=_rows())
     path = tmp_path_factory.mktemp("fleet-metrics") / "fleet.html"
     path.write_text(render_as(FleetMetricsRenderer(), model, "html", Style()), "utf-8")
-    with chromium() as browser:
-        p = browser.new_page(viewport={"width": 1280, "height": 900})
-        events: dict[str, list[str]] = {"errors": [], "requests": [], "dialogs": []}
-        p.on("console", lambda m: events["errors"].append(m.text) if m.type == "error" else None)
-        p.on("pageerror", lambda e: events["errors"].append(str(e)))
-        p.on("request", lambda r: events["requests"].append(r.url))
-        p.on("dialog", lambda d: (events["dialogs"].append(d.message), d.dismiss()))
-        url = path.resolve().as_uri()
-        p.goto(url, wait_until="load")
-        yield p, events, url
+    with opened(path) as loaded:
+        yield loaded
 
 
 def test_loads_clean(page):
