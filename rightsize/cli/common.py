@@ -34,6 +34,32 @@ definitions_option: Callable[[Any], Any] = click.option(
          "included (to compare with what TensorBoard showed; see docs/metrics.md).")
 
 
+def read_input_text(path: Path, what: str, encoding: str = "utf-8") -> str:
+    """The text of the input file ``path``; a one-line error naming ``what`` (``the requests
+    CSV``, without the article) when it cannot be read or is not UTF-8 text."""
+    from rightsize.errors import InputError
+
+    try:
+        return path.read_text(encoding=encoding)
+    except OSError as exc:
+        raise InputError(path, f"cannot read the {what} ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise InputError(path, f"the {what} is not UTF-8 text") from None
+
+
+def read_input_json(path: Path, what: str) -> Any:
+    """The parsed JSON of the input file ``path``, with :func:`read_input_text`'s errors and a
+    one-line error for text that is not JSON."""
+    import json
+
+    from rightsize.errors import InputError
+
+    try:
+        return json.loads(read_input_text(path, what))
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
+
+
 def load_catalog_for_cli(path: Path | None) -> Catalog:
     """The shipped catalog with ``$RIGHTSIZE_CATALOG`` files (``os.pathsep``-separated), then
     ``path``, applied (the last one wins)."""
@@ -47,13 +73,7 @@ def load_catalog_for_cli(path: Path | None) -> Catalog:
     for p in paths:
         if is_special(p):  # a FIFO would block the read
             raise InputError(p, "not a regular file (a pipe, device or socket)")
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError(p, f"cannot read the catalog file ({exc.strerror or exc})") from None
-        except UnicodeDecodeError:
-            raise InputError(p, "the catalog file is not UTF-8 text") from None
-        files.append(parse_catalog_text(text, str(p)))
+        files.append(parse_catalog_text(read_input_text(p, "catalog file"), str(p)))
     return load_catalog(files)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from rightsize.cli.common import no_color_option
+from rightsize.cli.common import no_color_option, read_input_json
 from rightsize.cli.gpus import catalog_option, load_catalog_for_cli
 
 MODES = ["train", "finetune", "lora", "inference"]
@@ -31,16 +31,7 @@ def read_hf_config(path: Path) -> dict[str, Any]:
     """The parsed ``config.json`` at ``path``; one-line errors for missing or malformed files."""
     from rightsize.errors import InputError
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(path, f"cannot read the model config ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise InputError(path, "the model config is not UTF-8 text") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    data = read_input_json(path, "model config")
     if not isinstance(data, dict):
         raise InputError(path, "a Hugging Face config.json must be a JSON object")
     return data

@@ -4,7 +4,6 @@ errors. Only click is imported at module level."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,15 +26,9 @@ def read_model(path: Path) -> ModelConfig:
 
 def read_requests(path: Path) -> Requests:
     from rightsize.analyzers.serving.load import from_csv
-    from rightsize.errors import InputError
+    from rightsize.cli.common import read_input_text
 
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise InputError(path, f"cannot read the requests CSV ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise InputError(path, "the requests CSV is not UTF-8 text") from None
-    return from_csv(text, str(path))
+    return from_csv(read_input_text(path, "requests CSV", "utf-8-sig"), str(path))
 
 
 def load_choice(requests: Path | None, rate: float | None, isl: int | None,
@@ -53,20 +46,10 @@ def load_choice(requests: Path | None, rate: float | None, isl: int | None,
 
 
 def read_measured_run(path: Path) -> MeasuredRun:
-    from rightsize.errors import InputError
+    from rightsize.cli.common import read_input_json
     from rightsize.traces.serving_runs import read
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(path, f"cannot read the measured run ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise InputError(path, "the measured run is not UTF-8 text") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    return read(data, str(path))
+    return read(read_input_json(path, "measured run"), str(path))
 
 
 def positive_rate(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from rightsize.cli.common import catalog_option, load_catalog_for_cli
+from rightsize.cli.common import catalog_option, load_catalog_for_cli, read_input_text
 from rightsize.cli.estimate import Count, read_hf_config
 from rightsize.cli.serving_measured import load_calibration, measured_options
 
@@ -51,13 +51,7 @@ def read_csv_rows(path: Path, need: tuple[str, ...], what: str) -> list[dict[str
     missing file, missing columns or an empty table."""
     from rightsize.errors import InputError
 
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise InputError(path, f"cannot read the {what} ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise InputError(path, f"the {what} is not UTF-8 text") from None
-    reader = csv.DictReader(io.StringIO(text))
+    reader = csv.DictReader(io.StringIO(read_input_text(path, what, "utf-8-sig")))
     header = [c.strip() for c in reader.fieldnames or []]
     missing = [c for c in need if c not in header]
     if missing:
