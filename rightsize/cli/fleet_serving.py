@@ -13,7 +13,7 @@ import click
 
 if TYPE_CHECKING:
     from rightsize.analyzers.fleet_metrics.model import FleetMetrics
-    from rightsize.analyzers.fleet_metrics.serving import ServingSlo
+    from rightsize.analyzers.serving.plan import Slo
     from rightsize.catalog import Catalog
     from rightsize.traces.fleet_series import SeriesSet
     from rightsize.traces.prometheus import Query
@@ -29,8 +29,8 @@ def serving_options(f: Callable[..., Any]) -> Callable[..., Any]:
                         help="Serving SLO for vLLM/SGLang workloads (their serving rows).")(f)
 
 
-def parse_slo(text: str | None) -> ServingSlo | None:
-    from rightsize.analyzers.fleet_metrics.serving import ServingSlo
+def parse_slo(text: str | None) -> Slo | None:
+    from rightsize.analyzers.serving.plan import Slo
     from rightsize.errors import RightsizeError
 
     if text is None:
@@ -48,7 +48,7 @@ def parse_slo(text: str | None) -> ServingSlo | None:
         got[k.strip()] = value
     if set(got) != set(SLO_KEYS):
         raise RightsizeError("--slo: give both ttft_p95_ms and tpot_p95_ms")
-    return ServingSlo(got["ttft_p95_ms"], got["tpot_p95_ms"])
+    return Slo(got["ttft_p95_ms"], got["tpot_p95_ms"])
 
 
 def read_configs(specs: tuple[str, ...]) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def read_configs(specs: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def add_serving(result: FleetMetrics, q: Query, data: SeriesSet, slo: ServingSlo | None,
+def add_serving(result: FleetMetrics, q: Query, data: SeriesSet, slo: Slo | None,
                 configs: dict[str, Any], catalog: Catalog) -> FleetMetrics:
     """The result with a serving row per vLLM/SGLang workload of the window."""
     from rightsize.analyzers.fleet_metrics.serving import Deployed

@@ -24,18 +24,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rightsize.analyzers.fleet_metrics.workloads import owner
 from rightsize.node import Node, node, num
 from rightsize.traces.serving_metrics import PodServing
 
+if TYPE_CHECKING:
+    from rightsize.analyzers.serving.plan import Slo
+
 PLAN_REQUESTS = 600  # requests per simulation of the plan search
-
-
-@dataclass(frozen=True, slots=True)
-class ServingSlo:
-    ttft_p95_ms: float
-    tpot_p95_ms: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +150,7 @@ def measure(pods: Sequence[PodServing]) -> Measured:
 
 
 def base_row(key: tuple[str, str, str], pods: Sequence[PodServing], m: Measured,
-             slo: ServingSlo | None) -> dict[str, object]:
+             slo: Slo | None) -> dict[str, object]:
     meets = None
     if slo is not None and m.ttft[1] is not None and m.tpot[1] is not None:
         meets = m.ttft[1] <= slo.ttft_p95_ms and m.tpot[1] <= slo.tpot_p95_ms
@@ -166,7 +164,7 @@ def base_row(key: tuple[str, str, str], pods: Sequence[PodServing], m: Measured,
             "metrics": tuple(sorted({x for p in pods for x in p.metrics}))}
 
 
-def verdict_why(m: Measured, slo: ServingSlo | None, meets: bool | None) -> str:
+def verdict_why(m: Measured, slo: Slo | None, meets: bool | None) -> str:
     if slo is None:
         return "no --slo ttft_p95_ms=..,tpot_p95_ms=..: the measured p95s only"
     if meets is None:

@@ -16,7 +16,6 @@ from rightsize.analyzers.fleet_metrics.serving import (
     Deployed,
     Measured,
     ServingRow,
-    ServingSlo,
     base_row,
     group,
     measure,
@@ -42,7 +41,7 @@ from rightsize.errors import RightsizeError
 from rightsize.traces.serving_metrics import PodServing
 
 
-def rows(pods: Sequence[PodServing], deployed: Mapping[str, Deployed], slo: ServingSlo | None,
+def rows(pods: Sequence[PodServing], deployed: Mapping[str, Deployed], slo: Slo | None,
          configs: Mapping[str, ModelConfig], gpus: tuple[str, ...], max_gpus: int,
          catalog: Catalog) -> tuple[ServingRow, ...]:
     out = []
@@ -66,7 +65,7 @@ def rows(pods: Sequence[PodServing], deployed: Mapping[str, Deployed], slo: Serv
 
 
 def _search(config: ModelConfig | None, name: str, m: Measured, d: Deployed | None,
-            slo: ServingSlo, gpus: tuple[str, ...], max_gpus: int, catalog: Catalog,
+            slo: Slo, gpus: tuple[str, ...], max_gpus: int, catalog: Catalog,
             now: object, why: str) -> dict[str, object]:
     if config is None:
         return {"why": why + "; pass --hf-config to find the cheapest configuration"}
@@ -79,7 +78,7 @@ def _search(config: ModelConfig | None, name: str, m: Measured, d: Deployed | No
             f = _fit(config, d, m, isl, osl, catalog)
             cal, by = _calibration(f), f.described
         p = plan(config, name, Load.poisson(m.rate, isl, osl, PLAN_REQUESTS),
-                 Slo(slo.ttft_p95_ms, slo.tpot_p95_ms), Space(gpus, max_gpus), catalog, cal)
+                 slo, Space(gpus, max_gpus), catalog, cal)
     except NoPlan as exc:
         return {"why": f"{why}; {exc}", "calibrated_by": by}
     except (RightsizeError, ServingError, ValueError) as exc:
