@@ -20,7 +20,6 @@ from __future__ import annotations
 import gzip
 import json
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,55 +29,23 @@ from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.serve.serving import PROBE, smuggled_delete, start_boosted
+
 ATTACKS = ("bombs", "names", "slow-readers", "smuggle")
-PROBE = """
-import socket, sys, time
-port, out = int(sys.argv[1]), sys.argv[2]
-req = f"GET /healthz HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\nConnection: close\\r\\n\\r\\n"
-with open(out, "w") as log:
-    while True:
-        start = time.perf_counter()
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-                s.sendall(req.encode())
-                while s.recv(4096):
-                    pass
-        except OSError:
-            pass
-        log.write(f"{time.time():.3f} {(time.perf_counter() - start) * 1000:.1f}\\n")
-        log.flush()
-        time.sleep(0.05)
-"""
-
-
-def start(command: list[str], boost: int = 0, **popen: Any) -> subprocess.Popen[Any]:
-    """Start ``command``; with ``boost`` (root only) ``boost`` steps of niceness above the
-    other processes, in a session whose kernel scheduling group (autogroup: nice alone orders
-    processes only within one) is raised as much -- as the serve tests start the server and
-    their prober, so the latencies measure the server, not the other sessions' load."""
-    if not boost:
-        return subprocess.Popen(command, **popen)
-    proc = subprocess.Popen(["nice", "-n", str(-boost), *command], start_new_session=True,
-                            **popen)
-    try:
-        Path(f"/proc/{proc.pid}/autogroup").write_text(str(-boost))
-    except OSError:
-        pass  # no autogroups here: nice alone
-    return proc
-
-
 class Prober:
     def __init__(self, port: int, boost: int = 0) -> None:
         self.out = Path(tempfile.mkstemp(prefix="healthz-", suffix=".txt")[1])
-        self.proc = start([sys.executable, "-c", PROBE, str(port), str(self.out)], boost)
+        self.proc = start_boosted([sys.executable, "-c", PROBE, str(port), str(self.out), "0.05"],
+                                  boost)
 
     def stop(self, split: float | None = None) -> dict[str, Any]:
         """The latencies (median, p99, max, how many over 100 ms): all of them, or with
         ``split`` (a ``time.time()``) those before it and those from it on."""
         self.proc.terminate()
         self.proc.wait(timeout=10)
-        probes = [(float(t), float(ms)) for t, ms in
-                  (line.split() for line in self.out.read_text().splitlines() if " " in line)]
+        rows = [line.split() for line in self.out.read_text().splitlines()]
+        probes = [(float(row[0]), float(row[1])) for row in rows if len(row) == 3]
         self.out.unlink(missing_ok=True)
         if split is None:
             return latencies([ms for _, ms in probes])
@@ -208,16 +175,11 @@ class Attacks:
                 self._count("slow-readers", "cut")
 
     def _smuggle(self) -> None:
-        hidden = (f"DELETE /api/runs/{self.seed_id} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}"
-                  "\r\n\r\n").encode()
-        body = b"0\r\n\r\n" + hidden
-        head = (f"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
-                "Content-Type: multipart/form-data; boundary=b\r\n"
-                f"Content-Length: {len(body)}\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
+        request = smuggled_delete(self.port, self.seed_id)
         while not self._stop.is_set():
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
-                    s.sendall(head + body)
+                    s.sendall(request)
                     answer = b""
                     while chunk := s.recv(4096):
                         answer += chunk

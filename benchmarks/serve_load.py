@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     trace = build_trace(args.shared, args.size_mb, work / "trace.json")
     port = free_port()
     log = open(work / "server.log", "w")  # noqa: SIM115 - closed below
-    server = serve_attacks.start(
+    server = serve_attacks.start_boosted(
         [sys.executable, "-m", "rightsize", "serve", "--port", str(port), "--data-dir",
          str(work / "data"), "--workers", str(args.workers), "--max-upload-mb", "200",
          "--max-concurrent-uploads", str(args.uploads), "--max-queued", str(args.uploads)],

@@ -274,6 +274,18 @@ with open(out, "w") as log:
 """
 
 
+def smuggled_delete(port: int, run_id: str) -> bytes:
+    """A POST with both Content-Length and Transfer-Encoding whose chunked body hides a DELETE
+    of run ``run_id`` (issue 40: refused with 400 and the connection closed)."""
+    smuggled = (f"DELETE /api/runs/{run_id} HTTP/1.1\r\nHost: 127.0.0.1:{port}"
+                "\r\n\r\n").encode()
+    body = b"0\r\n\r\n" + smuggled
+    head = (f"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            "Content-Type: multipart/form-data; boundary=b\r\n"
+            f"Content-Length: {len(body)}\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
+    return head + body
+
+
 HEALTHZ_MS = 100.0  # issue 40: the server answers /healthz within this throughout an attack
 
 

@@ -15,7 +15,14 @@ import psutil
 import pytest
 
 from tests.serve import hostile
-from tests.serve.serving import HealthProbe, Server, assert_responsive, raw, read_all
+from tests.serve.serving import (
+    HealthProbe,
+    Server,
+    assert_responsive,
+    raw,
+    read_all,
+    smuggled_delete,
+)
 
 # -- 6: worker memory -------------------------------------------------------------------------
 
@@ -120,13 +127,8 @@ def test_9_content_length_with_transfer_encoding_is_refused_and_closed(server: S
     as a second request. Now 400, the connection closed, the smuggled request never run."""
     victim = server.wait(server.upload(("victim.json.gz", hostile.kineto(hostile.steps(3))))
                          .json()["id"])
-    smuggled = (f"DELETE /api/runs/{victim['id']} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}"
-                "\r\n\r\n").encode()
-    body = b"0\r\n\r\n" + smuggled
-    head = (f"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
-            "Content-Type: multipart/form-data; boundary=b\r\n"
-            f"Content-Length: {len(body)}\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
-    with HealthProbe(server) as probe, raw(server.port, head + body) as sock:
+    request = smuggled_delete(server.port, victim["id"])
+    with HealthProbe(server) as probe, raw(server.port, request) as sock:
         sock.settimeout(5)
         answer = read_all(sock)
     assert_responsive(probe)
