@@ -71,9 +71,7 @@ def main() -> None:
             try:
                 timed.append((_run(use, compiled, encode(use, text), SCREEN_BOUND_S), text))
             except _Slow:
-                print(json.dumps({"where": use.where, "pattern": repr(use.pattern),
-                                  "chars": len(text), "input": repr(text[:60]),
-                                  "slow": f"over {SCREEN_BOUND_S} s"}), flush=True)
+                _print_slow(use, text, SCREEN_BOUND_S)
                 break
         else:
             worst = 0.0
@@ -84,13 +82,19 @@ def main() -> None:
                 try:
                     worst = max(worst, _run(use, compiled, encode(use, big), FULL_BOUND_S))
                 except _Slow:
-                    print(json.dumps({"where": use.where, "pattern": repr(use.pattern),
-                                      "chars": len(big), "input": repr(big[:60]),
-                                      "slow": f"over {FULL_BOUND_S} s"}), flush=True)
+                    _print_slow(use, big, FULL_BOUND_S)
                     break
             else:
                 print(json.dumps({"where": use.where, "worst_s": round(worst, 4)}), flush=True)
     print(json.dumps({"patterns": len(uses), "cases": cases}), flush=True)
+
+
+def _print_slow(use: Use, text: str, bound_s: float) -> None:
+    """The JSON line of a pattern that took over ``bound_s`` on ``text``."""
+    import json
+
+    print(json.dumps({"where": use.where, "pattern": repr(use.pattern), "chars": len(text),
+                      "input": repr(text[:60]), "slow": f"over {bound_s} s"}), flush=True)
 
 
 def _grow(use: Use, text: str) -> str:
