@@ -245,15 +245,27 @@ class _Receiver:
                 part.abort()
                 raise
 
-    def abort(self, io: ThreadPoolExecutor) -> None:
-        """The upload is refused: partial and spooled files go (on the I/O thread, not
-        awaited: this may run as the request is cancelled), the in-flight marks too."""
+    def _doomed(self) -> list[Any]:
+        """The partial and spooled files of a refused upload, its in-flight marks released."""
         doomed: list[Any] = [*self.parts, *(s.path for s in self.spooled)]
         for spooled in self.spooled:
             _release(spooled.sha256)
         self.parts, self.spooled, self.part = [], [], None
+        return doomed
+
+    def abort(self, io: ThreadPoolExecutor) -> None:
+        """The request is cancelled: its files go on the I/O thread, not awaited."""
+        doomed = self._doomed()
         try:
             asyncio.get_running_loop().run_in_executor(io, _remove, doomed)
+        except RuntimeError:  # the threads are gone (the server is stopping): here, then
+            _remove(doomed)
+
+    async def discard(self, io: ThreadPoolExecutor) -> None:
+        """The upload is refused: its files are gone (on the I/O thread) before the reply."""
+        doomed = self._doomed()
+        try:
+            await asyncio.get_running_loop().run_in_executor(io, _remove, doomed)
         except RuntimeError:  # the threads are gone (the server is stopping): here, then
             _remove(doomed)
 
@@ -318,7 +330,10 @@ async def receive(content_type: str, body: AsyncIterator[bytes], tmp_dir: Path,
             raise UploadRefused(f"no '{FIELD}' field with a file in the upload")
         return await _check_and_store(receiver, blobs_dir, checks, known, in_use)
     except BaseException as exc:
-        receiver.abort(checks.io)
+        if isinstance(exc, Exception):  # refused: the 4xx is sent once its files are gone
+            await receiver.discard(checks.io)
+        else:  # cancelled (the client left, the server stops): not awaited
+            receiver.abort(checks.io)
         if isinstance(exc, FormParserError):  # python-multipart's parse errors
             raise UploadRefused(f"malformed multipart body: {_one_line(str(exc))}") from None
         if isinstance(exc, OSError) and exc.errno in NO_SPACE:
