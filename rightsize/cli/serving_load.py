@@ -1,11 +1,13 @@
 """What ``serving simulate`` and ``serving plan`` share: reading the model, the load (a rate
 with prompt and output lengths, or a requests CSV) and a measured online run, with one-line
-errors. Only click is imported at module level."""
+errors; and ``--precision``, which ``serving predict`` takes too. Only click is imported at
+module level."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +17,10 @@ if TYPE_CHECKING:
     from rightsize.traces.serving_runs import MeasuredRun
 
 DEFAULT_REQUESTS = 1000
+
+precision_option: Callable[[Any], Any] = click.option(
+    "--precision", type=click.Choice(["bf16", "fp8", "int8", "int4"]), default="bf16",
+    show_default=True, help="Weight precision.")
 
 
 def read_model(path: Path) -> ModelConfig:

@@ -16,7 +16,13 @@ import click
 
 from rightsize.cli.common import catalog_option, load_catalog_for_cli
 from rightsize.cli.estimate import Count
-from rightsize.cli.serving_load import load_choice, positive_rate, read_model, read_requests
+from rightsize.cli.serving_load import (
+    load_choice,
+    positive_rate,
+    precision_option,
+    read_model,
+    read_requests,
+)
 from rightsize.cli.serving_measured import load_calibration, measured_options
 
 if TYPE_CHECKING:
@@ -57,8 +63,7 @@ def default_gpus(catalog: Catalog) -> tuple[str, ...]:
                              "non-consumer GPU).")
 @click.option("--max-gpus", type=Count(), default=64, show_default=True,
               help="GPUs in all (replicas x TP x PP).")
-@click.option("--precision", type=click.Choice(["bf16", "fp8", "int8", "int4"]),
-              default="bf16", show_default=True, help="Weight precision.")
+@precision_option
 @click.option("--num-requests", type=Count(), default=DEFAULT_PLAN_REQUESTS,
               show_default=True, help="Requests per simulation with --rate.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Arrivals' seed.")

@@ -21,6 +21,7 @@ import click
 
 from rightsize.cli.common import catalog_option, load_catalog_for_cli, read_input_text
 from rightsize.cli.estimate import Count, read_hf_config
+from rightsize.cli.serving_load import precision_option
 from rightsize.cli.serving_measured import load_calibration, measured_options
 
 if TYPE_CHECKING:
@@ -102,8 +103,7 @@ def read_points(path: Path) -> list[Point]:
 @click.option("--osl", type=Count(), help="Output tokens per request.")
 @click.option("--points", type=click.Path(dir_okay=False, path_type=Path),
               help="CSV of points: gpu,tp,batch,isl,osl (and optionally pp), predicted in order.")
-@click.option("--precision", type=click.Choice(["bf16", "fp8", "int8", "int4"]),
-              default="bf16", show_default=True, help="Weight precision.")
+@precision_option
 @measured_options
 @tables_option
 @catalog_option

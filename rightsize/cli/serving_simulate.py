@@ -22,6 +22,7 @@ from rightsize.cli.serving_load import (
     DEFAULT_REQUESTS,
     load_choice,
     positive_rate,
+    precision_option,
     read_measured_run,
     read_model,
     read_requests,
@@ -58,8 +59,7 @@ if TYPE_CHECKING:
               help="vLLM's token budget per step (default: vllm serve's on this GPU).")
 @click.option("--no-chunked-prefill", is_flag=True,
               help="Prefill whole prompts in steps of their own (vLLM V0).")
-@click.option("--precision", type=click.Choice(["bf16", "fp8", "int8", "int4"]),
-              default="bf16", show_default=True, help="Weight precision.")
+@precision_option
 @click.option("--engine", type=click.Choice(["vllm", "vllm-v0"]), default="vllm",
               show_default=True, help="vLLM's V1 engine (0.8 on), or V0 (0.6 and before: its "
               "CPU work per scheduled sequence added to every step).")
