@@ -24,7 +24,9 @@ RUN_SPECIFIC = {"External id", "Record function id", "Ev Idx", "Sequence number"
 
 
 @pytest.fixture()
-def state():
+def state(monkeypatch):
+    # in a job the bootstrap folder is on sys.path, so its modules import each other by name
+    monkeypatch.syspath_prepend(str(BOOTSTRAP.parent))
     spec = importlib.util.spec_from_file_location("_rightsize_state_trace_only", BOOTSTRAP)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
