@@ -1,6 +1,6 @@
 """What ``serving simulate`` and ``serving plan`` share: reading the model, the load (a rate
 with prompt and output lengths, or a requests CSV) and a measured online run, with one-line
-errors; and ``--precision``, which ``serving predict`` takes too. Only click is imported at
+errors; and ``--precision`` and ``--engine``, which ``serving predict`` takes too. Only click is imported at
 module level."""
 
 from __future__ import annotations
@@ -21,6 +21,11 @@ DEFAULT_REQUESTS = 1000
 precision_option: Callable[[Any], Any] = click.option(
     "--precision", type=click.Choice(["bf16", "fp8", "int8", "int4"]), default="bf16",
     show_default=True, help="Weight precision.")
+
+engine_option: Callable[[Any], Any] = click.option(
+    "--engine", type=click.Choice(["vllm", "vllm-v0"]), default="vllm", show_default=True,
+    help="vLLM's V1 engine (0.8 on), or V0 (0.6 and before: its CPU work per scheduled "
+         "sequence added to every step).")
 
 
 def read_model(path: Path) -> ModelConfig:

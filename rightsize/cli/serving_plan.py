@@ -17,6 +17,7 @@ import click
 from rightsize.cli.common import catalog_option, load_catalog_for_cli
 from rightsize.cli.estimate import Count
 from rightsize.cli.serving_load import (
+    engine_option,
     load_choice,
     positive_rate,
     precision_option,
@@ -64,6 +65,7 @@ def default_gpus(catalog: Catalog) -> tuple[str, ...]:
 @click.option("--max-gpus", type=Count(), default=64, show_default=True,
               help="GPUs in all (replicas x TP x PP).")
 @precision_option
+@engine_option
 @click.option("--num-requests", type=Count(), default=DEFAULT_PLAN_REQUESTS,
               show_default=True, help="Requests per simulation with --rate.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Arrivals' seed.")
@@ -85,7 +87,7 @@ def default_gpus(catalog: Catalog) -> tuple[str, ...]:
               show_default=True, help="Prometheus address for KEDA.")
 def plan(hf_config: Path, rate: float | None, isl: int | None, osl: int | None,
          requests_csv: Path | None, ttft_p95_ms: float, tpot_p95_ms: float, gpus: str | None,
-         max_gpus: int, precision: str, num_requests: int, seed: int,
+         max_gpus: int, precision: str, engine: str, num_requests: int, seed: int,
          measured: tuple[str, ...], measured_hf_config: Path | None, measured_gpu: str | None,
          measured_tp: int | None, measured_window: str,
          comm_model: Path | None, catalog_path: Path | None, fmt: str,
@@ -119,7 +121,7 @@ def plan(hf_config: Path, rate: float | None, isl: int | None, osl: int | None,
                                    default_tables(), measured_gpu, measured_tp, measured_window,
                                    comm_model)
     result = make_plan(config, hf_config.stem, load, Slo(ttft_p95_ms, tpot_p95_ms),
-                       Space(listed, max_gpus, precision), catalog, calibration,
+                       Space(listed, max_gpus, precision, engine), catalog, calibration,
                        curves=fmt == "html")
     written, checked = ([], "") if manifests_dir is None else _write(
         result, manifests_dir, force, name, image, model_id or hf_config.stem, prometheus,

@@ -21,7 +21,7 @@ import click
 
 from rightsize.cli.common import catalog_option, load_catalog_for_cli, read_input_text
 from rightsize.cli.estimate import Count, read_hf_config
-from rightsize.cli.serving_load import precision_option
+from rightsize.cli.serving_load import engine_option, precision_option
 from rightsize.cli.serving_measured import load_calibration, measured_options
 
 if TYPE_CHECKING:
@@ -104,6 +104,7 @@ def read_points(path: Path) -> list[Point]:
 @click.option("--points", type=click.Path(dir_okay=False, path_type=Path),
               help="CSV of points: gpu,tp,batch,isl,osl (and optionally pp), predicted in order.")
 @precision_option
+@engine_option
 @measured_options
 @tables_option
 @catalog_option
@@ -113,7 +114,7 @@ def read_points(path: Path) -> list[Point]:
               help="Write the predictions here instead of stdout.")
 @click.option("--force", is_flag=True, help="Overwrite --output.")
 def predict(hf_config: Path, gpu: str | None, tp: int, pp: int, batch: int | None,
-            isl: int | None, osl: int | None, points: Path | None, precision: str,
+            isl: int | None, osl: int | None, points: Path | None, precision: str, engine: str,
             measured: tuple[str, ...], measured_hf_config: Path | None,
             measured_gpu: str | None, measured_tp: int | None, measured_window: str,
             comm_model: Path | None,
@@ -145,7 +146,7 @@ def predict(hf_config: Path, gpu: str | None, tp: int, pp: int, batch: int | Non
                                    tables, measured_gpu, measured_tp, measured_window,
                                    comm_model)
     preds = predict_points(config, rows, precision, calibration=calibration, catalog=catalog,
-                           tables=tables)
+                           tables=tables, engine=engine)
     inputs = (hf_config, *([points] if points else []))
     write_output(render_as(PredictRenderer(hf_config.stem), preds, fmt, Style()), output, force,
                  inputs)

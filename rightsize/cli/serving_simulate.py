@@ -20,6 +20,7 @@ from rightsize.cli.common import catalog_option, load_catalog_for_cli
 from rightsize.cli.estimate import Count
 from rightsize.cli.serving_load import (
     DEFAULT_REQUESTS,
+    engine_option,
     load_choice,
     positive_rate,
     precision_option,
@@ -60,9 +61,7 @@ if TYPE_CHECKING:
 @click.option("--no-chunked-prefill", is_flag=True,
               help="Prefill whole prompts in steps of their own (vLLM V0).")
 @precision_option
-@click.option("--engine", type=click.Choice(["vllm", "vllm-v0"]), default="vllm",
-              show_default=True, help="vLLM's V1 engine (0.8 on), or V0 (0.6 and before: its "
-              "CPU work per scheduled sequence added to every step).")
+@engine_option
 @click.option("--measured-rate", type=click.Path(dir_okay=False, path_type=Path),
               help="Calibrate on a measured online run: a benchmark_serving.py result JSON, "
                    "or {gpu, tp, rate, tpot_ms_p50, ttft_ms_p50}.")

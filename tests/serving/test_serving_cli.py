@@ -13,7 +13,7 @@ from tests.conftest import REPO
 from tests.serving.test_serving_ops import LLAMA
 
 KEYS = ["gpu", "tp", "pp", "batch", "isl", "osl", "ttft_ms", "ttft_ms_low", "ttft_ms_high",
-        "tpot_ms", "tpot_ms_low", "tpot_ms_high", "memory_per_gpu_bytes", "fits",
+        "tpot_ms", "tpot_ms_low", "tpot_ms_high", "memory_per_gpu_bytes", "fits", "engine",
         "calibrated_by", "assumes"]
 
 
@@ -118,3 +118,26 @@ def test_html_page_through_the_renderer(tmp_path: Path) -> None:
     assert "calibrated by: nothing (uncalibrated: pass --measured to calibrate)" in page
     again = rightsize(*args, cwd=tmp_path)
     assert again.returncode == 1 and "already exists; pass --force" in again.stderr
+
+
+def test_engine_vllm_v0_adds_its_cpu_work_at_the_predicted_batch(tmp_path: Path) -> None:
+    """predict's TTFT is one prefill of the batch's 8 prompts and its TPOT one decode step of
+    8 sequences: under vllm-v0 each is longer by 8 x 0.0975 = 0.78 ms (JSON times rounded to
+    0.001 ms, so the difference of two is within 0.001 of it)."""
+    (tmp_path / "llama.json").write_text(json.dumps(LLAMA))
+    args = ("serving", "predict", "--hf-config", "llama.json", "--gpu", "H100 SXM", "--batch",
+            "8", "--isl", "512", "--osl", "64", "--format", "json")
+    v1 = json.loads(rightsize(*args, cwd=tmp_path).stdout)["predictions"][0]
+    out = rightsize(*args, "--engine", "vllm-v0", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    v0 = json.loads(out.stdout)["predictions"][0]
+    assert (v1["engine"], v0["engine"]) == ("vllm", "vllm-v0")
+    assert abs(v0["ttft_ms"] - v1["ttft_ms"] - 0.78) <= 0.0011
+    assert abs(v0["tpot_ms"] - v1["tpot_ms"] - 0.78) <= 0.0011
+    assert v0["assumes"][-1] == ("vllm-v0: 0.0975 ms of engine CPU work per scheduled"
+                                 " sequence a step (vLLM issue #6801's figure)")
+    assert not any("engine CPU work" in a for a in v1["assumes"])
+    text = rightsize(*args[:-2], "--engine", "vllm-v0", cwd=tmp_path)
+    assert text.returncode == 0 and "vllm-v0: 0.0975 ms of engine CPU work" in text.stdout
+    bad = rightsize(*args, "--engine", "sglang", cwd=tmp_path)
+    assert bad.returncode == 2 and "'sglang' is not one of 'vllm', 'vllm-v0'" in bad.stderr

@@ -114,6 +114,35 @@ def test_simulate_json_has_every_time_with_its_range() -> None:
                                   " sequence a step (vLLM issue #6801's figure)")
 
 
+def test_plan_on_vllm_v0_pays_its_cpu_work_per_sequence_in_every_step(tmp_path: Path) -> None:
+    """Groups of 4 equal requests arriving together, 10 s apart, on one H100: every decode step
+    runs the 4 alone, so each is longer by 4 x 0.0975 = 0.39 ms under vllm-v0 and so is the
+    TPOT p95 (JSON p95s rounded to 0.001 ms). The 4 prompts (4 x 64 tokens) prefill in one
+    step, which the vectorized simulation times as one chunk: one sequence, 0.0975 ms more."""
+    reqs = tmp_path / "groups.csv"
+    reqs.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(
+        f"{10 * g},64,33\n" for g in range(40) for _ in range(4)))
+    base = ("serving", "plan", "--hf-config", LLAMA3, "--requests", reqs, "--ttft-p95-ms",
+            "1000", "--tpot-p95-ms", "100", "--gpus", "H100 SXM", "--max-gpus", "1",
+            "--format", "json")
+    r1, r0 = cli(*base), cli(*base, "--engine", "vllm-v0")
+    assert r1.returncode == 0 and r0.returncode == 0, (r1.stderr, r0.stderr)
+    v1, v0 = json.loads(r1.stdout), json.loads(r0.stdout)
+    assert (v1["engine"], v0["engine"]) == ("vllm", "vllm-v0")
+    a, b = v1["recommended"], v0["recommended"]
+    assert (a["gpu"], a["tp"], a["replicas"]) == (b["gpu"], b["tp"], b["replicas"]) == (
+        "H100 SXM", 1, 1)
+    assert abs(b["tpot_p95_ms"] - a["tpot_p95_ms"] - 0.39) <= 0.0011
+    assert abs(b["ttft_p95_ms"] - a["ttft_p95_ms"] - 0.0975) <= 0.0011
+    assert v0["assumes"][-1] == ("vllm-v0: 0.0975 ms of engine CPU work per scheduled"
+                                 " sequence a step (vLLM issue #6801's figure)")
+    # V0 turns chunked prefill on by itself only past 32K-token contexts; the plan assumes it
+    assert "--enable-chunked-prefill" in v0["vllm_args"]
+    assert "--enable-chunked-prefill" not in v1["vllm_args"]
+    text = cli(*base[:-2], "--engine", "vllm-v0")
+    assert text.returncode == 0 and "vllm-v0: 0.0975 ms of engine CPU work" in text.stdout
+
+
 def test_measured_rate_calibrates_every_step(tmp_path: Path) -> None:
     base = ("serving", "simulate", "--hf-config", LLAMA3, "--gpu", "H100 SXM", "--rate", "5",
             "--isl", "512", "--osl", "64", "--num-requests", "200", "--format", "json")

@@ -106,3 +106,17 @@ def test_the_v0_engine_adds_its_cpu_work_per_scheduled_sequence(llama):
     assert not any("engine CPU work" in a for a in v1.assumes)
     with pytest.raises(ServingError, match="engine 'sglang' is not one of vllm, vllm-v0"):
         step_model(llama, Deployment("H100 SXM", engine="sglang"), tables=NO_TABLES)
+
+
+def test_predict_on_vllm_v0_adds_the_batch_times_the_per_sequence_cost(llama):
+    """predict_points' TTFT (one prefill of the 8 prompts) and TPOT (one decode step of 8
+    sequences) each grow by 8 x 0.0975 = 0.78 ms under vllm-v0, exactly."""
+    from rightsize.analyzers.serving.predict import Point, predict_points
+
+    point = [Point("H100 SXM", 1, 1, 8, 512, 64)]
+    v1, = predict_points(llama, point, tables=NO_TABLES)
+    v0, = predict_points(llama, point, tables=NO_TABLES, engine="vllm-v0")
+    assert (v1.engine, v0.engine) == ("vllm", "vllm-v0")
+    assert v0.ttft_ms - v1.ttft_ms == pytest.approx(0.78)
+    assert v0.tpot_ms - v1.tpot_ms == pytest.approx(0.78)
+    assert v0.to_json()["engine"] == "vllm-v0"

@@ -164,17 +164,22 @@ class ServingPlan(Node):
     assumes: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     curves: tuple[Curve, ...] = internal(default=())
+    engine: str = "vllm"  # Deployment.engine: "vllm" (V1) or "vllm-v0"
 
 
-def vllm_args(o: Option, gpu_memory_utilization: float, kv_cache: str = ""
-              ) -> tuple[str, ...]:
+def vllm_args(o: Option, gpu_memory_utilization: float, kv_cache: str = "",
+              engine: str = "vllm") -> tuple[str, ...]:
     """The ``vllm serve`` arguments of one replica of ``o`` (``--kv-cache-dtype fp8`` when the
-    plan was sized for an fp8 KV cache: vLLM's default keeps it 16-bit)."""
+    plan was sized for an fp8 KV cache: vLLM's default keeps it 16-bit; under ``vllm-v0``
+    ``--enable-chunked-prefill``, which the simulation assumes and V0 turns on by itself only
+    past 32K-token contexts)."""
     out = [f"--tensor-parallel-size {o.tp}"]
     if o.pp > 1:
         out.append(f"--pipeline-parallel-size {o.pp}")
     if kv_cache == "fp8":
         out.append("--kv-cache-dtype fp8")
+    if engine == "vllm-v0":
+        out.append("--enable-chunked-prefill")
     return (*out, f"--max-num-seqs {o.max_num_seqs}",
             f"--max-num-batched-tokens {o.max_num_batched_tokens}",
             f"--gpu-memory-utilization {gpu_memory_utilization:g}")

@@ -75,10 +75,12 @@ def plan(config: ModelConfig, name: str, load: Load, slo: Slo, space: Space,
     return ServingPlan(
         PLAN_SCHEMA_VERSION, name, load.rate_per_s, load.source, load.isl, load.osl,
         slo.ttft_p95_ms, slo.tpot_p95_ms, best, vllm_args(best, GPU_MEMORY_UTILIZATION,
-                                                          model.ops.kv_cache_dtype),
+                                                          model.ops.kv_cache_dtype,
+                                                          space.engine),
         tuple(frontier), mixed, mixed_note, tuple(got.rejected), got.evaluated, got.simulated,
         load.requests, model.calibrated_by, tuple(model.assumes), tuple(notes),
-        tuple(_curves(frontier, got.candidates, load, slo)) if curves else ())
+        tuple(_curves(frontier, got.candidates, load, slo)) if curves else (),
+        engine=space.engine)
 
 
 def _score(o: Option, slo: Slo) -> float:

@@ -55,6 +55,7 @@ class Prediction:
     fits: bool
     calibrated_by: str
     assumes: tuple[str, ...]
+    engine: str = "vllm"  # Deployment.engine
 
     def to_json(self) -> dict[str, Any]:
         p = self.point
@@ -63,7 +64,8 @@ class Prediction:
                 "ttft_ms_high": _r(self.ttft_ms_high), "tpot_ms": _r(self.tpot_ms),
                 "tpot_ms_low": _r(self.tpot_ms_low), "tpot_ms_high": _r(self.tpot_ms_high),
                 "memory_per_gpu_bytes": self.memory_per_gpu_bytes, "fits": self.fits,
-                "calibrated_by": self.calibrated_by, "assumes": list(self.assumes)}
+                "engine": self.engine, "calibrated_by": self.calibrated_by,
+                "assumes": list(self.assumes)}
 
 
 def _r(x: float) -> float:
@@ -84,10 +86,11 @@ def _validate(p: Point) -> None:
 
 def predict_points(config: ModelConfig, points: Sequence[Point], precision: str = "bf16", *,
                    calibration: Calibration | None = None, catalog: Catalog | None = None,
-                   tables: Tables | None = None) -> list[Prediction]:
-    """One prediction per point, in order. A layout that cannot split the model is an error;
-    a point whose memory does not fit gets ``fits`` false, its times, and why first in
-    ``assumes``."""
+                   tables: Tables | None = None, engine: str = "vllm") -> list[Prediction]:
+    """One prediction per point, in order, on the serving ``engine`` (``Deployment.engine``:
+    ``vllm-v0`` adds its CPU work per sequence to the batch's prefill and decode step alike). A
+    layout that cannot split the model is an error; a point whose memory does not fit gets
+    ``fits`` false, its times, and why first in ``assumes``."""
     catalog = catalog or load_catalog()
     models: dict[Deployment, ServingStep] = {}
     out = []
@@ -95,7 +98,7 @@ def predict_points(config: ModelConfig, points: Sequence[Point], precision: str 
         _validate(p)
         gpu = catalog.gpu(p.gpu)  # an unknown GPU: one line listing the known ones
         p = replace(p, gpu=gpu.name)
-        dep = Deployment(gpu.name, p.tp, p.pp, precision)
+        dep = Deployment(gpu.name, p.tp, p.pp, precision, engine=engine)
         bad = layout_problem(config, dep)
         if bad is not None:
             raise ServingError(f"{gpu.name} TP {p.tp} PP {p.pp}: {bad}")
@@ -110,5 +113,6 @@ def predict_points(config: ModelConfig, points: Sequence[Point], precision: str 
         mem = int(fixed + p.batch * (p.isl + p.osl) * per_token)
         notes = model.assumes if why is None else (f"does not fit: {why}", *model.assumes)
         out.append(Prediction(p, ttft.ms, ttft.low_ms, ttft.high_ms, tpot.ms, tpot.low_ms,
-                              tpot.high_ms, mem, why is None, model.calibrated_by, notes))
+                              tpot.high_ms, mem, why is None, model.calibrated_by, notes,
+                              engine))
     return out

@@ -55,6 +55,7 @@ class Space:
     gpus: tuple[str, ...]
     max_gpus: int
     precision: str = "bf16"
+    engine: str = "vllm"  # Deployment.engine
     tps: tuple[int, ...] = TPS
     pps: tuple[int, ...] = PPS
     max_num_seqs: tuple[int, ...] = MAX_NUM_SEQS
@@ -124,7 +125,7 @@ def deployments(config: ModelConfig, load: Load, space: Space, catalog: Catalog,
                 if tp > per_node or tp * pp > space.max_gpus or (pp > 1 and (
                         tp != per_node or node_fits)):
                     continue
-                dep = Deployment(gpu.name, tp, pp, space.precision)
+                dep = Deployment(gpu.name, tp, pp, space.precision, engine=space.engine)
                 label = f"{gpu.name} TP {tp}" + (f" PP {pp}" if pp > 1 else "")
                 why = fits(config, dep, catalog=catalog, batch=1, seq=load.longest)
                 if why is not None:
