@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rightsize.errors import OutputExistsError
-from rightsize.reports.model import ReportModel, build_model
-from rightsize.reports.renderer import Style, render_as
+from rightsize.reports.renderer import Style, dumps, render_as
 
 if TYPE_CHECKING:
     from rightsize.analyzers.document import Document
+    from rightsize.reports.model import ReportModel
 
 DEFAULT_HTML = "rightsize-report.html"  # beside the user when the inputs are trace files
 
@@ -57,6 +57,10 @@ def render(
     manifest: Mapping[str, Any] | None = None,
     color: bool = False,
 ) -> str:
+    if fmt == "json":  # the document itself: no report model (nor its modules) to build
+        return dumps(doc.to_json())
+    from rightsize.reports.model import build_model
+
     return render_as(ANALYSIS, build_model(doc, manifest), fmt, Style(color=color))
 
 
@@ -112,6 +116,7 @@ def summary(
     color: bool = False,
 ) -> str:
     """The compact terminal summary for the end of ``run``/``analyze``/``report``."""
+    from rightsize.reports.model import build_model
     from rightsize.reports.text import render_summary
 
     return render_summary(build_model(doc, manifest), report_path, color=color)
