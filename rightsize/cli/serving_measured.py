@@ -113,15 +113,17 @@ def _describe(values: Sequence[str], obs: Sequence[Observation]) -> str:
 def load_calibration(values: Sequence[str], measured_hf_config: Path | None,
                      config: ModelConfig, precision: str, catalog: Catalog, tables: Tables,
                      gpu: str | None = None, tp: int | None = None,
-                     window: str = "1h", comm_model: Path | None = None) -> Calibration | None:
-    """The calibration on every ``--measured`` value, with the ``--comm-model`` file's model
-    for the all-reduces (None when there is neither)."""
+                     window: str = "1h", comm_model: Path | None = None,
+                     engine: str = "vllm") -> Calibration | None:
+    """The calibration on every ``--measured`` value (measured on ``engine``, the one
+    ``--engine`` names), with the ``--comm-model`` file's model for the all-reduces (None when
+    there is neither)."""
     import dataclasses
 
     from rightsize.analyzers.serving.factors import Calibration
 
     got = _calibration(values, measured_hf_config, config, precision, catalog, tables, gpu, tp,
-                       window)
+                       window, engine)
     if comm_model is None:
         return got
     from rightsize.cli.comm import load_comm_model
@@ -130,7 +132,8 @@ def load_calibration(values: Sequence[str], measured_hf_config: Path | None,
 
 def _calibration(values: Sequence[str], measured_hf_config: Path | None,
                  config: ModelConfig, precision: str, catalog: Catalog, tables: Tables,
-                 gpu: str | None, tp: int | None, window: str) -> Calibration | None:
+                 gpu: str | None, tp: int | None, window: str,
+                 engine: str) -> Calibration | None:
     from rightsize.analyzers.serving.calibrate import calibrate
     from rightsize.errors import RightsizeError
 
@@ -148,7 +151,7 @@ def _calibration(values: Sequence[str], measured_hf_config: Path | None,
     for v in values:
         obs += _observations(v, measured, precision, catalog, tables, gpu, tp, window)
     return calibrate(obs, measured, catalog=catalog, tables=tables,
-                     described=_describe(values, obs))
+                     described=_describe(values, obs), engine=engine)
 
 
 def _observations(value: str, config: ModelConfig, precision: str, catalog: Catalog,

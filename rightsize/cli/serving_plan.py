@@ -119,7 +119,7 @@ def plan(hf_config: Path, rate: float | None, isl: int | None, osl: int | None,
 
     calibration = load_calibration(measured, measured_hf_config, config, precision, catalog,
                                    default_tables(), measured_gpu, measured_tp, measured_window,
-                                   comm_model)
+                                   comm_model, engine)
     result = make_plan(config, hf_config.stem, load, Slo(ttft_p95_ms, tpot_p95_ms),
                        Space(listed, max_gpus, precision, engine), catalog, calibration,
                        curves=fmt == "html")

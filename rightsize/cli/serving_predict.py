@@ -144,7 +144,7 @@ def predict(hf_config: Path, gpu: str | None, tp: int, pp: int, batch: int | Non
     tables = load_tables(tables_dir)
     calibration = load_calibration(measured, measured_hf_config, config, precision, catalog,
                                    tables, measured_gpu, measured_tp, measured_window,
-                                   comm_model)
+                                   comm_model, engine)
     preds = predict_points(config, rows, precision, calibration=calibration, catalog=catalog,
                            tables=tables, engine=engine)
     inputs = (hf_config, *([points] if points else []))

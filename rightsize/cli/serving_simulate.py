@@ -110,7 +110,7 @@ def simulate(hf_config: Path, gpu: str, tp: int, pp: int, replicas: int,
 
     calibration = load_calibration(measured, measured_hf_config, config, precision, catalog,
                                    default_tables(), measured_gpu, measured_tp, measured_window,
-                                   comm_model)
+                                   comm_model, engine)
     model = step_model(config, dep, calibration=calibration, catalog=catalog)
     seqs, batched = vllm_defaults(catalog.gpu(dep.gpu))
     limits = Limits(max_num_seqs or seqs, max_num_batched_tokens or batched,

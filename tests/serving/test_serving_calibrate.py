@@ -88,3 +88,31 @@ def test_nothing_to_calibrate_on(llama):
     with pytest.raises(ServingError, match="no measured step to calibrate on"):
         calibrate([Observation(Deployment("H100 SXM"), 0.0, decode_seqs=1, kv_mean=10)], llama,
                   tables=NO_TABLES)
+
+
+def test_measurements_on_vllm_v0_leave_its_per_sequence_cpu_work_out_of_the_factors(llama):
+    """Steps measured on V0 hold 0.0975 ms of CPU work per sequence, which the V0 step model
+    adds back: calibrated with engine "vllm-v0", the factors are those of the same steps less
+    that work on V1 (exactly: the fit sees the same times), and the tuned V0 model reproduces
+    the V0 measurements."""
+    dep, v0 = Deployment("H100 SXM", 1), Deployment("H100 SXM", 1, engine="vllm-v0")
+    model, model0 = step_model(llama, dep, tables=NO_TABLES), step_model(llama, v0,
+                                                                         tables=NO_TABLES)
+    pts = [(8, 128), (32, 1024)]
+    obs0 = [o for b, i in pts for o in _obs(v0, b, i, *_measured(model0, b, i))]
+    # the same steps less 0.0975 ms per sequence: the batch's prompts, or its decodes
+    obs1 = [o for b, i in pts for o in _obs(dep, b, i, *(
+        t - 0.0975 * b for t in _measured(model0, b, i)))]
+    cal0 = calibrate(obs0, llama, tables=NO_TABLES, engine="vllm-v0")
+    cal1 = calibrate(obs1, llama, tables=NO_TABLES)
+    assert cal0.factors[ANY_GPU] == pytest.approx(cal1.factors[ANY_GPU])
+    tuned = step_model(llama, v0, calibration=cal0, tables=NO_TABLES)
+    for b, i in pts:
+        ttft, tpot = _measured(model0, b, i)
+        assert tuned.prefill([i] * b).ms == pytest.approx(ttft, rel=0.01)
+        assert tuned.decode([i + 64] * b).ms == pytest.approx(tpot, rel=0.01)
+    assert _measured(model0, 8, 128)[1] - _measured(model, 8, 128)[1] == pytest.approx(0.78)
+    with pytest.raises(ServingError, match=r"a measured decode step of 15 ms at 200 sequences"
+                       r" is not longer than vllm-v0's CPU work alone \(19.5 ms\)"):
+        calibrate([Observation(v0, 15.0, decode_seqs=200, kv_mean=700)], llama,
+                  tables=NO_TABLES, engine="vllm-v0")

@@ -141,3 +141,18 @@ def test_engine_vllm_v0_adds_its_cpu_work_at_the_predicted_batch(tmp_path: Path)
     assert text.returncode == 0 and "vllm-v0: 0.0975 ms of engine CPU work" in text.stdout
     bad = rightsize(*args, "--engine", "sglang", cwd=tmp_path)
     assert bad.returncode == 2 and "'sglang' is not one of 'vllm', 'vllm-v0'" in bad.stderr
+
+
+def test_engine_vllm_v0_under_a_measured_step_shorter_than_its_cpu_work(tmp_path: Path) -> None:
+    """--engine names the measured steps' engine too: a 15 ms decode step of 200 sequences
+    cannot hold V0's 200 x 0.0975 = 19.5 ms of CPU work, so it is one line, not a fit."""
+    (tmp_path / "llama.json").write_text(json.dumps(LLAMA))
+    (tmp_path / "m.csv").write_text("gpu,tp,batch,isl,osl,ttft_ms,tpot_ms\n"
+                                    "H100 SXM,1,200,512,64,900,15\n")
+    out = rightsize("serving", "predict", "--hf-config", "llama.json", "--gpu", "H100 SXM",
+                    "--batch", "8", "--isl", "512", "--osl", "64", "--measured", "m.csv",
+                    "--engine", "vllm-v0", cwd=tmp_path)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.strip() == (
+        "rightsize: error: a measured decode step of 15 ms at 200 sequences is not longer than"
+        " vllm-v0's CPU work alone (19.5 ms): was it measured on another engine?")

@@ -19,7 +19,7 @@ leave-one-out residuals (refit without each point, predict it) when a GPU has at
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from rightsize.analyzers.serving.factors import (
     ANY_GPU,
     DEFAULT_OVERHEAD_MS,
     DEFAULT_SPREAD,
+    ENGINE_SEQ_OVERHEAD_MS,
     Calibration,
     Factors,
     Spread,
@@ -171,12 +172,33 @@ def observation_parts(model: ServingStep, o: Observation) -> Parts:
     return model.parts(p, seqs, att, d, d * o.kv_mean)
 
 
+def without_engine(observations: Sequence[Observation], engine: str) -> list[Observation]:
+    """``observations`` measured on ``engine`` less its CPU work per scheduled sequence
+    (``Deployment.engine``: the step model adds it back, so the factors must not hold it); a
+    step shorter than that work alone is an error (measured on another engine)."""
+    per_seq = ENGINE_SEQ_OVERHEAD_MS.get(engine)
+    if per_seq is None:
+        raise ServingError(f"engine {engine!r} is not one of {', '.join(ENGINE_SEQ_OVERHEAD_MS)}")
+    out = []
+    for o in observations:
+        seqs = o.prefill_seqs + o.decode_seqs + (o.mixed_prefill_tokens > 0)
+        cpu = per_seq * seqs
+        if o.ms > 0 and o.ms <= cpu:
+            raise ServingError(f"a measured {o.kind} step of {o.ms:g} ms at {seqs} sequences is"
+                               f" not longer than {engine}'s CPU work alone ({cpu:g} ms): was"
+                               " it measured on another engine?")
+        out.append(replace(o, ms=o.ms - cpu if o.ms > 0 else o.ms))
+    return out
+
+
 def calibrate(observations: Sequence[Observation], config: ModelConfig, *,
               catalog: Catalog | None = None, tables: Tables | None = None,
-              described: str = "") -> Calibration:
+              described: str = "", engine: str = "vllm") -> Calibration:
     """The calibration of the step model on ``observations`` of ``config`` (the measured
-    model, which may differ from the one predicted): per GPU and pooled factors, ranges."""
+    model, which may differ from the one predicted), measured on ``engine``: per GPU and
+    pooled factors, ranges."""
     catalog = catalog or load_catalog()
+    observations = without_engine(observations, engine)
     models: dict[Deployment, ServingStep] = {}
 
     def parts_of(o: Observation) -> Parts:
