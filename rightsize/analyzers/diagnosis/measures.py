@@ -24,7 +24,6 @@ from rightsize.analyzers.job.fabric import interconnect_advice
 from rightsize.analyzers.metrics import tb_plugin
 from rightsize.analyzers.metrics.devices import prop
 from rightsize.analyzers.metrics.headline import peak
-from rightsize.analyzers.metrics.precision import precision_mix
 from rightsize.analyzers.metrics.steps import Steps
 from rightsize.catalog import Gpu
 from rightsize.traces.schema import Trace
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
 
 def recommendations(rank: SectionInput) -> tuple[Recommendation, ...]:
     """Section ``recommendations`` (needs ``step_ranges``, ``device_use``, ``device_match``,
-    ``hta``, ``memory_peaks``, ``verdict``, ``sizing``)."""
+    ``hta``, ``memory_peaks``, ``verdict``, ``sizing``, ``precision``)."""
     diag, work = rank["verdict"].diagnosis, rank["verdict"].work
     if diag is None:
         return ()
@@ -50,7 +49,8 @@ def recommendations(rank: SectionInput) -> tuple[Recommendation, ...]:
                                 rank["device_use"].device(primary),
                                 top.peak_allocated_bytes if top else None,
                                 prop(trace, primary, "memory_bytes"), rank["hta"], gpu)
-    mix = precision_mix(work, gpu.architecture if gpu is not None else None) \
+    # the precision section's mix: the same work at the same GPU's architecture
+    mix = rank["precision"] \
         if work is not None and work.height and diag.device == DeviceKind.GPU else None
     low = sum(v for k, v in (mix.time_pct if mix else {}).items()
               if k in ("bf16", "fp16", "fp8", "int8", "int4"))
