@@ -194,3 +194,44 @@ def test_the_new_spec_keys_reach_the_span():
     assert tb.version("NCCL version 2.21.5+cuda12.2") == (2, 21, 5)
     assert (tb.modelled((2, 8, 4)), tb.modelled((2, 12)), tb.modelled(None)) == (False, True,
                                                                                    True)
+
+
+def test_an_nccl_before_2_12_is_timed_with_its_own_ll_and_ll128_rules_by_hand():
+    """8 A100s on NVSwitch in NCCL's view: 12 channels, 300 x 0.8 = 240 GB/s of bus, which
+    NCCL 2.8 caps at 235 on Ampere. Its ring LL runs an all-reduce at a quarter of that
+    (58.75, under its 87.7 cap) -> algbw x 8/14 = 33.571; LL128 at min(235 x 0.92, 12 x 20)
+    = 216.2 -> 123.543; Simple 235 -> 134.286; an all-gather's LL at a third (78.33 x 8/7 =
+    89.524). Today's tables: LL at half the bus, capped at 87.7 -> 50.114. The latencies are
+    today's: LL 6.6 + 14 x 0.6 = 15.0, LL128 14 + 14 x 1.9 = 40.6. LL128 overtakes LL at
+    25.6 / (1/33571.4 - 1/123542.9) = 1,180,115 B under 2.8 (2 MiB runs LL128) and at
+    25.6 / (1/50114.3 - 1/126171.4) = 2,128,273 B today (2 MiB runs LL). No NVLS, and no
+    LL128 off Volta and Ampere, before 2.12."""
+    def view(legacy: bool, collective: str = "allreduce") -> dict[str, tuple[float, float]]:
+        span = nm.Span(8, 1, "nvlink", 300.0, topology="nvswitch", arch="ampere", links=12,
+                       link_gen=3, legacy=legacy)
+        return {c.protocol: (c.lat_us, c.algbw_gbs)
+                for c in nm.candidates(collective, span, nm.NOMINAL)}
+
+    old, new = view(True), view(False)
+    assert old["LL"] == pytest.approx((15.0, 58.75 * 8 / 14))
+    assert old["LL128"] == pytest.approx((40.6, 216.2 * 8 / 14))
+    assert old["Simple"] == pytest.approx((56.0, 235 * 8 / 14))
+    assert view(True, "allgather")["LL"][1] == pytest.approx(235 / 3 * 8 / 7)
+    assert new["LL"] == pytest.approx((15.0, 87.7 * 8 / 14))
+    a100 = nm.Span(8, 1, "nvlink", 300.0, topology="nvswitch", arch="ampere", links=12,
+                   link_gen=3, legacy=True)
+    for size, proto in ((1_180_000, "LL"), (1_181_000, "LL128"), (2 << 20, "LL128")):
+        pick = nm.choose("allreduce", size, a100)
+        assert pick is not None and pick.protocol == proto, size
+    pick = nm.choose("allreduce", 2 << 20, nm.Span(8, 1, "nvlink", 300.0, topology="nvswitch",
+                                                   arch="ampere", links=12, link_gen=3))
+    assert pick is not None and pick.protocol == "LL"
+    h100 = nm.Span(8, 1, "nvlink", 450.0, topology="nvswitch", arch="hopper", links=18,
+                   link_gen=4, legacy=True)
+    assert {(c.algorithm, c.protocol) for c in nm.candidates("allreduce", h100, nm.NOMINAL)
+            } == {("ring", "LL"), ("ring", "Simple")}
+    # the release a spec or a log names sets it
+    catalog = load_catalog()
+    assert system_for("gpu=A100 40GB SXM,nccl=2.8.4", None, catalog).span(8).legacy
+    assert not system_for("gpu=A100 40GB SXM,nccl=2.21.5", None, catalog).span(8).legacy
+    assert not system_for("gpu=A100 40GB SXM", None, catalog).span(8).legacy

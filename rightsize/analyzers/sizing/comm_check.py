@@ -122,8 +122,10 @@ def table_system(t: NcclTable, system: CommSystem, library: str | None
         system = replace(system, nccl=library)
     if not tb.modelled(tb.version(system.nccl)):
         notes.append(f"NCCL {system.nccl} predates the tuning tables this model carries "
-                     f"({'.'.join(map(str, tb.OLDEST_MODELLED))} on): its LL and LL128 "
-                     "choices and rates differ; below 64 MiB expect the model to be off")
+                     f"({'.'.join(map(str, tb.OLDEST_MODELLED))} on): timed with its older "
+                     "LL and LL128 rules (LL at a quarter of the bus, LL128 capped at 20 "
+                     "GB/s a channel); fitted on no log of its release, below 64 MiB expect "
+                     "the model to be off")
     if system.intra.startswith("pcie") and not system.switch_gpus:
         k = switch_groups(t)
         if k > 1:

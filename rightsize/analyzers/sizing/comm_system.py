@@ -91,7 +91,8 @@ class CommSystem:
                     self.nic_gbps if multi else None, topology, self.arch, self.links,
                     nic_via_cpu=(self.gpu or "").upper().startswith("GH200"),
                     link_gen=self.link_gen if cls == NVLINK else 0, cpu=self.cpu,
-                    switch_gpus=self.switch_gpus if cls == PCIE else 0)
+                    switch_gpus=self.switch_gpus if cls == PCIE else 0,
+                    legacy=not tb.modelled(tb.version(self.nccl)))
 
     def to_json(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "arch": self.arch, "gpus_per_node": self.gpus_per_node,

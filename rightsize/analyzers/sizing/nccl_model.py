@@ -62,6 +62,7 @@ class Span:
     link_gen: int = 0  # NVLink generation (0: unknown, or not NVLink)
     cpu: str = ""  # the host CPU: intel | amd | arm ('' unknown): NCCL's per-vendor choices
     switch_gpus: int = 0  # GPUs behind one PCIe switch, sharing its uplink (0: unknown)
+    legacy: bool = False  # an NCCL before 2.12: its older tuning (nccl_tables.LEGACY_*)
 
     @property
     def per_node(self) -> int:
@@ -99,12 +100,17 @@ class Span:
     def nvls(self) -> bool:
         """NVLink SHARP: an NVSwitch node of Hopper or later (NCCL 2.17+)."""
         return (self.link_class == NVLINK and self.topology in ("nvswitch", "")
-                and self.arch in ("hopper", "blackwell") and self.per_node > 1)
+                and self.arch in ("hopper", "blackwell") and self.per_node > 1
+                and not self.legacy)
 
     @property
     def ll128(self) -> bool:
         """NCCL enables LL128 where the node's GPUs talk over NVLink (RCCL: xGMI too) and,
-        across nodes, each GPU reaches its NIC through a PCIe switch."""
+        across nodes, each GPU reaches its NIC through a PCIe switch; before 2.12 only on
+        Volta and Ampere over NVLink."""
+        if self.legacy and (self.link_class != NVLINK
+                            or self.arch not in tb.LEGACY_LL128_ARCHS):
+            return False
         return self.link_class in (NVLINK, XGMI) and not (self.nodes > 1 and self.nic_via_cpu)
 
     @property
@@ -239,8 +245,12 @@ def _filled(out: list[Candidate], span: Span, f: Factors) -> list[Candidate]:
             for c in out]
 
 
-def _protocol_bus(p: str, bus: float, span: Span, tree: bool) -> float:
+def _protocol_bus(p: str, bus: float, span: Span, tree: bool, collective: str = names.ALLREDUCE
+                  ) -> float:
     """NCCL's per-protocol refinement of a bus bandwidth (module docstring)."""
+    if span.legacy:
+        quarter = span.nodes > 1 or collective in (names.ALLREDUCE, names.REDUCE)
+        return tb.legacy_bus(p, bus, span, tree, quarter)
     g, nodes = span.generation, min(span.nodes, 3) - 1
     ch, ll_cap = span.channels, tb.ll_max(span.generation, span.cpu, span.nodes)
     if tree:
@@ -279,7 +289,7 @@ def _ring(collective: str, p: str, span: Span, f: Factors) -> Candidate | None:
     bus = f.link(span, not one_way) if span.per_node > 1 or span.nodes == 1 else math.inf
     if span.nodes > 1:
         bus = min(bus, f.nics(span, p))
-    bus = _protocol_bus(p, bus, span, tree=False)
+    bus = _protocol_bus(p, bus, span, tree=False, collective=collective)
     steps = _steps(collective, n)
     s = f.lat(span)
     if collective in (names.BROADCAST, names.REDUCE):

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rightsize.analyzers.sizing.nccl_model import Span
 
 LL, LL128, SIMPLE = "LL", "LL128", "Simple"
 PROTOCOLS = (LL, LL128, SIMPLE)
@@ -64,16 +68,49 @@ PLUGIN_LAT_US = {"efa": 150.0}
 # runs NCCL's InfiniBand verbs transport (net_ib.cc) on the same NICs
 NET_TRANSPORT = {"roce": "infiniband"}
 # The NCCL release whose tuning tables these are; older releases chose and ran differently
-# (before 2.12: LL at 1/4 of the bus, LL128 capped per collective, no LL cap per generation)
 OLDEST_MODELLED = (2, 12)
+# Before 2.12 (NCCL 2.8's tuning.cc): a ring's LL at 1/4 of the bus for an all-reduce or a
+# reduce or across nodes (1/3 otherwise); LL128 at 0.92 of it (0.7 at one rank per node),
+# capped at 20 GB/s per channel on rings and trees alike; an Ampere node's bus capped at 235
+# GB/s; LL's cap in one node 87.7 GB/s on Ampere, 39 on any other GPU; LL128 only on Volta and
+# Ampere over NVLink; no NVLS. Latencies are taken as today's (the 2.8.4 log's 17 µs at 4 B
+# is within 8% of them).
+LEGACY_LL128_PER_CH = 20.0
+LEGACY_AMPERE_BUS = 235.0
+LEGACY_LL_MAX_1NODE = {"ampere": 87.7}  # other GPUs: 39.0
+LEGACY_LL128_ARCHS = ("volta", "ampere")
 
 
-def ll_max(generation: int, cpu: str, nodes: int) -> float:
+def ll_max(generation: int, cpu: str, nodes: int, legacy_arch: str | None = None) -> float:
     """NCCL's LL bus bandwidth cap (GB/s): per GPU generation in one node, per CPU vendor
-    across nodes."""
+    across nodes (``legacy_arch``: the GPU generation's name under an NCCL before 2.12)."""
     if nodes <= 1:
+        if legacy_arch is not None:
+            return LEGACY_LL_MAX_1NODE.get(legacy_arch, 39.0)
         return LL_MAX_1NODE[generation]
     return LL_MAX_NODES["amd" if cpu == "amd" else ""][0 if nodes == 2 else 1]
+
+
+def legacy_bus(p: str, bus: float, span: Span, tree: bool, quarter: bool) -> float:
+    """NCCL's per-protocol refinement of a bus bandwidth before 2.12 (``LEGACY_*``;
+    ``quarter``: a ring's LL at 1/4 of the bus, else 1/3)."""
+    ampere = span.arch == "ampere"
+    nodes, ch = min(span.nodes, 3) - 1, span.channels
+    ll_cap = ll_max(0, span.cpu, span.nodes, legacy_arch=span.arch)
+    ll128_cap = ch * LEGACY_LL128_PER_CH
+    bus = min(bus, LEGACY_AMPERE_BUS) if ampere else bus
+    if tree:
+        bus = min(bus * 0.92, ch * TREE_PER_CH[1 if ampere else 0][nodes])
+        if p == LL:
+            return min(bus / 3.8, ll_cap)
+        if p == LL128:
+            return min(bus * (7 / 9 if span.nodes == 1 else 120 / 128), ll128_cap)
+        return bus
+    if p == LL:
+        return min(bus * (1 / 4 if quarter else 1 / 3), ll_cap)
+    if p == LL128:
+        return min(bus * (0.7 if span.per_node < 2 else 0.92), ll128_cap)
+    return bus
 
 
 def version(text: str | None) -> tuple[int, ...] | None:
