@@ -35,6 +35,7 @@ import math
 import re
 import statistics
 import sys
+import textwrap
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -161,11 +162,20 @@ def build(shared: Path, sweeps: int) -> dict[str, Any]:
     tables = log_tables(shared) + measured_tables(shared)
     factors = comm_fit.pooled(comm_fit.fit(tables, sweeps=sweeps))
     loo = []
+    def of_class(t: comm_fit.Table) -> set[str]:  # the classes a table can teach
+        return {t.span.link_key} | ({t.span.nic_class} if t.span.nic_class else set())
+
+    classes: dict[str, set[str]] = defaultdict(set)
+    for t in tables:
+        if t.in_scope:
+            classes[t.system] |= of_class(t)
     for system, (_, preds) in comm_fit.leave_one_out(tables, sweeps=sweeps).items():
         mine = [t for t in tables if t.system == system]
         errs = _errors(mine, preds)
         every = {b: [e for c in errs.values() for e in c[b]] for b in ("large", "small")}
         loo.append({"system": system, "class": mine[0].span.fabric_class,
+                    "others_of_class": sum(1 for s, c in classes.items()
+                                           if mine[0].span.fabric_class in c and s != system),
                     "ranks": sorted({t.span.ranks for t in mine}),
                     "rows": sum(len(t.sizes) for t in mine),
                     "median_error_pct": {"large": _med(every["large"]),
@@ -193,16 +203,25 @@ def markdown(model: dict[str, Any]) -> str:
     def cell(v: float | None, goal: float) -> str:
         return "-" if v is None else f"{v:.0f}%{'' if v <= goal else ' ✗'}"
 
-    lines = ["| system (left out) | fabric | collective | >= 1 MiB | < 1 MiB |",
-             "|---|---|---|---|---|"]
+    def others(n: int) -> str:
+        return f"{n}" if n >= comm_fit.MIN_SYSTEMS else f"{n} †"
+
+    head = "| system (left out) | fabric | others of its fabric | collective | >= 1 MiB | < 1 MiB |"
+    lines = [head, "|---|---|---|---|---|---|"]
     for e in model["leave_one_out"]:
-        lines.append(f"| **{e['system']}** | {e['class']} | all | "
-                     f"{cell(e['median_error_pct']['large'], 10)} | "
+        lines.append(f"| **{e['system']}** | {e['class']} | {others(e['others_of_class'])} "
+                     f"| all | {cell(e['median_error_pct']['large'], 10)} | "
                      f"{cell(e['median_error_pct']['small'], 25)} |")
         for c, v in e["by_collective"].items():
             if len(e["by_collective"]) > 1:
-                lines.append(f"| | | {c} | {cell(v['large'], 10)} | {cell(v['small'], 25)} |")
-    return "\n".join(lines)
+                lines.append(f"| | | | {c} | {cell(v['large'], 10)} | "
+                             f"{cell(v['small'], 25)} |")
+    return "\n".join(lines) + "\n\n" + textwrap.fill(
+        "† fewer than two other systems of its fabric in the fit (a network's: across "
+        "nodes; a link's: in a node): left out, its class keeps none of its own latency and "
+        "efficiency factors but PCIe's (the other box's) and takes the pooled ones -- nothing "
+        "of its kind to learn from. On such a fabric, fit the model on your own log: "
+        "`rightsize comm fit LOG -o comm.json`, then `--comm-model comm.json`.", 96)
 
 
 def main(argv: list[str] | None = None) -> int:
