@@ -134,7 +134,8 @@ def trace_samples(trace_dir: Path, catalog: Catalog) -> list[Sample]:
                 continue
             model = "trace/" + path.name.split("-", 2)[2].split("__")[0]
             for it in items:
-                if it.flops is not None and it.kernels == 1 and it.dur_ns > 0:
+                if it.flops is not None and it.kernels == 1 and it.dur_ns > 0 \
+                        and not it.borrowed:
                     out.append(Sample(gpu.name, model, Op(it.name, it.kind, it.flops or 0.0,
                                                           it.bytes or 0.0, it.precision,
                                                           it.dur_ns / 1e6 / it.count, 1.0)))

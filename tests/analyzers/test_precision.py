@@ -28,6 +28,11 @@ from rightsize.analyzers.metrics.precision import (
     ("ampere_sgemm_128x64_tn", "fp32"),
     ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_ffma", "fp32"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", None),
+    # Tensile (rocBLAS/hipBLASLt) names, from the MI300X Qwen and bert-small traces
+    ("Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1", "bf16"),
+    ("Cijk_Ailk_Bljk_BBS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB0_APM1", "bf16"),
+    ("Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB0_APM1", "fp16"),
+    ("Cijk_Ailk_Bljk_S_B_Bias_HA_S_SAV_UserArgs_MT16x16x128_MI16x16x1_SN_LDSB1", None),
 ])
 def test_kernel_names(name, want):
     assert name_precision(name) == want

@@ -137,13 +137,16 @@ def test_gpu_part_of_the_trace_pairs_both_ways(pair_rows):
 @pytest.mark.slow
 def test_gpu_part_with_each_pair_left_out_of_the_rates(pair_rows):
     """The same with the rates refitted without the pair's two traces (the pair a check they
-    never saw): Falconsai and bert-small stay within 15% both ways; Qwen, the only pair with
-    large GEMMs and large elementwise kernels on the MI300X, is 25.8% off onto it and 18.6%
-    back (its range, error_pct_cross_vendor, is that largest error); the directions agree."""
+    never saw): five of six directions within 15%; Qwen, the only pair with large GEMMs and
+    large elementwise kernels on the MI300X, is 22.4% off onto it (its GEMMs and attention
+    ride the MI300X's large-GEMM rate, which its small GEMMs leave undetermined) and 14.7%
+    back (its range, error_pct_cross_vendor, is that largest error); the directions agree.
+    Before its GEMM and attention kernels launched outside the recorded ops took the shape
+    of the same kernel's recorded op: 25.8% and 18.6%."""
     tp, rows = pair_rows
     errs = {(r["workload"][:8], r["source"]): r["left_out_error_pct"] for r in rows}
-    assert all(abs(v) <= 15.0 for k, v in errs.items() if k[0] != "Qwen_Qwe")
-    assert errs[("Qwen_Qwe", "H100 SXM")] == pytest.approx(25.8, abs=0.5)
-    assert errs[("Qwen_Qwe", "MI300X")] == pytest.approx(-18.6, abs=0.5)
+    assert all(abs(v) <= 15.0 for k, v in errs.items() if k != ("Qwen_Qwe", "H100 SXM"))
+    assert errs[("Qwen_Qwe", "H100 SXM")] == pytest.approx(22.4, abs=0.5)
+    assert errs[("Qwen_Qwe", "MI300X")] == pytest.approx(-14.7, abs=0.5)
     assert all(r["left_out_in_range"] for r in rows)
     assert all(s["agree"] for s in tp.symmetry(rows, tp.LEFT_OUT))

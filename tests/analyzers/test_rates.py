@@ -179,3 +179,33 @@ def test_kernel_work_groups_ops_by_shape_and_classes_the_rest():
     ]
     measured, projected = project_kernels_ms(items, (A, RA), (A, RA))
     assert measured == pytest.approx(63e-6) and projected == pytest.approx(63e-6)
+
+
+def test_unsized_matrix_kernels_take_the_shape_of_the_same_kernel_nearest_in_time():
+    """The Qwen traces' GEMMs and attention kernels launched outside the recorded ops: each
+    takes the FLOPs, bytes and precision of the one-kernel op of its name nearest its time;
+    an elementwise kernel (many shapes under one name) and a name never sized stay unsized."""
+    work = pl.DataFrame({
+        "name": ["gemm_k", "gemm_k", "gemm_k", "gemm_k", "gemm_k", "ew", "ew", "attn_fwd"],
+        "ts_ns": [0, 100, 200, 300, 400, 500, 600, 700],
+        "dur_ns": [40, 150, 140, 50, 100, 10, 12, 30],
+        "external_id": [1, 2, None, None, None, 3, None, None],
+        "op": ["aten::mm", "aten::mm", None, None, None, "aten::add", None, None],
+        "flops": [1e9, 4e9, None, None, None, 1e6, None, None],
+        "bytes": [1e6, 2e6, None, None, None, 3e6, None, None],
+        "precision": ["bf16", "bf16", None, None, None, "fp32", None, None],
+        "group": ["gemm"] * 5 + ["elementwise", "elementwise", "attention"],
+        "work": ["compute"] * 5 + ["memory", "memory", "memory"],
+    }, schema_overrides={"external_id": pl.Int64})
+    items = kernel_work(work, steps=1)
+    got = sorted((k.name, k.kind, k.flops, k.bytes, k.precision, k.dur_ns, k.count, k.borrowed)
+                 for k in items)
+    assert got == [
+        ("attention", "attention", None, None, "fp32", 30.0, 1.0, False),
+        ("elementwise", "elementwise", None, None, "fp32", 12.0, 1.0, False),
+        ("ew", "elementwise", 1e6, 3e6, "fp32", 10.0, 1.0, False),
+        ("gemm_k", GEMM, 1e9, 1e6, "bf16", 40.0, 1.0, False),
+        ("gemm_k", GEMM, 1e9, 1e6, "bf16", 50.0, 1.0, True),  # |ln 50/40| < |ln 50/150|
+        ("gemm_k", GEMM, 4e9, 2e6, "bf16", 150.0, 1.0, False),
+        ("gemm_k", GEMM, 4e9, 2e6, "bf16", 240.0, 2.0, True),  # 140 and 100 ns: nearer 150
+    ]

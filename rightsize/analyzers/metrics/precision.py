@@ -56,6 +56,10 @@ class Rule:
 
 # (test over the lower-cased kernel name, precision), first match wins.
 NAME_RULES: tuple[tuple[Rule, str], ...] = (
+    # rocBLAS/hipBLASLt Tensile GEMMs name their operand type after the index order:
+    # Cijk_Alik_Bljk_B_BS_BH... and Cijk_Ailk_Bljk_BBS_BH... are bf16, ..._HHS_BH... fp16
+    (Rule.of(r"cijk_a[a-z]+_b[a-z]+_b[a-z]*_"), "bf16"),
+    (Rule.of(r"cijk_a[a-z]+_b[a-z]+_h[a-z]*_"), "fp16"),
     (Rule.of(r"e4m3|e5m2|fp8|f8f8"), "fp8"),
     (Rule.of(r"(?:^|[_\W])(?:i8|int8|imma)|i8i8|s8s8"), "int8"),
     (Rule.of(r"bf16|bfloat16"), "bf16"),

@@ -49,6 +49,9 @@ class KernelWork:
     dur_ns: float  # all instances of one step together
     count: float  # instances per step
     kernels: int = 1  # kernels per instance (an op may launch several)
+    # shape taken from the same kernel's recorded op (its own op recorded none): projected as
+    # that shape, but no measurement of the rates (benchmarks/fit_rates.py leaves it out)
+    borrowed: bool = False
 
 
 def kernel_work(work: pl.DataFrame, steps: int,
@@ -82,7 +85,11 @@ def kernel_work(work: pl.DataFrame, steps: int,
     items = [KernelWork(name, kernel_class(op, group, name), flops, bytes_, prec,
                         dur / steps, cnt / steps, int(kernels))
              for name, op, group, flops, bytes_, prec, kernels, dur, cnt in shaped.iter_rows()]
-    rest = (w.filter(~pl.col("shaped"))
+    unsized, borrowed = _borrow_shapes(w.filter(~pl.col("shaped")), per_op)
+    items += [KernelWork(name, kernel_class(op, group, name), flops, bytes_, prec,
+                         dur / steps, cnt / steps, 1, borrowed=True)
+              for name, op, group, flops, bytes_, prec, dur, cnt in borrowed.iter_rows()]
+    rest = (unsized
             .with_columns(pl.coalesce("group", "name").alias("label"),
                           strided=pl.col("name").str.contains(STRIDED_KERNELS.pattern))
             .with_columns(pl.col("label").fill_null(""))
@@ -92,6 +99,33 @@ def kernel_work(work: pl.DataFrame, steps: int,
                          prec, dur / steps, cnt / steps)
               for label, group, cls, prec, strided, dur, cnt in rest.iter_rows()]
     return tuple(sorted(items, key=lambda k: (-k.dur_ns, k.name)))
+
+
+def _borrow_shapes(unsized: pl.DataFrame,
+                   per_op: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(kernels still without a shape, matrix kernels given one). A matrix or attention kernel
+    whose op recorded no shape (its launch fell outside the recorded ops: the Qwen traces' 73
+    GEMMs and 10 flash/attn_fwd kernels of 314 per step) takes the FLOPs, bytes and precision
+    of the one-kernel op of the same kernel name whose time is nearest its own: the same
+    kernel at about the same time does the same work, and its FLOPs place it on the GEMM
+    curve where a kernel of unknown size is taken at ``TYPICAL_GEMM_FLOPS``."""
+    shapes = (per_op.filter(pl.col("kernels") == 1)
+              .group_by(*_BORROWED).agg(each=pl.col("dur_ns").mean()))
+    matrix = [kernel_class(op, group, name) in MATRIX
+              for name, op, group in shapes.select("name", "op", "group").iter_rows()]
+    shapes = shapes.filter(pl.Series(matrix, dtype=pl.Boolean))
+    rows = unsized.with_row_index("row")
+    best = (rows.select("row", "name", "dur_ns")
+            .join(shapes, on="name")
+            .with_columns(gap=(pl.col("dur_ns").cast(pl.Float64).log()
+                               - pl.col("each").log()).abs())
+            .sort("row", "gap", "flops")
+            .unique("row", keep="first", maintain_order=True))
+    borrowed = best.group_by(*_BORROWED).agg(pl.col("dur_ns").sum(), count=pl.len())
+    return rows.filter(~pl.col("row").is_in(best["row"].implode())).drop("row"), borrowed
+
+
+_BORROWED = ("name", "op", "group", "flops", "bytes", "precision")
 
 
 def _unsized_class(label: str, group: str | None, work: str | None, strided: bool) -> str:
