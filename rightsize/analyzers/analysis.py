@@ -28,6 +28,7 @@ from rightsize.analyzers.metrics.steps import StepOptions, Steps
 from rightsize.analyzers.sizing import projection as sizing
 from rightsize.catalog import Catalog, DeviceMatch
 from rightsize.node import entry
+from rightsize.traces.limits import usable_cpus
 from rightsize.traces.schema import Trace
 
 
@@ -97,11 +98,17 @@ class Analysis:
         return max(self.ranks, key=lambda r: r.kernel_ns) if self.ranks else None
 
 
+def section_threads() -> int:
+    """Threads one rank's sections run on: two where two CPUs are usable (independent
+    sections at once: ``sections.run``), else one."""
+    return 2 if usable_cpus() > 1 else 1
+
+
 def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
     """Every section of one rank (``sections.SECTIONS``, each after those it needs); what
     cannot be computed is ``None`` with a note."""
     notes: list[str] = []
-    values = sections.run(sections.SECTIONS, trace, context, notes)
+    values = sections.run(sections.SECTIONS, trace, context, notes, section_threads())
     return RankAnalysis(trace, values, tuple(notes))
 
 

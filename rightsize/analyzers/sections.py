@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -198,15 +199,69 @@ def order(sections: list[Section]) -> list[Section]:
 
 
 def run(sections: list[Section], trace: Trace, context: Context,
-        notes: list[str]) -> dict[str, Any]:
+        notes: list[str], threads: int = 1) -> dict[str, Any]:
     """Every section's value on one rank, each after those it needs: ``None`` where a
-    section has no value (a section of rows is then empty)."""
+    section has no value (a section of rows is then empty).
+
+    ``threads`` > 1 runs sections that do not need each other at once (polars and numpy
+    release the GIL in their kernels). The result is the same either way: each section's notes
+    are added in :func:`order`'s order, and a section that fails raises as it would alone
+    (the first failure in that order)."""
+    ordered = order(sections)
+    if threads <= 1:
+        values: dict[str, Any] = {}
+        for s in ordered:
+            values[s.key] = _compute(s, trace, context, values, notes)
+        return values
+    return _run_threads(ordered, trace, context, notes, threads)
+
+
+def _compute(s: Section, trace: Trace, context: Context, values: Mapping[str, Any],
+             notes: list[str]) -> Any:
+    value = s.function()(SectionInput(trace, context, {k: values[k] for k in s.needs}, notes))
+    return () if value is None and s.many else value
+
+
+def _run_threads(ordered: list[Section], trace: Trace, context: Context, notes: list[str],
+                 threads: int) -> dict[str, Any]:
+    """:func:`run` on a pool of ``threads``: a section starts once all it needs are done; of
+    those ready, the one more sections wait for goes first (the chain through ``verdict``
+    before the leaves). After a failure nothing more starts."""
+    dependents = _dependents(ordered)
+    waiting = sorted(ordered, key=lambda s: -dependents[s.key])  # stable: ties in order
     values: dict[str, Any] = {}
-    for s in order(sections):
-        value = s.function()(SectionInput(trace, context, {k: values[k] for k in s.needs},
-                                          notes))
-        values[s.key] = () if value is None and s.many else value
-    return values
+    own: dict[str, list[str]] = {s.key: [] for s in ordered}
+    failed: dict[str, BaseException] = {}
+    running: dict[Future[Any], Section] = {}
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="section") as pool:
+        while waiting or running:
+            ready = [] if failed else [s for s in waiting if all(n in values for n in s.needs)]
+            for s in ready[:threads - len(running)]:  # queued in the pool, it could not wait
+                waiting.remove(s)
+                running[pool.submit(_compute, s, trace, context, values, own[s.key])] = s
+            if not running:
+                break  # a failure left the rest waiting on it
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in done:
+                s = running.pop(f)
+                try:
+                    values[s.key] = f.result()
+                except Exception as exc:  # noqa: BLE001 - raised below, in order
+                    failed[s.key] = exc
+    for s in ordered:
+        if s.key in failed:
+            raise failed[s.key]
+        notes.extend(own[s.key])
+    return {s.key: values[s.key] for s in ordered}
+
+
+def _dependents(sections: list[Section]) -> dict[str, int]:
+    """How many sections need each one, directly or through others."""
+    need_me: dict[str, set[str]] = {s.key: set() for s in sections}
+    for s in reversed(sections):  # in order: whatever needs a section comes after it
+        for n in s.needs:
+            need_me[n] |= need_me[s.key] | {s.key}
+    return {k: len(v) for k, v in need_me.items()}
 
 
 def published(sections: list[Section], values: Mapping[str, Any], head: bool) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from rightsize.analyzers import sections
-from rightsize.analyzers.analysis import Analysis, Context, analyze_trace
+from rightsize.analyzers.analysis import Analysis, Context, RankAnalysis, analyze_trace
 from rightsize.analyzers.document import Document
 from rightsize.analyzers.document.build import document
 from rightsize.catalog import load_catalog
@@ -188,3 +188,76 @@ def test_a_value_not_declared_in_needs_cannot_be_read(tmp_path, monkeypatch):
     monkeypatch.setattr(sections, "SECTIONS", [*sections.SECTIONS, bad])
     with pytest.raises(KeyError, match="'verdict' was not declared in the section's needs"):
         analyze_trace(_trace(), Context())
+
+
+TIMED = '''
+"""Toy sections that finish out of their order: notes and failures must not follow the clock."""
+import time
+
+
+def slow_note(rank):
+    time.sleep(0.05)
+    rank.note("slow, listed first")
+    return 1
+
+
+def fast_note(rank):
+    rank.note("fast, listed second")
+    return 2
+
+
+def sum_of_both(rank):
+    return rank["slow"] + rank["fast"]
+
+
+def slow_fail(rank):
+    time.sleep(0.05)
+    raise ValueError("the first failure in order")
+
+
+def fast_fail(rank):
+    raise ValueError("a later section's failure")
+'''
+
+
+@pytest.fixture
+def timed(tmp_path, monkeypatch):
+    (tmp_path / "toy_timed.py").write_text(textwrap.dedent(TIMED))
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def entry(key, fn, *needs):
+        return sections.Section(key=key, compute=f"toy_timed:{fn}", needs=needs)
+    return entry
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_sections_on_threads_give_the_values_and_notes_in_registry_order(timed, threads):
+    notes: list[str] = []
+    values = sections.run([timed("slow", "slow_note"), timed("fast", "fast_note"),
+                           timed("sum", "sum_of_both", "slow", "fast")],
+                          _trace(), Context(), notes, threads)
+    assert values == {"slow": 1, "fast": 2, "sum": 3} and list(values) == ["slow", "fast", "sum"]
+    assert notes == ["slow, listed first", "fast, listed second"]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_sections_on_threads_raise_the_first_failure_in_registry_order(timed, threads):
+    notes: list[str] = []
+    with pytest.raises(ValueError, match="the first failure in order"):
+        sections.run([timed("a", "slow_fail"), timed("b", "fast_fail"),
+                      timed("c", "sum_of_both", "a", "b")], _trace(), Context(), notes, threads)
+
+
+def test_a_rank_on_two_threads_is_the_rank_on_one():
+    trace = _trace()
+    context = Context(catalog=load_catalog())
+    one: list[str] = []
+    two: list[str] = []
+    a = sections.run(sections.SECTIONS, trace, context, one, 1)
+    b = sections.run(sections.SECTIONS, trace, context, two, 2)
+    assert list(a) == list(b) and one == two and len(one) > 0
+    doc = [document(Analysis((analyze_trace(trace, context),)), []).to_json()]
+    for values, notes in ((a, one), (b, two)):
+        doc.append(document(Analysis((RankAnalysis(trace, values, tuple(notes)),)),
+                            []).to_json())
+    assert doc[0] == doc[1] == doc[2]
