@@ -145,7 +145,8 @@ SECTIONS: list[Section] = [
     _entry("device_match", "metrics.devices:match", ("device_use",), ("devices",)),
     _entry("hta", "metrics.headline:temporal", (), ("kernels", "transfers", "runtime")),
     _entry("memory_peaks", "metrics.headline:memory", (), ("memory",)),
-    _entry("verdict", "diagnosis.section:verdict", (*_RANK, "device_match"),
+    _entry("op_costs", "diagnosis.section:op_costs", (), ("cpu_ops",)),
+    _entry("verdict", "diagnosis.section:verdict", (*_RANK, "device_match", "op_costs"),
            ("kernels", "cpu_ops", "transfers", "runtime")),
     # the document's keys before ``ranks``: the primary rank's
     _head("steps", "metrics.steps:stats", (*_RANK, "verdict"), "metrics:StepStats",

@@ -312,3 +312,21 @@ def test_system_specs_fill_in_and_override_the_catalog():
 def test_bad_system_specs_are_one_line_errors(spec, error):
     with pytest.raises(SpecError, match=error.replace("(", r"\(").replace(")", r"\)")):
         system_for(spec, None, load_catalog())
+
+
+def test_a_models_timings_are_worked_out_once_and_are_the_models_own(monkeypatch):
+    from rightsize.analyzers.sizing import comm
+
+    span = layout_for(load_catalog().gpu("H100 SXM"), 8).span(8)
+    model = CommModel(TOY.factors, TOY.error_by_class)
+    calls: list[str] = []
+    real = nm.timing
+    monkeypatch.setattr(nm, "timing", lambda c, *a: calls.append(c) or real(c, *a))
+    first = model.timing("allreduce", 2**20, span)
+    assert model.timing("allreduce", 2**20, span) is first and calls == ["allreduce"]
+    assert first == real("allreduce", 2.0**20, span, TOY.factors, True)
+    assert model == TOY and "known" not in repr(model)  # not part of the model's value
+    monkeypatch.setattr(comm, "MAX_KNOWN_TIMINGS", 1)  # full: forgotten, then worked out again
+    model.timing("alltoall", 2**20, span)
+    assert model.timing("allreduce", 2**20, span) == first and calls[-1] == "allreduce"
+    assert len(calls) == 3

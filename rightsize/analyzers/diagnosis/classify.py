@@ -40,7 +40,11 @@ def op_costs(ops: pl.DataFrame) -> pl.DataFrame:
     return op_cost_table(ops)[0]
 
 
-def op_cost_table(ops: pl.DataFrame) -> tuple[pl.DataFrame, tuple[roofline.ShapeNote, ...]]:
+# The op cost table and a note per op signature whose shapes the roofline could not use.
+OpCosts = tuple[pl.DataFrame, tuple[roofline.ShapeNote, ...]]
+
+
+def op_cost_table(ops: pl.DataFrame) -> OpCosts:
     """:func:`op_costs` and a note per op signature whose recorded shapes the roofline could
     not use (those ops stay unclassified by the roofline)."""
     cols = ["name", "input_dims", "input_types", "concrete_inputs"]

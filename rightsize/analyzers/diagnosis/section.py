@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rightsize.analyzers.diagnosis.advise import ridge_for
+from rightsize.analyzers.diagnosis.classify import OpCosts, op_cost_table
 from rightsize.analyzers.diagnosis.verdict import diagnose
 from rightsize.analyzers.document.diagnosis import Diagnosis
 from rightsize.analyzers.metrics.devices import prop
@@ -36,12 +37,20 @@ class Verdict:
     work: pl.DataFrame | None
 
 
+def op_costs(rank: SectionInput) -> OpCosts:
+    """Section ``op_costs`` (needs nothing: the host ops alone, so it runs beside the steps
+    and devices): the roofline's FLOPs and bytes of each op with recorded shapes."""
+    return op_cost_table(rank.trace.cpu_ops)
+
+
 def verdict(rank: SectionInput) -> Verdict:
-    """Section ``verdict`` (needs ``step_ranges``, ``device_use``, ``device_match``)."""
+    """Section ``verdict`` (needs ``step_ranges``, ``device_use``, ``device_match``,
+    ``op_costs``)."""
     trace, primary, match = rank.trace, rank.device, rank["device_match"]
     ridge = ridge_for(match.gpu) if match is not None and match.gpu is not None else None
     ncu = ncu_for(trace, primary, rank.context.ncu, rank)
-    diag, work = diagnose(trace, rank.steps, primary, ridge, ncu, rank.context.gpu_samples)
+    diag, work = diagnose(trace, rank.steps, primary, ridge, ncu, rank.context.gpu_samples,
+                          op_costs=rank["op_costs"])
     if ncu is not None and diag is not None and work.height and "signal" in work.columns \
             and not (work["signal"] == Signal.NCU).any():
         rank.note("no kernel of the trace matched a kernel of the Nsight Compute rows (by "

@@ -25,6 +25,7 @@ import polars as pl
 
 from rightsize.analyzers.diagnosis import capture
 from rightsize.analyzers.diagnosis.classify import (
+    OpCosts,
     Ridge,
     classify_kernels,
     counter_windows,
@@ -57,14 +58,15 @@ STALLS = ("pcie", "dataloader", "communication", "host")
 def diagnose(
     trace: Trace, steps: Steps, device: int | None, ridge: Ridge | None = None,
     ncu: pl.DataFrame | None = None, samples: pl.DataFrame | None = None,
-    thresholds: DiagnosisThresholds = THRESHOLDS,
+    thresholds: DiagnosisThresholds = THRESHOLDS, op_costs: OpCosts | None = None,
 ) -> tuple[Diagnosis | None, pl.DataFrame]:
     """Diagnose one rank; ``device`` None means no kernel on any GPU (a CPU-only run, or a GPU
-    job whose kernels were not recorded)."""
+    job whose kernels were not recorded). ``op_costs``: ``op_cost_table(trace.cpu_ops)``
+    when the caller has it already."""
     if steps.count == 0:
         return None, trace.kernels.clear()
     starts, ends = steps.start_ns.tolist(), steps.end_ns.tolist()
-    costs, notes = op_cost_table(trace.cpu_ops)
+    costs, notes = op_costs if op_costs is not None else op_cost_table(trace.cpu_ops)
     on_gpu = device is not None or capture.launches(trace) > 0
     if on_gpu:
         counters = counter_windows(samples, device, starts, ends) \
