@@ -87,6 +87,8 @@ class System:
     nics: str  # the NICs in words
     source: str
     cpu: str = ""  # the host CPU's vendor: intel | amd | arm ('' unknown)
+    nic_path: str = ""  # cpu: each NIC reaches its GPU through the CPU (nvidia-smi topo PHB,
+    # SYS; Grace's C2C), not a PCIe switch ('': under a switch with it, NCCL's PXB)
 
     @property
     def words(self) -> str:
@@ -109,7 +111,7 @@ def systems() -> tuple[System, ...]:
     """The shipped systems (systems.csv)."""
     return tuple(System(r["system"], r["instance"], r["gpu"], int(r["gpus_per_node"]),
                         r["nic_class"], float(r["nic_gbps_per_gpu"]), r["nics"], r["source"],
-                        r.get("cpu", ""))
+                        r.get("cpu", ""), r.get("nic_path") or "")
                  for r in _read("systems.csv"))
 
 

@@ -16,6 +16,7 @@ from rightsize.analyzers.sizing.comm import load_model
 from rightsize.analyzers.sizing.comm_check import check, fit_tables, switch_groups
 from rightsize.analyzers.sizing.comm_system import SpecError, system_for
 from rightsize.catalog import load_catalog
+from rightsize.catalog.links import systems
 from rightsize.traces.nccl_tests import bus_number, parse_log
 
 GIB = 1 << 30
@@ -176,6 +177,7 @@ def test_the_pcie_class_takes_its_fastest_systems_efficiency():
     ("gpu=H100 SXM,cpu=sparc", "cpu=sparc: one of intel, amd, arm"),
     ("gpu=H100 SXM,nccl=latest", "nccl=latest: a release such as 2.21.5"),
     ("gpu=H100 SXM,gpus_per_switch=0", "gpus_per_switch=0: a whole number of at least 1"),
+    ("gpu=H100 SXM,nic_path=pcie", "nic_path=pcie: switch or cpu"),
 ])
 def test_the_new_spec_keys_are_checked(spec, error):
     with pytest.raises(SpecError, match=error):
@@ -235,3 +237,30 @@ def test_an_nccl_before_2_12_is_timed_with_its_own_ll_and_ll128_rules_by_hand():
     assert system_for("gpu=A100 40GB SXM,nccl=2.8.4", None, catalog).span(8).legacy
     assert not system_for("gpu=A100 40GB SXM,nccl=2.21.5", None, catalog).span(8).legacy
     assert not system_for("gpu=A100 40GB SXM", None, catalog).span(8).legacy
+
+
+def test_a_nic_reached_through_the_cpu_runs_no_ll128_across_nodes():
+    """ALCF Polaris: each Slingshot NIC is PHB to one A100 and SYS to the others (ALCF's
+    nvidia-smi topo table; systems.csv nic_path=cpu), as GH200's NICs hang off Grace: NCCL runs
+    LL128 across nodes only where a GPU reaches its NIC through a PCIe switch (PXB). Inside one
+    node the path does not matter; the same A100s on a DGX A100 keep LL128 across nodes."""
+    catalog = load_catalog()
+    polaris = system_for("gpu=A100 40GB SXM,system=HPE Cray EX235n (ALCF Polaris)", None,
+                         catalog)
+    assert polaris.nic_path == "cpu" and polaris.to_json()["nic_path"] == "cpu"
+    protocols = {c.protocol for c in nm.candidates("allreduce", polaris.span(32, 8),
+                                                   nm.NOMINAL)}
+    assert protocols == {"LL", "Simple"}
+    assert "LL128" in {c.protocol for c in nm.candidates("allreduce", polaris.span(4, 1),
+                                                         nm.NOMINAL)}
+    dgx = system_for("gpu=A100 40GB SXM,inter=ib:200", None, catalog)
+    assert dgx.nic_path == "" and "LL128" in {
+        c.protocol for c in nm.candidates("allreduce", dgx.span(16, 2), nm.NOMINAL)}
+    # a spec says it either way, over the catalog
+    assert system_for("gpu=A100 40GB SXM,inter=ib:200,nic_path=cpu", None,
+                      catalog).span(16, 2).nic_via_cpu
+    assert not system_for("gpu=A100 40GB SXM,system=HPE Cray EX235n (ALCF Polaris),"
+                          "nic_path=switch", None, catalog).span(32, 8).nic_via_cpu
+    assert {s.name for s in systems() if s.nic_path == "cpu"} == {
+        "HPE Cray EX254n (CSCS Alps)", "JUPITER Booster (JSC)",
+        "HPE Cray EX235n (ALCF Polaris)"}

@@ -56,7 +56,7 @@ class Layout:
         else:  # GeForce 40 cards: no peer-to-peer, through host memory
             cls, gbs = PCIE, links.pcie_gbs_per_direction or 0.0
             topology = "host" if links.topology == "no-p2p" else "p2p"
-        grace = links.gpu.upper().startswith("GH200")
+        grace = links.gpu.upper().startswith("GH200") or self.system.nic_path == "cpu"
         gen = (links.nvlink_generation or 0) if cls == "nvlink" else 0
         cpu = self.system.cpu
         if nodes > 1:

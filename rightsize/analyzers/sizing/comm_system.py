@@ -22,6 +22,9 @@ what the catalog knows of the GPU:
   ``7x64`` (7 links of 64 GB/s), or a number: GB/s per direction per GPU.
 - ``gpus_per_switch=N`` -- GPUs behind one PCIe switch (its uplink shared through host memory)
 - ``cpu=intel|amd|arm`` -- the host CPU (NCCL's choices differ per vendor)
+- ``nic_path=switch|cpu`` -- how each GPU reaches its NIC: through a PCIe switch (NCCL's PXB),
+  or through the CPU (``nvidia-smi topo -m`` shows PHB or SYS; Grace's own NICs), where NCCL
+  runs no LL128 across nodes
 - ``nccl=VERSION`` -- the NCCL release (the log's own where it prints one)
 - ``inter=KIND:GBPS`` -- KIND ``ib`` (InfiniBand), ``roce``, ``efa``, ``slingshot``, ``eth``;
   GBPS the network per GPU, Gb/s per direction (a node of 4 GPUs with 2 NICs of 200: 100).
@@ -52,7 +55,7 @@ NVLINK_GBS_PER_LINK = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}  # per direc
 PCIE_X16_GBS = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}  # per direction
 ARCHS = ("volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "cdna4")
 KEYS = ("gpu", "system", "gpus_per_node", "nodes", "ranks", "arch", "intra", "inter",
-        "gpus_per_switch", "cpu", "nccl")
+        "gpus_per_switch", "cpu", "nccl", "nic_path")
 CPUS = ("intel", "amd", "arm")
 
 
@@ -79,6 +82,7 @@ class CommSystem:
     cpu: str = ""  # intel | amd | arm ('' unknown)
     switch_gpus: int = 0  # GPUs behind one PCIe switch (0: unknown)
     nccl: str | None = None  # the NCCL release ('2.8.4'; None: unknown, taken as current)
+    nic_path: str = ""  # cpu: each GPU reaches its NIC through the CPU ('': a PCIe switch)
 
     def span(self, ranks: int, nodes: int | None = None) -> Span:
         """What a collective of ``ranks`` crosses, on ``nodes`` nodes (None: as few as the
@@ -89,7 +93,8 @@ class CommSystem:
         multi = nodes > 1
         return Span(ranks, nodes, cls, self.link_gbs, self.inter if multi else None,
                     self.nic_gbps if multi else None, topology, self.arch, self.links,
-                    nic_via_cpu=(self.gpu or "").upper().startswith("GH200"),
+                    nic_via_cpu=(self.gpu or "").upper().startswith("GH200")
+                    or self.nic_path == "cpu",
                     link_gen=self.link_gen if cls == NVLINK else 0, cpu=self.cpu,
                     switch_gpus=self.switch_gpus if cls == PCIE else 0,
                     legacy=not tb.modelled(tb.version(self.nccl)))
@@ -100,7 +105,8 @@ class CommSystem:
                 "links": self.links, "inter": self.inter, "nic_gbps_per_gpu": self.nic_gbps,
                 "ranks": self.ranks, "nodes": self.nodes, "source": self.source,
                 "link_gen": self.link_gen, "cpu": self.cpu or None,
-                "gpus_per_switch": self.switch_gpus or None, "nccl": self.nccl}
+                "gpus_per_switch": self.switch_gpus or None, "nccl": self.nccl,
+                "nic_path": self.nic_path or None}
 
 
 def parse_spec(text: str) -> dict[str, str]:
@@ -142,7 +148,8 @@ def from_catalog(gpu: Gpu, price: Any = None, system: System | None = None) -> C
     return CommSystem(gpu.name, arch_of(gpu), per_node, intra,
                       gbs, links.nvlink_links, system.nic_class, system.nic_gbps_per_gpu,
                       source=f"catalog: {gpu.name} on {system.name}",
-                      link_gen=links.nvlink_generation or 0, cpu=system.cpu)
+                      link_gen=links.nvlink_generation or 0, cpu=system.cpu,
+                      nic_path=system.nic_path)
 
 
 def system_for(spec: str | None, gpu: Gpu | None, catalog: Catalog) -> CommSystem:
@@ -164,7 +171,8 @@ def system_for(spec: str | None, gpu: Gpu | None, catalog: Catalog) -> CommSyste
     base = from_catalog(gpu, system=named) if gpu is not None else CommSystem(
         keys.get("gpu"), "", named.gpus_per_node if named else None, "pcie", 0.0, 0,
         named.nic_class if named else None, named.nic_gbps_per_gpu if named else None,
-        source="--system", cpu=named.cpu if named else "")
+        source="--system", cpu=named.cpu if named else "",
+        nic_path=named.nic_path if named else "")
     return _apply(base, keys, spec or "")
 
 
@@ -195,6 +203,10 @@ def _apply(base: CommSystem, keys: dict[str, str], spec: str) -> CommSystem:
         if tb.version(keys["nccl"]) is None:
             raise SpecError(f"--system nccl={keys['nccl']}: a release such as 2.21.5")
         counts["nccl"] = keys["nccl"]
+    if "nic_path" in keys:
+        if keys["nic_path"].lower() not in ("switch", "cpu"):
+            raise SpecError(f"--system nic_path={keys['nic_path']}: switch or cpu")
+        counts["nic_path"] = "" if keys["nic_path"].lower() == "switch" else "cpu"
     out = replace(out, **counts)
     if "intra" in keys:
         out = _intra(out, keys["intra"])
