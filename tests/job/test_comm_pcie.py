@@ -13,7 +13,7 @@ from rightsize.analyzers.sizing import comm_fit
 from rightsize.analyzers.sizing import nccl_model as nm
 from rightsize.analyzers.sizing import nccl_tables as tb
 from rightsize.analyzers.sizing.comm import load_model
-from rightsize.analyzers.sizing.comm_check import check, fit_tables, switch_groups
+from rightsize.analyzers.sizing.comm_check import check, fit_model, fit_tables, switch_groups
 from rightsize.analyzers.sizing.comm_system import SpecError, system_for
 from rightsize.catalog import load_catalog
 from rightsize.catalog.links import systems
@@ -157,6 +157,9 @@ def test_a_logs_bus_numbers_show_its_pcie_switches_and_its_release_its_scope():
     own = system_for("gpus_per_switch=1", load_catalog().gpu("RTX 4090"), load_catalog())
     assert fit_tables(log, own)[0].span.switch_gpus == 1
     assert not comm_fit.fit([table]).link_eta  # out of scope: nothing fitted on it
+    # ... but a user's own `comm fit` fits it, by its release's rules
+    own_fit = fit_model([(log, system)], load_model())
+    assert set(own_fit["factors"]["link_eta"]) >= {"pcie_host"}
 
 
 def test_the_pcie_class_takes_its_fastest_systems_efficiency():

@@ -198,8 +198,10 @@ def fit_model(items: Sequence[tuple[NcclLog, CommSystem]], start: comm.CommModel
               ) -> dict[str, Any]:
     """A model JSON fitted on ``items`` (a user's logs with their fabrics), starting from
     ``start``; its error per fabric class is each class's median |error| over its rows
-    (in-sample: a user's own fabric, not a leave-one-out)."""
-    tables = [t for log, system in items for t in fit_tables(log, system) if t.in_scope]
+    (in-sample: a user's own fabric, not a leave-one-out). A log of an NCCL before 2.12 is
+    fitted too: timed by its release's own rules, its factors are the user's fabric's."""
+    tables = [replace(t, in_scope=True) for log, system in items
+              for t in fit_tables(log, system)]
     if not tables:
         raise SpecError("no table of these logs is one the model covers (two or more ranks "
                         "of all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
