@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from rightsize.pipeline import Result
     from rightsize.traces.loader import JobKey, Plan
     from rightsize.traces.readers import Memory, ReadOptions
+    from rightsize.traces.schema import Trace
 
 DEFAULT = Options()
 Progress = Callable[[str], None]
@@ -88,13 +89,32 @@ def analyze_one(task: TraceTask, progress: Progress | None = None) -> RankPart |
         trace, entry = read.trace, dict(read.entry)
         assert trace is not None
         del read
-        rank = analyze_trace(trace, task.context)
+        rank = analyze_trace(trace, task.context, _threads(task, trace))
     except RightsizeError as exc:
         return Refusal(str(exc))
     return RankPart(entry, loader.job_key(trace),
                     summarize(rank) if task.summary or task.summary_only else None,
                     None if task.summary_only else rank_doc(rank), _first_ns(rank),
                     rank if task.keep else None)
+
+
+def _threads(task: TraceTask, trace: Trace) -> int:
+    """The rank's sections on two threads (``analysis.section_threads``) only where the task's
+    memory has room: sections at once hold their working frames at once (175 MB Kineto trace:
+    peak +20-25 MiB). A trace read over a window, or whose estimated need (its reader's
+    memory model, by its events) is over half the task's budget, is analyzed on one."""
+    from rightsize.analyzers.analysis import section_threads
+    from rightsize.traces import loader
+    from rightsize.traces.budget import need_for_events
+
+    budget = task.read.memory_budget_bytes
+    if budget is None:
+        return section_threads()
+    memory = getattr(loader.detect(Path(task.path)), "memory", None)
+    if trace.meta.window is not None or memory is None \
+            or 2 * need_for_events(memory, trace.meta.event_count) > budget:
+        return 1
+    return section_threads()
 
 
 def _first_ns(rank: RankAnalysis) -> int | None:

@@ -104,11 +104,14 @@ def section_threads() -> int:
     return 2 if usable_cpus() > 1 else 1
 
 
-def analyze_trace(trace: Trace, context: Context = Context()) -> RankAnalysis:
+def analyze_trace(trace: Trace, context: Context = Context(),
+                  threads: int | None = None) -> RankAnalysis:
     """Every section of one rank (``sections.SECTIONS``, each after those it needs); what
-    cannot be computed is ``None`` with a note."""
+    cannot be computed is ``None`` with a note. ``threads``: how many run at once (None:
+    :func:`section_threads`); the result is the same."""
     notes: list[str] = []
-    values = sections.run(sections.SECTIONS, trace, context, notes, section_threads())
+    values = sections.run(sections.SECTIONS, trace, context, notes,
+                          section_threads() if threads is None else threads)
     return RankAnalysis(trace, values, tuple(notes))
 
 

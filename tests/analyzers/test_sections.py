@@ -261,3 +261,31 @@ def test_a_rank_on_two_threads_is_the_rank_on_one():
         doc.append(document(Analysis((RankAnalysis(trace, values, tuple(notes)),)),
                             []).to_json())
     assert doc[0] == doc[1] == doc[2]
+
+
+def test_sections_share_threads_only_where_the_tasks_memory_has_room(tmp_path, monkeypatch):
+    import dataclasses
+
+    from rightsize import job_map
+    from rightsize.analyzers import analysis
+    from rightsize.traces import kineto
+    from rightsize.traces.budget import need_for_events
+    from rightsize.traces.readers import ReadOptions
+    from rightsize.traces.window import StepWindow
+    from tests.tracebuilder import two_step_trace
+
+    path = two_step_trace().write(tmp_path / "t.json")
+    trace = kineto.read_kineto(path)
+    need = need_for_events(kineto.MEMORY, trace.meta.event_count)
+    monkeypatch.setattr(analysis, "section_threads", lambda: 2)
+
+    def threads(budget, t=trace):
+        task = job_map.TraceTask(str(path), None, ReadOptions(memory_budget_bytes=budget),
+                                 analysis.Context())
+        return job_map._threads(task, t)
+
+    assert threads(None) == 2 and threads(2 * need) == 2  # twice the need: room for both
+    assert threads(2 * need - 1) == 1
+    windowed = dataclasses.replace(trace, meta=dataclasses.replace(
+        trace.meta, window=StepWindow(1, 1, 2, None, None, "budget")))
+    assert threads(100 * need, windowed) == 1  # a window: the budget is tight already
