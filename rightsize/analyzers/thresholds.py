@@ -67,6 +67,13 @@ class DiagnosisThresholds:
         "scattered too: few follow the id before them (HTA's sampled ranks: 38%; unfiltered "
         "traces 93-100%, traces built by hand or cut into whole pieces run in sequence)",
         label="Inconclusive, with few host ops kept, when fewer of them are in sequence (%)")
+    min_ops_kept_cut_pct: float = limit(
+        1.0, "a trace keeping under 1 in 100 of the ids in its range lost most of what was "
+        "recorded, in sequence or not: HTA's CPU-only rank 34 keeps 0.26% in four runs (Kineto's "
+        "Ev Idx 0-5, then 7,470-7,478: its 210 ms step holds no op of its main thread); every "
+        "unfiltered shared trace keeps 100%, a trace built with its ops numbered in two distant "
+        "blocks a few percent (tests' ViT: 2.4%)",
+        label="Inconclusive, in sequence or not, when a trace keeps fewer of its host ops (%)")
     min_kernels: int = limit(
         20, "a training or inference step launches hundreds of kernels; below 20 the shares "
         "hinge on a handful of launches (a test harness, a micro-benchmark)",

@@ -31,6 +31,20 @@ def test_a_cut_trace_keeps_few_of_the_ids_it_numbers_in_runs():
     assert ids_in_sequence_pct(ops) == pytest.approx(100 * 11 / 13)
 
 
+def test_a_cut_down_trace_is_inconclusive_though_its_ids_run_in_sequence():
+    """HTA's CPU-only rank 34 as the file holds it: 14 numbered ops over ids 1,025-8,493 on 3
+    threads (above): 14 / (14 + 7,469 - 14 - 4 x 512) = 0.258% kept, 11 of 13 in sequence; Kineto's Ev Idx runs 0-5 then 7,470-7,478, and the 210 ms step holds no op
+    of its main thread, so its 85% 'exposed communication' is the gloo threads' all-reduces
+    over a main thread whose ops were cut: inconclusive, no overlap advice."""
+    doc = analyze_paths([shared_path("traces", "kineto",
+                                     "hta-cpu_only-rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")])
+    assert doc["diagnosis"]["bound"] == "inconclusive"
+    assert [(s, round(v, 3), t) for s, v, t in _reasons(doc)] == [("filtered", 0.258, 1.0)]
+    assert doc["diagnosis"]["evidence"][0].startswith(
+        "inconclusive: a cut-down trace - it holds 0.26% of the host ops")
+    assert doc["recommendations"] == [] and doc["sizing"]["recommended"] is None
+
+
 def test_a_sampled_trace_keeps_few_scattered():
     # one op in a thousand with its child: 20 ids over a range of 9,002 (one thread: 1,024
     # forgiven), 10 of the 19 after the first in sequence

@@ -18,7 +18,7 @@ def test_every_threshold_has_a_value_a_reason_and_a_label():
             assert isinstance(getattr(group, f.name), int | float), f.name
             assert len(f.metadata[th.WHY]) > 15 and f.metadata[th.LABEL], f.name
             names.append(f"{type(group).__name__}.{f.name}")
-    assert len(names) == len(set(names)) == 52
+    assert len(names) == len(set(names)) == 53
 
 
 def test_the_docs_page_is_the_table():
@@ -39,7 +39,7 @@ def test_the_diagnosis_page_quotes_the_table():
             want = f"{getattr(th.DIAGNOSIS, named[0]):g}"
             assert re.match(rf"{want}\b", value), (named[0], value)
             checked += 1
-    assert checked == 5
+    assert checked == 6
 
 
 def test_report_labels_come_from_the_table():
@@ -53,5 +53,5 @@ def test_the_document_publishes_the_diagnosis_group_only():
     assert list(th.DIAGNOSIS.as_dict()) == [
         "work_bound_pct", "dataloader_pct", "communication_pct", "gpu_util_pct",
         "disagreement_pct", "tiny_op_us", "cpu_ridge_flops_per_byte", "min_recorded_pct",
-        "startup_pct", "min_ops_kept_pct", "max_sampled_in_sequence_pct",
+        "startup_pct", "min_ops_kept_pct", "max_sampled_in_sequence_pct", "min_ops_kept_cut_pct",
         "min_kernels", "signals_disagree_pct", "min_nvml_samples"]

@@ -62,6 +62,14 @@ def inconclusive_reasons(c: Capture, util: Utilization,
             f"{c.ids_in_sequence_pct:.0f}% follow the one numbered before): events were "
             "dropped after recording, so what ran between the kept ones is unknown, not idle "
             "or host time; analyze the trace as the profiler wrote it"))
+    elif c.ops_kept_pct is not None and c.ops_kept_pct < th.min_ops_kept_cut_pct:
+        out.append(Evidence(
+            FILTERED, c.ops_kept_pct, th.min_ops_kept_cut_pct,
+            f"inconclusive: a cut-down trace - it holds {c.ops_kept_pct:.2f}% of the host ops "
+            f"it numbers (External id), below {th.min_ops_kept_cut_pct:.0f}%, in pieces with "
+            "the ops between them gone: what ran there (inside the steps too) is unknown, not "
+            "idle, host or exposed communication time; analyze the trace as the profiler wrote "
+            "it"))
     if 100.0 - c.recorded_pct >= 100.0 - th.min_recorded_pct:
         what = ("has nothing recorded (device idle, no host op, annotated range, runtime call"
                 " or Python function)"
