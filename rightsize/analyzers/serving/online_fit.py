@@ -54,15 +54,18 @@ class OnlineFit:
 
 
 def fit(table: Tabulated, limits: Limits, reqs: Requests, rate_per_s: float,
-        tpot_ms_p50: float, ttft_ms_p50: float | None, source: str) -> OnlineFit:
+        tpot_ms_p50: float, ttft_ms_p50: float | None, source: str, *,
+        skip: float = 0.0) -> OnlineFit:
     """Bisect the factor (in log space) until the simulated median TPOT is the measured one:
     TPOT rises with the factor, steeply near capacity, where a proportional update would
-    overshoot."""
+    overshoot. ``skip``: the share of requests dropped at each end before the medians
+    (:func:`~rightsize.analyzers.serving.latency.summarize`), as the predictions it calibrates
+    drop them."""
     lo = hi = None
     factor = 1.0
     tpot = ttft = math.nan
     for _ in range(ROUNDS):
-        s = summarize((simulate(reqs, limits, table.scaled(factor, factor)),))
+        s = summarize((simulate(reqs, limits, table.scaled(factor, factor)),), skip)
         tpot, ttft = s.tpot_ms.p50, s.ttft_ms.p50
         if not tpot > 0:
             raise RightsizeError(f"{source}: the simulated run has no TPOT (every request of"
