@@ -38,6 +38,7 @@ import os
 import re
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,6 +128,7 @@ class Case:
     out_tok_s: float = 0.0
     in_tok_s: float = 0.0
     tpot_ms: float = 0.0
+    across: str = ""  # MLPerf: the GPU and TP whose other systems are calibrated across
 
 
 def lengths(n: int, mean: float, sigma: float, lo: int, hi: int, seed: int) -> np.ndarray:
@@ -201,7 +203,12 @@ def mlperf_cases(isl: float = MLPERF_ISL, v0: str = V0) -> list[Case]:
                         n, isl, osl,
                         _ns(text, "50.00 percentile time to output token (ns)") / 1e6,
                         _ns(text, "50.00 percentile first token latency (ns)") / 1e6, SKIP,
-                        f"70B {gpu} TP{tp}", engine="vllm" if gpu == "MI300X" else "trtllm",
+                        # one deployment: one submitter's system at one GPU and TP (Juniper's
+                        # DGX-H100 at 2 and 4 nodes, the same TensorRT 9.3 / CUDA 12.2);
+                        # ``across``: other submitters' systems of the same GPU and TP
+                        f"70B {key.split('__')[0]} {gpu} TP{tp}",
+                        engine="vllm" if gpu == "MI300X" else "trtllm",
+                        across=f"70B {gpu} TP{tp}",
                         max_tokens=MLPERF_MAX_TOKENS,
                         out_tok_s=_ns(text, "Completed tokens per second") / inst,
                         in_tok_s=qps / inst * isl,
@@ -261,7 +268,10 @@ class Runner:
     def calibrate(self, c: Case) -> float:
         t, kv = self.table(c)
         lim = Limits(c.limits[0], c.limits[1], kv, c.limits[2])
-        return fit(t, lim, requests(c), c.rate, c.tpot_p50, c.ttft_p50, c.name).factor
+        # the medians over the same requests as the predictions (MLPerf: without the warm-up
+        # and the drain; the first pass fitted over every request and predicted without them)
+        return fit(t, lim, requests(c), c.rate, c.tpot_p50, c.ttft_p50, c.name,
+                   skip=c.skip).factor
 
 
 def err(pred: float, meas: float) -> float:
@@ -285,48 +295,77 @@ def main() -> None:
         operating_points(runner, cases, args.markdown)
         return
     t0 = time.perf_counter()
-    rows, unc, cal_tpot, cal_ttft = [], {}, [], []
-    for c in dstack_cases(v0) + mlperf_cases(args.mlperf_isl, v0):
-        tpot, ttft, thr = runner.run(c)
-        unc[c.name] = err(tpot, c.tpot_p50)
-        rows.append((c, tpot, ttft, thr))
-    groups: dict[str, list[tuple[Case, float, float, float]]] = {}
-    for row in rows:
-        groups.setdefault(row[0].group, []).append(row)
-    calibrated = []
-    for g, members in groups.items():
-        if len(members) < 2 or members[0][0].note:
-            continue  # one run, or a scheduler the simulation does not model
-        anchor = members[0][0]
-        k = runner.calibrate(anchor)
-        for c, *_ in members[1:]:
-            tpot, ttft, _ = runner.run(c, k)
-            calibrated.append((g, anchor, c, k, tpot, ttft))
-            cal_tpot.append(err(tpot, c.tpot_p50))
-            cal_ttft.append(err(ttft, c.ttft_p50))
+    rows = [(c, *runner.run(c)) for c in dstack_cases(v0) + mlperf_cases(args.mlperf_isl, v0)]
+    unc = {c.name: err(tpot, c.tpot_p50) for c, tpot, *_ in rows}
+    calibrated = calibrate_within(runner, rows, lambda c: c.group)
+    across = calibrate_within(runner, [r for r in rows if r[0].across],
+                              lambda c: c.across, lambda a, c: a.group != c.group)
     show(rows, calibrated, args.markdown)
+    print("\nMLPerf, calibrated on one submitter's system, predicting other systems of the same "
+          "GPU and TP (not other rates of one deployment):")
+    show([], across, args.markdown)
     operating_points(runner, [r[0] for r in rows if not r[0].note], args.markdown)
-    in_scope = [abs(unc[c.name]) for c, *_ in rows if not c.note]
-    for label, pick in (("dstack single-step", lambda c: c.name.startswith("405B")),
-                        ("MLPerf", lambda c: c.name.startswith("70B"))):
-        errs = [abs(unc[c.name]) for c, *_ in rows if not c.note and pick(c)]
-        print(f"uncalibrated median |TPOT error|, {label}: {statistics.median(errs):.1f}% "
-              f"({len(errs)} runs)")
-    for label, pick in (("dstack", lambda c: c.name.startswith("405B")),
-                        ("MLPerf", lambda c: c.name.startswith("70B"))):
-        e = [abs(err(t, c.tpot_p50)) for _, _, c, _, t, _ in calibrated if pick(c)]
-        f = [abs(err(t, c.ttft_p50)) for _, _, c, _, _, t in calibrated if pick(c)]
-        if e:
-            print(f"calibrated, {label}: median |TPOT error| {statistics.median(e):.1f}% (max "
-                  f"{max(e):.1f}%), median |TTFT error| {statistics.median(f):.1f}% "
-                  f"({len(e)} runs)")
-    print(f"\nuncalibrated median |TPOT error|: all {statistics.median(map(abs, unc.values())):.1f}%"
-          f", single-step runs {statistics.median(in_scope):.1f}% ({len(in_scope)} runs)")
-    print(f"calibrated on one rate, other rates: median |TPOT error| "
-          f"{statistics.median(map(abs, cal_tpot)):.1f}% (max {max(map(abs, cal_tpot)):.1f}%), "
-          f"median |TTFT error| {statistics.median(map(abs, cal_ttft)):.1f}% "
-          f"({len(cal_tpot)} runs)")
+    summary(rows, unc, calibrated, across)
     print(f"({time.perf_counter() - t0:.0f} s)")
+
+
+Row = tuple[Case, float, float, float]
+Calibrated = tuple[str, Case, Case, float, float, float]
+
+
+def calibrate_within(runner: Runner, rows: list[Row], group_of: Callable[[Case], str],
+                     other: Callable[[Case, Case], bool] = lambda a, c: True
+                     ) -> list[Calibrated]:
+    """Per group (in order), calibrate on its first run and predict its other runs (those
+    ``other`` admits); groups of one run, or a scheduler the simulation does not model, skip."""
+    groups: dict[str, list[Case]] = {}
+    for c, *_ in rows:
+        groups.setdefault(group_of(c), []).append(c)
+    out = []
+    for g, members in groups.items():
+        anchor, rest = members[0], [c for c in members[1:] if other(members[0], c)]
+        if not rest or anchor.note:
+            continue
+        k = runner.calibrate(anchor)
+        for c in rest:
+            tpot, ttft, _ = runner.run(c, k)
+            out.append((g, anchor, c, k, tpot, ttft))
+    return out
+
+
+def _median(label: str, errs: list[float]) -> str:
+    return (f"{label}: median |TPOT error| {statistics.median(errs):.1f}% (max {max(errs):.1f}%,"
+            f" {len(errs)} runs)" if errs else f"{label}: no runs")
+
+
+def summary(rows: list[Row], unc: dict[str, float], calibrated: list[Calibrated],
+            across: list[Calibrated]) -> None:
+    """The goals' figures: uncalibrated on the vLLM runs (the goal's rows: dstack's single-step
+    runs and the MI300X's vLLM 0.4.3) and on the TensorRT-LLM runs; calibrated on one rate of
+    one deployment (dstack's settings, Juniper's DGX-H100 at 2 and 4 nodes), and, apart,
+    calibrated across MLPerf systems."""
+    single = [c for c, *_ in rows if not c.note]
+    vllm = [c for c in single if c.engine != "trtllm"]
+    print()
+    for label, cases in (("uncalibrated, vLLM runs (dstack single-step, MI300X)", vllm),
+                         ("uncalibrated, dstack single-step",
+                          [c for c in single if c.name.startswith("405B")]),
+                         ("uncalibrated, MLPerf (TensorRT-LLM and MI300X vLLM)",
+                          [c for c in single if c.name.startswith("70B")]),
+                         ("uncalibrated, TensorRT-LLM runs",
+                          [c for c in single if c.engine == "trtllm"]),
+                         ("uncalibrated, all single-step runs", single)):
+        print(_median(label, [abs(unc[c.name]) for c in cases]))
+    print(_median("uncalibrated, all runs (multi-step included)", [abs(v) for v in unc.values()]))
+    for label, got in (("calibrated on one rate, other rates of the same deployment", calibrated),
+                       ("  of which dstack", [x for x in calibrated if x[2].name.startswith("4")]),
+                       ("  of which MLPerf (Juniper)",
+                        [x for x in calibrated if x[2].name.startswith("7")]),
+                       ("calibrated across MLPerf systems (not the goal's setting)", across)):
+        print(_median(label, [abs(err(x[4], x[2].tpot_p50)) for x in got]))
+        if got:
+            ttft = [abs(err(x[5], x[2].ttft_p50)) for x in got]
+            print(f"    median |TTFT error| {statistics.median(ttft):.1f}%")
 
 
 def operating_points(runner: Runner, cases: list[Case], md: bool) -> None:
@@ -361,8 +400,9 @@ def show(rows: list[tuple[Case, float, float, float]],
 
     head = ["run", "req/s", "TPOT p50 meas", "sim", "err", "TTFT p50 meas", "sim", "err",
             "note"]
-    line(head)
-    if md:
+    if rows:
+        line(head)
+    if md and rows:
         print("|" + "---|" * len(head))
     for c, tpot, ttft, _ in rows:
         rate = "inf" if c.rate >= 1000 else f"{c.rate:g}"
@@ -375,7 +415,8 @@ def show(rows: list[tuple[Case, float, float, float]],
     if md:
         print("|" + "---|" * len(head))
     for _, anchor, c, k, tpot, ttft in calibrated:
-        line([f"{anchor.name}", f"x{k:.3f}", f"{c.rate:g} req/s" if c.rate < 1000 else "inf",
+        rate = f"{c.rate:g} req/s" if c.rate < 1000 else "inf"
+        line([f"{anchor.name}", f"x{k:.3f}", f"{c.name}, {rate}" if c.across else rate,
               f"{c.tpot_p50:.1f}", f"{tpot:.1f}", f"{err(tpot, c.tpot_p50):+.1f}%",
               f"{c.ttft_p50:,.0f}", f"{ttft:,.0f}", f"{err(ttft, c.ttft_p50):+.1f}%"])
 
