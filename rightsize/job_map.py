@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from rightsize.traces.schema import Trace
 
 DEFAULT = Options()
+NEED_SHARE_FOR_THREADS = 4  # two threads where the budget holds 4x the trace's estimated need
 Progress = Callable[[str], None]
 
 
@@ -100,9 +101,10 @@ def analyze_one(task: TraceTask, progress: Progress | None = None) -> RankPart |
 
 def _threads(task: TraceTask, trace: Trace) -> int:
     """The rank's sections on two threads (``analysis.section_threads``) only where the task's
-    memory has room: sections at once hold their working frames at once (175 MB Kineto trace:
-    peak +20-25 MiB). A trace read over a window, or whose estimated need (its reader's
-    memory model, by its events) is over half the task's budget, is analyzed on one."""
+    memory has ample room: sections at once hold their working frames at once (175 MB Kineto
+    trace: peak +20-25 MiB, ~13% of the file; HTA's rows and the self-time table together
+    added 0.5 GiB at 5 GB). A trace read over a window, or whose estimated need (its reader's
+    memory model, by its events) is over a quarter of the task's budget, is analyzed on one."""
     from rightsize.analyzers.analysis import section_threads
     from rightsize.traces import loader
     from rightsize.traces.budget import need_for_events
@@ -112,7 +114,7 @@ def _threads(task: TraceTask, trace: Trace) -> int:
         return section_threads()
     memory = getattr(loader.detect(Path(task.path)), "memory", None)
     if trace.meta.window is not None or memory is None \
-            or 2 * need_for_events(memory, trace.meta.event_count) > budget:
+            or NEED_SHARE_FOR_THREADS * need_for_events(memory, trace.meta.event_count) > budget:
         return 1
     return section_threads()
 

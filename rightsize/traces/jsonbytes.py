@@ -118,7 +118,7 @@ def separator(buf: bytes, element_depth: int) -> bytes | None:
     return sep
 
 
-def join(raw: bytes, sep: bytes) -> bytes:
+def join(raw: bytes | bytearray, sep: bytes) -> bytes | bytearray:
     """NDJSON of a fast-path run of events: each separator becomes one line break. With one
     event per line (``},\n{``) the other bytes are kept as they are; otherwise newlines
     become spaces first, so that every event is one line. The separator is replaced by one of

@@ -44,8 +44,8 @@ class Batch:
 
     __slots__ = ("_make", "_ndjson", "count", "raw")
 
-    def __init__(self, ndjson: bytes | None, raw: bytes | None, count: int,
-                 make: Callable[[bytes], bytes] | None = None) -> None:
+    def __init__(self, ndjson: bytes | None, raw: bytes | bytearray | None, count: int,
+                 make: Callable[[bytes | bytearray], bytes | bytearray] | None = None) -> None:
         self._ndjson = ndjson
         self.raw = raw
         self.count = count  # events in the batch; -1 when not counted (the parser counts)
@@ -55,7 +55,8 @@ class Batch:
     def ndjson(self) -> bytes:
         if self._ndjson is None:
             assert self.raw is not None and self._make is not None
-            self._ndjson = self._make(self.raw)
+            made = self._make(self.raw)
+            self._ndjson = made if isinstance(made, bytes) else bytes(made)
         return self._ndjson
 
 
@@ -107,16 +108,28 @@ class Scan:
             data = self._read()
             if not data and not pending:
                 raise ScanError("truncated: the event array is never closed")
-            buf = pending + data
+            buf: bytes | bytearray
+            if sep is not None and data:  # the batch is cut from it in place, not copied
+                buf = bytearray(pending)
+                buf += data
+            else:
+                buf = pending + data
+            more = bool(data)
+            del data  # its bytes are in buf now
             if first:
+                assert isinstance(buf, bytes)  # no separator known yet: joined as bytes
                 sep = jsonbytes.separator(buf, self._element_depth)
                 first = False
-            if sep is not None and data:
+            if sep is not None and more:
                 at = buf.rfind(sep)
                 if at >= 0:
                     end = at + sep.index(b"}") + 1  # just past the last whole event's "}"
-                    raw = buf[:end]
-                    pending = buf[at + len(sep) - 1:]  # from the next event's "{"
+                    pending = bytes(buf[at + len(sep) - 1:])  # from the next event's "{"
+                    if isinstance(buf, bytearray):
+                        del buf[end:]  # the chunk is the batch: one copy of it, not two
+                        raw: bytes | bytearray = buf
+                    else:
+                        raw = buf[:end]
                     del buf  # only one copy of the chunk stays alive with its NDJSON
                     self._after = False  # pending starts at the next event's "{"
                     self._uncounted = True
@@ -127,7 +140,7 @@ class Scan:
                     # The last event runs on for long: it may be the array's end followed by
                     # big metadata, which only the structural scan can tell.
                     buf = pending
-            done, batch, rest = self._cut(buf)
+            done, batch, rest = self._cut(bytes(buf) if isinstance(buf, bytearray) else buf)
             del buf
             if batch is not None:
                 yield batch
@@ -135,7 +148,7 @@ class Scan:
                 self._tail += rest
                 self._tail += self._read_all()
                 return
-            if not data:
+            if not more:
                 raise ScanError(f"truncated: the file ends inside the event array "
                                 f"{self._where()} (copied or written only in part?)")
             pending = rest
@@ -176,9 +189,9 @@ class Scan:
         self._after = True
         return closed, Batch(None, buf[first:last], count, self.resplit_raw), rest
 
-    def resplit_raw(self, raw: bytes) -> bytes:
+    def resplit_raw(self, raw: bytes | bytearray) -> bytes:
         """NDJSON of a run of whole elements, by the structural scan."""
-        _done, ndjson, rest = self._split(raw + b"\n", self._element_depth)
+        _done, ndjson, rest = self._split(bytes(raw) + b"\n", self._element_depth)
         if rest.strip(b" \t\r\n,"):
             raise ScanError("malformed event array (an element is not a JSON object)")
         return ndjson

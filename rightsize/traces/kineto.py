@@ -333,7 +333,7 @@ def _ndjson(batch: Batch | bytes) -> bytes:
     return batch.ndjson if isinstance(batch, Batch) else batch
 
 
-def _bytes(batch: Batch | bytes) -> bytes:
+def _bytes(batch: Batch | bytes) -> bytes | bytearray:
     """The batch's bytes as read (document bytes where the batch has them, else NDJSON)."""
     if isinstance(batch, Batch):
         return batch.raw if batch.raw is not None else batch.ndjson

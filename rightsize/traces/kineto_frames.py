@@ -39,7 +39,7 @@ COMM_ARG_FIELDS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype"
 COMM_MARK = b'"Collective name"'
 
 
-def mentions_comms(data: bytes) -> bool:
+def mentions_comms(data: bytes | bytearray) -> bool:
     """True when a batch's bytes may hold collective args (read with :data:`COMM_ARG_FIELDS`)."""
     return COMM_MARK in data
 INT_ARGS = {"External id", "external id", "correlation", "device", "stream", "bytes",

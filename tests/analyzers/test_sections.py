@@ -284,8 +284,8 @@ def test_sections_share_threads_only_where_the_tasks_memory_has_room(tmp_path, m
                                  analysis.Context())
         return job_map._threads(task, t)
 
-    assert threads(None) == 2 and threads(2 * need) == 2  # twice the need: room for both
-    assert threads(2 * need - 1) == 1
+    assert threads(None) == 2 and threads(4 * need) == 2  # 4x the need: room for both
+    assert threads(4 * need - 1) == 1
     windowed = dataclasses.replace(trace, meta=dataclasses.replace(
         trace.meta, window=StepWindow(1, 1, 2, None, None, "budget")))
     assert threads(100 * need, windowed) == 1  # a window: the budget is tight already

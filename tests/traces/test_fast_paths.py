@@ -197,3 +197,20 @@ def test_sorted_concat_keeps_columns_of_nulls_as_one_null(sorted_already):
     assert got.equals(expected) and got.schema == expected.schema
     assert got.columns == ["a", "ts_ns", "n", "m"] and got.height == 3
     assert got["a"].null_count() == 3 and got["m"].to_list().count("x") == 1
+
+
+def test_fast_path_batches_are_the_chunks_cut_in_place(tmp_path):
+    """Each batch after the first is the read chunk itself, cut at its last separator (one
+    copy of the chunk, not two); the events and their NDJSON are those of the whole array."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i,
+               "dur": 1} for i in range(400)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}, indent=1))
+    with path.open("rb") as fh:
+        batches = list(jsonscan.Scan(fh, chunk_bytes=4096).batches())
+    # the first read: its separator not known yet; the last: the array's end, by the scan
+    assert len(batches) > 3 and isinstance(batches[0].raw, bytes)
+    assert all(isinstance(b.raw, bytearray) for b in batches[1:-1])
+    lines = [line for b in batches for line in b.ndjson.splitlines() if line.strip()]
+    assert all(isinstance(b.ndjson, bytes) for b in batches)
+    assert [json.loads(line)["name"] for line in lines] == [f"op{i}" for i in range(400)]
