@@ -52,17 +52,21 @@ def key(c: Case, b: int, p: int) -> str:
     return f"{c.name} | B {b} | ctx {p}"
 
 
-def ask_aic(c: Case, b: int, p: int, model_dir: Path) -> float | None:
+def ask_aic(c: Case, b: int, p: int, model_dir: Path, backend: str) -> float | None:
     """AIConfigurator's agg (in-flight batching) TPOT at B sequences and p context tokens."""
     cmd = [str(AIC), "cli", "estimate", "--model-path", str(model_dir), "--estimate-mode", "agg",
-           "--system", SYSTEMS[c.dep.gpu], "--backend", "trtllm" if c.engine == "trtllm"
-           else "vllm", "--isl", str(round(c.isl)), "--osl", str(round(c.osl)),
+           "--system", SYSTEMS[c.dep.gpu], "--backend", backend,
+           "--isl", str(round(c.isl)), "--osl", str(round(c.osl)),
            "--batch-size", str(b), "--ctx-tokens", str(p), "--tp-size", str(c.dep.tp),
            "--gemm-quant-mode", "fp8", "--kvcache-quant-mode",
            "fp8" if c.dep.kv_cache == "fp8" else "bfloat16"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     m = re.search(r"TPOT:\s+([\d.,]+) ms", out.stdout)
     return float(m.group(1).replace(",", "")) if m else None
+
+
+def engine(c: Case) -> str:
+    return "trtllm" if c.engine == "trtllm" else "vllm"
 
 
 def run_aic(cases: list[tuple[Case, int, int]]) -> dict[str, float | None]:
@@ -74,7 +78,9 @@ def run_aic(cases: list[tuple[Case, int, int]]) -> dict[str, float | None]:
                 model_dir.mkdir()
                 (model_dir / "config.json").write_text(json.dumps(
                     {**c.config, "torch_dtype": "bfloat16"}))
-            got[key(c, b, p)] = ask_aic(c, b, p, model_dir)
+            got[key(c, b, p)] = ask_aic(c, b, p, model_dir, engine(c))
+            if c.engine == "trtllm":  # and from the vLLM tables ours use
+                got[key(c, b, p) + " | vllm"] = ask_aic(c, b, p, model_dir, "vllm")
             print(f"  {key(c, b, p)}: {got[key(c, b, p)]}", file=sys.stderr)
     return got
 
@@ -87,6 +93,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--run-aic", action="store_true", help="ask AIConfigurator again")
+    ap.add_argument("--only-vllm", action="store_true",
+                    help="with --run-aic: ask only the TensorRT-LLM runs' points (both backends)")
     args = ap.parse_args()
     runner = Runner()
     rows = []
@@ -94,35 +102,53 @@ def main() -> None:
         b, p, ms, _ = runner.at_operating_point(c)
         rows.append((c, round(b), round(p), ms))
     if args.run_aic:
-        aic = run_aic([(c, b, p) for c, b, p, _ in rows])
+        aic = run_aic([(c, b, p) for c, b, p, _ in rows if not args.only_vllm or
+                       c.engine == "trtllm"])
+        if args.only_vllm:  # keep the earlier answers, add the vLLM-table ones
+            aic = {**json.loads(RESULT.read_text())["results"], **aic}
         RESULT.write_text(json.dumps({"aiconfigurator": "0.12.0 (cli estimate --estimate-mode "
                                       "agg, its own tables)", "results": aic}, indent=1) + "\n")
-    aic = json.loads(RESULT.read_text())["results"]
-    sep = " | " if args.markdown else "  "
-    head = ["run", "B", "ctx tokens/step", "TPOT meas", "rightsize", "err", "AIConfigurator",
-            "err"]
-    print(("| " + sep.join(head) + " |") if args.markdown else sep.join(head))
-    if args.markdown:
-        print("|" + "---|" * len(head))
-    ours: dict[str, list[float]] = {}
-    theirs: dict[str, list[float]] = {}
-    for c, b, p, ms in rows:
-        a = aic.get(key(c, b, p))
-        group = "dstack" if c.name.startswith("405B") else "MLPerf"
-        cells = [c.name, f"{b:,}", f"{p:,}", f"{c.tpot_ms:.1f}", f"{ms:.1f}",
-                 f"{err(ms, c.tpot_ms):+.0f}%", "-" if a is None else f"{a:.1f}",
-                 "-" if a is None else f"{err(a, c.tpot_ms):+.0f}%"]
-        print(("| " + sep.join(cells) + " |") if args.markdown else sep.join(cells))
-        if a is not None:
-            for g in (group, "all"):
-                ours.setdefault(g, []).append(abs(err(ms, c.tpot_ms)))
-                theirs.setdefault(g, []).append(abs(err(a, c.tpot_ms)))
-    for g in ("dstack", "MLPerf", "all"):
-        if g in ours:
-            print(f"{g}: median |TPOT error| rightsize {statistics.median(ours[g]):.1f}% (max "
-                  f"{max(ours[g]):.1f}%), AIConfigurator {statistics.median(theirs[g]):.1f}% "
-                  f"(max {max(theirs[g]):.1f}%), {len(ours[g])} points")
+    table(rows, json.loads(RESULT.read_text())["results"], args.markdown)
 
+
+def table(rows: list[tuple[Case, int, int, float]], aic: dict[str, float | None],
+          md: bool) -> None:
+    """Per point: measured, ours, AIConfigurator's (its engine's tables; for the TensorRT-LLM
+    runs also its vLLM tables, the ones ours read); then the medians of |error| per set."""
+    sep = " | " if md else "  "
+    head = ["run", "B", "ctx tokens/step", "TPOT meas", "rightsize", "err", "AIConfigurator",
+            "err", "AIConfigurator, vLLM tables", "err"]
+    print(("| " + sep.join(head) + " |") if md else sep.join(head))
+    if md:
+        print("|" + "---|" * len(head))
+    errs: dict[str, list[float]] = {}
+
+    def cell(x: float | None, meas: float) -> list[str]:
+        return ["-", "-"] if x is None else [f"{x:.1f}", f"{err(x, meas):+.0f}%"]
+
+    for c, b, p, ms in rows:
+        a, v = aic.get(key(c, b, p)), aic.get(key(c, b, p) + " | vllm")
+        group = "dstack" if c.name.startswith("405B") else "MLPerf"
+        cells = [c.name, f"{b:,}", f"{p:,}", f"{c.tpot_ms:.1f}", *cell(ms, c.tpot_ms),
+                 *cell(a, c.tpot_ms), *cell(v, c.tpot_ms)]
+        print(("| " + sep.join(cells) + " |") if md else sep.join(cells))
+        if a is None:
+            continue
+        for g in (group, "all"):
+            errs.setdefault(f"{g} ours", []).append(abs(err(ms, c.tpot_ms)))
+            errs.setdefault(f"{g} aic", []).append(abs(err(a, c.tpot_ms)))
+        if v is not None:
+            errs.setdefault("MLPerf aic-vllm", []).append(abs(err(v, c.tpot_ms)))
+    for g in ("dstack", "MLPerf", "all"):
+        if f"{g} ours" in errs:
+            o, t = errs[f"{g} ours"], errs[f"{g} aic"]
+            print(f"{g}: median |TPOT error| rightsize {statistics.median(o):.1f}% (max "
+                  f"{max(o):.1f}%), AIConfigurator {statistics.median(t):.1f}% "
+                  f"(max {max(t):.1f}%), {len(o)} points")
+    if "MLPerf aic-vllm" in errs:
+        v = errs["MLPerf aic-vllm"]
+        print(f"MLPerf, AIConfigurator from its vLLM tables: median |TPOT error| "
+              f"{statistics.median(v):.1f}% (max {max(v):.1f}%), {len(v)} points")
 
 if __name__ == "__main__":
     main()
