@@ -183,8 +183,8 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None, lean: bool,
     cats: set[str] = set()
     n_events = 0
     # Splitting (bytes/numpy, holds the GIL) and parsing + partitioning (polars, releases it)
-    # overlap: while batch N+1 is split, up to two earlier batches are parsed on worker
-    # threads (:func:`_parse_threads`). Results are collected in file order; at most three
+    # overlap: while batch N+1 is split, up to three earlier batches are parsed on worker
+    # threads (:func:`_parse_threads`). Results are collected in file order; at most four
     # batches are held at once. The threads start with the second batch: a trace of one batch
     # (a few MB) is parsed here, without paying for them.
     parse = _Parser(lean)
@@ -225,9 +225,12 @@ def _read_stream(path: Path, stream: Any, progress: Progress | None, lean: bool,
 
 
 def _parse_threads() -> int:
-    """Parser threads: two where two CPUs are usable (measured on a 2-core machine, the
-    splitter on the main thread then no longer waits for one parser), else one."""
-    return 2 if limits.usable_cpus() > 1 else 1
+    """Parser threads: three where two CPUs are usable, else one. A batch's parse waits for a
+    core or the GIL for ~10 ms of its ~25 (its polars steps, the splitter's copies), so on a
+    2-core machine a third thread keeps both cores busier: the 175 MB Kineto trace's read
+    0.759 -> 0.679 s (medians of 15 alternating reads, load ~8), the same CPU, its peak
+    +11 MiB (one batch more in flight) below the analysis' own."""
+    return 3 if limits.usable_cpus() > 1 else 1
 
 
 def _envelope(path: Path, raw: bytes) -> dict[str, Any]:
