@@ -79,6 +79,37 @@ def has_nvidia_gpu() -> bool:
     return shutil.which("nvidia-smi") is not None and Path("/dev/nvidia0").exists()
 
 
+# The files whose tests start Ray (a local one, or tests/ray_cluster.py's two nodes).
+RAY_TEST_FILES = frozenset({"test_engine.py", "fleet/test_ray.py", "job/test_job_engines.py"})
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work one ``pytest -n N`` worker takes whole (``./dev test`` runs two): a
+    test file, so its module fixtures (a Prometheus, a server, a real run) start once; every
+    Ray test one unit (Ray binds ports of its own choosing, and a local Ray's folder under
+    /tmp is checked); every serve test one unit (their servers run boosted, and the 100 ms
+    /healthz bound is measured while no other boosted server competes for the CPU)."""
+    path = nodeid.split("::", 1)[0].removeprefix("tests/")
+    if path in RAY_TEST_FILES:
+        return "ray"
+    if path.startswith("serve/"):
+        return "serve"
+    return path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest-xdist's scope scheduling with :func:`xdist_scope` as the scope (the largest
+    scopes first)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByScope(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return ByScope(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU with a working driver")
     skip_shared = pytest.mark.skip(
