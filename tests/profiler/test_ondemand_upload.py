@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rightsize.profiler.capture import job_step_ms
 from rightsize.rundir import read_json_file
 from tests.profiler.ondemand_job import (
     captures,
@@ -41,6 +42,9 @@ def test_no_capture_is_lost_while_the_server_is_down(tmp_path: Path) -> None:
     run = tmp_path / "run"
     try:
         wait_for(lambda: listening(run), "the job to listen")
+        # each capture carries the job's own step time (asserted below): the first trigger
+        # waits until the job has published some (on a loaded machine it once came first)
+        wait_for(lambda: job_step_ms(run) is not None, "the job's step times")
         assert rightsize("trigger", "run", "--steps", "2", cwd=tmp_path).returncode == 0
         wait_for(lambda: list((run / "uploads" / "sent").glob("*.json")), "the first upload")
         server.stop()
