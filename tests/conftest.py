@@ -97,20 +97,45 @@ def xdist_scope(nodeid: str) -> str:
     return path
 
 
+# The longest units first, so that no long one starts last while the other worker idles:
+# those over 25 s in one process on the shared 2-core VM (2026-12-08, load 7-8), longest first.
+LONGEST_SCOPES = (
+    "serve", "profiler/test_run_cli.py", "ray", "traces/test_fast_paths.py",
+    "profiler/test_ondemand.py", "fuzz/test_fuzz_regexes.py", "fleet_metrics/test_prometheus.py",
+    "reports/test_page_layout.py", "profiler/test_run_signals.py",
+    "serving/test_serving_mixed.py", "profiler/test_run_multiprocess.py",
+    "fuzz/test_fuzz_readers.py", "cli/test_hostile_inputs.py", "cli/test_compare_cli.py",
+    "reports/test_report_html.py", "serving/test_serving_plan.py",
+    "profiler/test_run_invisible.py", "serving/test_serving_cli.py",
+    "job/test_job_generated.py", "test_readme.py", "profiler/test_ondemand_upload.py",
+    "reports/test_browser_shots.py", "analyzers/test_projection_accuracy.py",
+    "fleet/test_resume.py",
+)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """pytest-xdist's scope scheduling with :func:`xdist_scope` as the scope (the largest
-    scopes first)."""
+    """pytest-xdist's scope scheduling with :func:`xdist_scope` as the scope, in the order
+    the workers collected them (:data:`LONGEST_SCOPES` first)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ByScope(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return xdist_scope(nodeid)
 
+    config.option.loadscopereorder = False  # not by the number of tests: by the order above
     return ByScope(config, log)
 
 
+def longest_first(items: list[pytest.Item]) -> None:
+    """Under xdist, the items of :data:`LONGEST_SCOPES` first, each scope's in its order."""
+    rank = {scope: i for i, scope in enumerate(LONGEST_SCOPES)}
+    items.sort(key=lambda item: rank.get(xdist_scope(item.nodeid), len(rank)))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: every one sorts alike
+        longest_first(items)
     skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU with a working driver")
     skip_shared = pytest.mark.skip(
         reason=f"{SHARED} is absent (the shared data sits beside a developer checkout)")
