@@ -4,6 +4,9 @@ against a trace, text layout, hostile names, and one-line errors."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,14 +145,17 @@ def test_two_real_runs_compare_by_call_path(tmp_path):
     decision is held on recorded runs above); the wait at num_workers=0 is at least its
     sleeps, 16 items x 10 ms a step, however loaded the machine."""
     pytest.importorskip("torch")
-    runs = []
-    for workers in (0, 2):
-        out = tmp_path / f"nw{workers}"
-        res = rightsize("run", "--no-report", "--out", out,
-                        SAMPLES / "train_dataloader.py", "--workers", workers,
-                        "--delay-ms", 10)
-        assert res.returncode == 0, res.stderr
-        runs.append(out)
+    runs = [tmp_path / f"nw{workers}" for workers in (0, 2)]
+    # the two runs at once: each waits mostly on its sleeps, and they share nothing
+    jobs = [subprocess.Popen([sys.executable, "-m", "rightsize", "run", "--no-report", "--out",
+                              str(out), str(SAMPLES / "train_dataloader.py"), "--workers",
+                              str(workers), "--delay-ms", "10"],
+                             env=dict(os.environ, PYTHONWARNINGS="ignore"),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for out, workers in zip(runs, (0, 2), strict=True)]
+    for job in jobs:
+        _, err = job.communicate(timeout=300)
+        assert job.returncode == 0, err
     result = compare_json(*runs)
     assert result["matched_by"] == "call-path"
     wait = next(c for c in result["top_changes"] if (c["kind"], c["name"]) == ("share",
