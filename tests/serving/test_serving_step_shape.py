@@ -1,7 +1,7 @@
 """The decode step's shape against its physics, on the measured tables: an extra sequence costs
-its KV read plus its rows of the GEMMs, not a table artefact, and the step grows smoothly and
-monotonically with the batch across the tables' edges (vLLM's fp8 GEMM dispatch at 128/256
-rows, the tables' tile-boundary probes).
+its KV read plus its rows of the GEMMs over a whole tile, not a table artefact, and the step grows
+monotonically with the batch, smoothly except where the tables measure a kernel step (a + 1
+probe costing what the next full-tile size does: vLLM's fp8 GEMMs above 256 rows pad to 512).
 
 Llama-2-70B in fp8 on H100 SXM at TP 2 (MLPerf's H100 deployment), by hand from its config
 (hidden 8192, 64 heads, 8 KV heads of 128, MLP 28672, 80 layers) and the catalog's H100
@@ -52,25 +52,34 @@ def test_the_hand_worked_bounds():
 
 
 def test_an_extra_sequence_costs_its_kv_read_and_its_rows(h100_tp2):
-    b = np.array([64.0, 128.0, 256.0, 384.0, 512.0])
+    # at full-tile sizes: from 257 to 511 sequences the fp8 GEMMs run the 512-row kernel padded
+    b = np.array([64.0, 128.0, 256.0, 512.0])
     ms, parts = _decode(h100_tp2, b)
     att_us = np.diff(parts.decode_attention) / np.diff(b)
     # the tables' fp8-KV decode kernel streams at 1.5-1.7x the datasheet bound
     assert np.all(att_us > KV_READ_US) and np.all(att_us < 2 * KV_READ_US)
     step_us = np.diff(ms) * 1e3 / np.diff(b)
     # the whole step: at least the KV read, at most twice (KV read + rows at the fp8 peak);
-    # before the tile-probe fix, 256 -> 384 cost 299 µs a sequence (the GEMMs doubled at 257)
+    # before the tile-probe fix, 256 -> 384 cost 299 µs a sequence (257 held at its probe's
+    # cost, 61 µs, above 512's 55 for n 5120 k 8192)
     assert np.all(step_us > KV_READ_US)
     assert np.all(step_us < 2 * (KV_READ_US + ROW_US)), step_us
 
 
 @pytest.mark.parametrize("kv", [450.0, 1300.0])
-def test_the_decode_step_is_monotone_and_smooth_in_the_batch(h100_tp2, kv):
+def test_the_decode_step_is_monotone_and_steps_only_at_tile_edges(h100_tp2, kv):
     b = np.arange(1.0, 1025.0)
     ms, _ = _decode(h100_tp2, b, kv)
     assert np.all(np.diff(ms) >= 0)
-    # no 8 more sequences add over 5% anywhere (before: +40% from 256 to 264 sequences)
-    assert float(np.max(ms[8:] / ms[:-8])) < 1.05
+    grow = ms[8:] / ms[:-8]
+    # 8 more sequences that cross a full-tile size s -> s + 1 (every 16 to 256, every 256) may
+    # step, never more than the model's steepest GEMM does: qkv (n 5120, k 8192) at 257 rows
+    # costs 512's 55.09 µs against 256's 32.01 (1.72x); elsewhere no 8 add over 5%
+    edge = np.isin(np.arange(16, 1025, 16), [*range(16, 257, 16), *range(256, 1025, 256)])
+    edges = np.arange(16, 1025, 16)[edge]
+    crosses = np.array([np.any((edges >= lo) & (edges < lo + 8)) for lo in b[:-8]])
+    assert float(np.max(grow[~crosses])) < 1.05
+    assert float(np.max(grow[crosses])) < 55.09 / 32.01
 
 
 def test_the_prefill_step_is_monotone_in_its_tokens(h100_tp2):

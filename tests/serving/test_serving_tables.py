@@ -1,7 +1,7 @@
 """AIConfigurator's measured tables (../shared/serving/aiconfigurator) read and interpolated:
 on a measured point the timer returns the measurement (unless a larger size measured faster:
-the padded envelope); between points it lies between them; tile-boundary probes are not
-interpolated from."""
+the padded envelope); between points it lies between them; between a full-tile size and the next
+the shape follows the tile-boundary probe (flat where it costs what the next size does)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from rightsize.analyzers.serving.ops import Attention
-from rightsize.analyzers.serving.tables import Tables, padded_envelope, tile_probes
+from rightsize.analyzers.serving.tables import Tables, padded_envelope
 from rightsize.catalog import load_catalog
 from tests.conftest import shared_path
 
@@ -72,32 +72,34 @@ def test_allreduce_is_the_faster_of_nccl_and_custom(h100):
     assert got == pytest.approx(min(n, c) * 1e3)
 
 
-def test_tile_probes_are_the_sizes_one_row_past_a_measured_one():
-    # AIConfigurator's m axis: every size to 17, then multiples of 16 (256) each with its + 1
-    m = np.array([*range(1, 18), 32, 33, 48, 256, 257, 512, 513, 8192], float)
-    probes = m[tile_probes(m)]
-    assert probes.tolist() == [17, 33, 257, 513]
-
-
-def test_padded_envelope_drops_probes_and_never_falls_with_rows():
+def test_padded_envelope_keeps_probes_and_never_falls_with_rows():
     # H100 fp8 n=5120 k=8192 as measured (µs): 129 rows open vLLM's next kernel (39), the
     # (128, 256] kernel gets faster with rows (37 -> 32), 257 opens the next again (61)
-    m = np.array([128, 129, 160, 192, 256, 257, 512], float)
+    # at m = 128, 129, 160, 192, 256, 257, 512
     us = np.array([25.0, 39.0, 37.0, 33.0, 32.0, 61.0, 55.0])
-    kept, env = padded_envelope(m, np.log(us))
-    assert kept.tolist() == [128, 160, 192, 256, 512]
-    # 160 rows run as fast as the 256-row kernel (padded): min(37, 33, 32, 55) = 32
-    assert np.exp(env).tolist() == pytest.approx([25.0, 32.0, 32.0, 32.0, 55.0])
+    env = padded_envelope(np.log(us))
+    # 129-256 rows run as fast as the 256-row kernel (padded): min(39, 37, 33, 32, 61, 55) = 32;
+    # the 257-row probe as fast as 512 rows: min(61, 55) = 55, flat from 257 to 512
+    assert np.exp(env).tolist() == pytest.approx([25.0, 32.0, 32.0, 32.0, 32.0, 55.0, 55.0])
 
 
 @pytest.mark.shared
-def test_decode_steps_interpolate_between_full_tile_sizes(h100):
+def test_between_full_tile_sizes_the_probe_decides_the_shape(h100):
     timer, data = h100
     gemm = data / "gemm" / "vllm" / "0.24.0" / "gemm_perf.parquet"
-    at256, at512 = (_ms(gemm, gemm_dtype="fp8", m=m, n=5120, k=8192) * 1e3 for m in (256, 512))
-    t = timer.gemm_us(np.array([256.0, 300.0, 384.0, 512.0]), 5120, 8192, "fp8")
-    # 300 rows lie on the log-log line from 256 to 512 rows, not at the 257-row probe (1.9x 256)
-    want = at256 * (at512 / at256) ** (np.log(300 / 256) / np.log(2))
-    assert t[1] == pytest.approx(want)
-    assert t[0] == pytest.approx(at256) and t[3] == pytest.approx(at512)
-    assert np.all(np.diff(t) > 0)
+    # fp8 n=5120 k=8192: 257 rows cost more than 512 (the kernel above 256 pads to 512), so
+    # every size from 257 to 512 costs the 512-row time: the staircase
+    at256, at257, at512 = (_ms(gemm, gemm_dtype="fp8", m=m, n=5120, k=8192) * 1e3
+                           for m in (256, 257, 512))
+    assert at257 > at512
+    t = timer.gemm_us(np.array([256.0, 257.0, 300.0, 384.0, 512.0]), 5120, 8192, "fp8")
+    assert t[0] == pytest.approx(at256)
+    assert t[1:].tolist() == pytest.approx([at512] * 4)
+    # bf16 n=2048 k=10240: 257 rows cost what 256 do (30.12 and 30.11 µs, 512: 45.98), so
+    # between them the time rises along the log-log line from the probe to 512 rows
+    lo, probe, hi = (_ms(gemm, gemm_dtype="bfloat16", m=m, n=2048, k=10240) * 1e3
+                     for m in (256, 257, 512))
+    assert probe < hi and probe / lo < 1.01
+    t = timer.gemm_us(np.array([256.0, 257.0, 384.0, 512.0]), 2048, 10240, "bf16")
+    want = probe * (hi / probe) ** (np.log(384 / 257) / np.log(512 / 257))
+    assert t.tolist() == pytest.approx([lo, probe, want, hi])

@@ -163,10 +163,17 @@ def row_parts(ops: Ops, timer: Timer, rows: np.ndarray) -> np.ndarray:
     return np.stack([c, w, timer.elementwise_us(rows * ops.vocab * 8.0)])
 
 
+# The row counts AIConfigurator's GEMM tables measure past 16 (every 16 to 256, every 256 to
+# 4,352, each with its + 1 probe): between a full-tile size and its probe a table's time can
+# step (tables.py, padded_envelope), which grid points around it would smear over a few rows.
+TILE_ROWS = np.unique(np.concatenate([np.arange(16, 257, 16), np.arange(256, 4353, 256)]))
+TILE_KNOTS = np.concatenate([TILE_ROWS, TILE_ROWS + 1]).astype(float)
+
 # Token counts at which the token- and row-dependent times are computed once per deployment and
-# interpolated between (log spaced: 1 to 1M, 96 a decade): within 1% of computing them at every
-# count on dense models, 2% on MoE ones (whose touched experts change with the count).
-GRID = np.unique(np.round(np.logspace(0, 6, 577)))
+# interpolated between (log spaced: 1 to 1M, 96 a decade, plus the tables' tile sizes and
+# probes): within 1% of computing them at every count on dense models, 2% on MoE ones (whose
+# touched experts change with the count).
+GRID = np.unique(np.concatenate([np.round(np.logspace(0, 6, 577)), TILE_KNOTS]))
 
 
 class StepCurves:

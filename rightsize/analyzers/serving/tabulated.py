@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from rightsize.analyzers.serving.forward import TILE_KNOTS
+
 KV_POINTS = 64  # geometric mean-KV grid points of the decode table
 StepVec = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
@@ -81,7 +83,8 @@ class Tabulated:
         self.max_seqs = max_seqs
         max_kv = max(max_kv, 2)
         b_dec = np.unique(np.concatenate([np.arange(min(max_seqs, 64) + 1),
-                                          np.round(np.geomspace(64, max(max_seqs, 64), 48))]))
+                                          np.round(np.geomspace(64, max(max_seqs, 64), 48)),
+                                          TILE_KNOTS]))
         self.b_dec = b_dec[b_dec <= max_seqs].astype(np.float64)
         self.kvm = _kv_grid(max_kv)
         bb, kk = np.meshgrid(self.b_dec, self.kvm, indexing="ij")
