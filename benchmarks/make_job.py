@@ -38,13 +38,15 @@ import argparse
 import bisect
 import copy
 import json
+import os
 import random
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "ranks"
+SHARED = Path(os.environ.get("RIGHTSIZE_SHARED",
+                             Path(__file__).resolve().parents[2] / "shared")) / "traces" / "ranks"
 SOURCES = {"dlrm": "param-dlrm-8rank-v100/worker0_step_12.1694128201545.pt.trace.json",
            "hta": "hta-trace_filter-2of128/sampled_rank-0.json.gz"}
 CAUSES = ("dataloader", "compute", "host")
